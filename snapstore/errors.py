@@ -1,0 +1,71 @@
+"""Every exception snapstore raises; all derive from :class:`SnapstoreError`."""
+
+from __future__ import annotations
+
+
+class SnapstoreError(Exception):
+    """Base class of every snapstore error."""
+
+
+class InvalidNameError(SnapstoreError, ValueError):
+    """A session or snapshot name is empty, not a string, or too long."""
+
+
+class LockTimeout(SnapstoreError, TimeoutError):
+    """A store lock could not be taken within ``lock_timeout`` seconds."""
+
+    def __init__(self, lock_name: str, timeout: float) -> None:
+        super().__init__(
+            f"could not take lock {lock_name!r} within {timeout:g}s: another process holds it "
+            "(raise lock_timeout, or find the process holding it)"
+        )
+        self.lock_name = lock_name
+        self.timeout = timeout
+
+
+class SnapshotNotFound(SnapstoreError, KeyError):
+    """No committed snapshot exists for the given (session, name)."""
+
+    def __init__(self, session: str, name: str) -> None:
+        super().__init__(session, name)
+        self.session = session
+        self.name = name
+
+    def __str__(self) -> str:
+        return f"no snapshot {self.name!r} in session {self.session!r}"
+
+
+class CorruptManifestError(SnapstoreError):
+    """A manifest failed to decode, failed its checksum, or failed validation."""
+
+
+class CorruptBlobError(SnapstoreError):
+    """A blob's bytes do not hash to its digest."""
+
+
+class MissingBlobError(SnapstoreError):
+    """A manifest references a blob that is not in the blob store."""
+
+
+class UnsafePathError(SnapstoreError, ValueError):
+    """A path would escape its base or target, or cannot be represented safely."""
+
+
+class FormatError(SnapstoreError):
+    """The storage root has an unknown or unsupported format."""
+
+
+class SourceChangedError(SnapstoreError):
+    """A source file kept changing while it was being read, so no stable copy was taken."""
+
+
+class NotAStateSnapshotError(SnapstoreError, TypeError):
+    """A file snapshot was accessed as a state value, or the other way round."""
+
+
+class RestoreError(SnapstoreError):
+    """A restore failed part-way; ``rolled_back`` says whether the target was put back."""
+
+    def __init__(self, message: str, *, rolled_back: bool) -> None:
+        super().__init__(message)
+        self.rolled_back = rolled_back

@@ -1,0 +1,147 @@
+"""The plain data types the public API returns: snapshot metadata, entries and reports."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+EntryKind = Literal["file", "symlink", "dir", "absent"]
+SnapshotKind = Literal["files", "state"]
+ENTRY_KINDS: tuple[EntryKind, ...] = ("file", "symlink", "dir", "absent")
+
+
+def _jsonable(value: Any) -> Any:
+    """Turn report field values into JSON-friendly ones (datetimes, bytes, tuples)."""
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, bytes):
+        return value.hex()
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    return value
+
+
+class _ToDict:
+    """Mixin giving dataclasses a JSON-ready ``to_dict()``."""
+
+    def to_dict(self) -> dict[str, Any]:
+        result = _jsonable(self)
+        assert isinstance(result, dict)
+        return result
+
+
+@dataclass(frozen=True)
+class FileEntry(_ToDict):
+    """One path of a snapshot: what was there when the snapshot was taken."""
+
+    path: str
+    kind: EntryKind
+    mode: int = 0
+    size: int = 0
+    mtime_ns: int = 0
+    digest: bytes | None = None
+    target: str | None = None
+
+
+@dataclass(frozen=True)
+class SkippedPath(_ToDict):
+    """A path that ``create(..., skip_unreadable=True)`` could not store, and why."""
+
+    path: str
+    error: str
+
+
+@dataclass(frozen=True)
+class SnapshotInfo(_ToDict):
+    """A snapshot's header: who, when, how big; loaded without touching any blob."""
+
+    session: str
+    name: str
+    kind: SnapshotKind
+    created_at: datetime
+    expires_at: datetime | None
+    file_count: int
+    total_bytes: int
+    meta: dict[str, Any]
+    base_dir: str
+    skipped: tuple[SkippedPath, ...] = ()
+
+
+@dataclass(frozen=True)
+class Snapshot(_ToDict):
+    """A snapshot's header and entries; blob contents load lazily via ``SnapStore.read``."""
+
+    info: SnapshotInfo
+    entries: tuple[FileEntry, ...]
+
+    def entry(self, path: str) -> FileEntry | None:
+        """The entry recorded for ``path``, or None."""
+        for candidate in self.entries:
+            if candidate.path == path:
+                return candidate
+        return None
+
+
+@dataclass
+class RestoreReport(_ToDict):
+    """What a restore wrote, removed and left alone (or would, with ``dry_run``)."""
+
+    written: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    dry_run: bool = False
+    target: str = ""
+    backup: str | None = None
+
+
+@dataclass
+class DiffReport(_ToDict):
+    """How a target differs from a snapshot, as the changes a restore would make.
+
+    ``added``: in the snapshot, missing from the target; ``modified``: present in both but
+    different; ``removed``: recorded absent in the snapshot yet present in the target.
+    """
+
+    added: list[str] = field(default_factory=list)
+    modified: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        """True when a restore would change anything."""
+        return bool(self.added or self.modified or self.removed)
+
+
+@dataclass
+class SweepReport(_ToDict):
+    """The (session, name) pairs a sweep deleted."""
+
+    deleted: list[tuple[str, str]] = field(default_factory=list)
+
+
+@dataclass
+class GcReport(_ToDict):
+    """What blob garbage collection freed, or that it was skipped because the store was busy."""
+
+    blobs_deleted: int = 0
+    bytes_freed: int = 0
+    temp_files_removed: int = 0
+    skipped: bool = False
+    reason: str | None = None
+
+
+@dataclass
+class VerifyReport(_ToDict):
+    """Damage to committed data (``problems``) and leftovers gc would clean (``garbage``)."""
+
+    ok: bool = True
+    problems: list[str] = field(default_factory=list)
+    garbage: list[str] = field(default_factory=list)
+    snapshots_checked: int = 0
+    blobs_checked: int = 0
