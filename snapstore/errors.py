@@ -69,3 +69,7 @@ class RestoreError(SnapstoreError):
     def __init__(self, message: str, *, rolled_back: bool) -> None:
         super().__init__(message)
         self.rolled_back = rolled_back
+
+
+class InvalidValueError(SnapstoreError, ValueError):
+    """A metadata or state value cannot be stored (not msgpack-encodable, or the wrong type)."""

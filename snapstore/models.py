@@ -71,6 +71,9 @@ class SnapshotInfo(_ToDict):
     meta: dict[str, Any]
     base_dir: str
     skipped: tuple[SkippedPath, ...] = ()
+    roots: tuple[str, ...] = ()
+    """The requested paths whose directories were recorded completely ("." is the base dir):
+    a restore removes what the target holds in them beyond the snapshot."""
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,186 @@
+"""Where manifests live: ``sessions/<session-dir>/<name-dir>/manifest``, read and committed.
+
+Reads take no lock (a manifest is replaced by atomic rename, so a reader sees the old or the
+new file); commits and deletes are called with the namespace lock held.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from snapstore.durable import ensure_dir, write_atomic
+from snapstore.errors import CorruptManifestError, SnapshotNotFound
+from snapstore.fsio import FileSystem
+from snapstore.manifest import Header, Manifest, decode, decode_header, header_bytes_needed
+from snapstore.naming import dir_name
+
+MANIFEST_FILE = "manifest"
+HEADER_READ_BYTES = 4096
+
+
+class CorruptManifestWarning(UserWarning):
+    """A listing skipped a manifest that failed to decode or validate."""
+
+
+@dataclass(frozen=True)
+class ManifestFile:
+    """A manifest on disk and the header read from it."""
+
+    path: str
+    header: Header
+
+
+def _check_identity(path: str, session: str, name: str, header: Header) -> None:
+    """A manifest must sit in the directory its raw names map to (never trust the dir name)."""
+    info = header.info
+    if (info.session, info.name) != (session, name):
+        raise CorruptManifestError(
+            f"manifest {path} belongs to ({info.session!r}, {info.name!r}), "
+            f"not ({session!r}, {name!r})"
+        )
+
+
+class Catalog:
+    """The ``sessions/`` tree of one store root."""
+
+    def __init__(self, sessions_dir: str, tmp_dir: str, fs: FileSystem, *, durable: bool) -> None:
+        self.sessions_dir = sessions_dir
+        self.tmp_dir = tmp_dir
+        self.fs = fs
+        self.durable = durable
+
+    def manifest_path(self, session: str, name: str) -> str:
+        """Where the manifest for (session, name) lives."""
+        return os.path.join(
+            self.sessions_dir,
+            dir_name(session, "session"),
+            dir_name(name, "snapshot name"),
+            MANIFEST_FILE,
+        )
+
+    def read(self, session: str, name: str) -> Manifest:
+        """Decode the committed manifest of (session, name); SnapshotNotFound if there is none."""
+        path = self.manifest_path(session, name)
+        try:
+            with open(path, "rb") as file:
+                data = file.read()
+        except (FileNotFoundError, NotADirectoryError):
+            raise SnapshotNotFound(session, name) from None
+        try:
+            manifest = decode(data)
+            _check_identity(path, session, name, Header(manifest.info, 0, None))
+        except CorruptManifestError as error:
+            raise CorruptManifestError(
+                f"snapshot {name!r} in session {session!r} is corrupt ({path}): {error}"
+            ) from None
+        return manifest
+
+    def read_path(self, path: str) -> Manifest:
+        """Decode the manifest file at ``path`` (already located by a scan)."""
+        with open(path, "rb") as file:
+            data = file.read()
+        try:
+            return decode(data)
+        except CorruptManifestError as error:
+            raise CorruptManifestError(f"corrupt manifest {path}: {error}") from None
+
+    def read_header(self, path: str) -> Header:
+        """Decode and verify just the header of the manifest at ``path``."""
+        with open(path, "rb") as file:
+            size = os.fstat(file.fileno()).st_size
+            data = file.read(HEADER_READ_BYTES)
+            needed = header_bytes_needed(data)
+            if needed > len(data):
+                data += file.read(needed - len(data))
+        return decode_header(data, size)
+
+    def manifest_paths(self, session: str | None = None) -> Iterator[str]:
+        """Paths of every manifest file on disk now (of one session, or all)."""
+        if session is None:
+            try:
+                session_dirs = sorted(os.listdir(self.sessions_dir))
+            except FileNotFoundError:
+                return
+        else:
+            session_dirs = [dir_name(session, "session")]
+        for session_dir in session_dirs:
+            session_path = os.path.join(self.sessions_dir, session_dir)
+            try:
+                name_dirs = sorted(os.listdir(session_path))
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            for name_dir in name_dirs:
+                path = os.path.join(session_path, name_dir, MANIFEST_FILE)
+                if os.path.isfile(path):
+                    yield path
+
+    def scan(self, session: str | None = None) -> Iterator[ManifestFile | CorruptManifestError]:
+        """Every manifest on disk now (headers only), or the error for one that is corrupt."""
+        for path in self.manifest_paths(session):
+            try:
+                header = self.read_header(path)
+                name_dir = os.path.dirname(path)
+                session_dir = os.path.dirname(name_dir)
+                expected = (
+                    dir_name(header.info.session, "session"),
+                    dir_name(header.info.name, "snapshot name"),
+                )
+                if expected != (os.path.basename(session_dir), os.path.basename(name_dir)):
+                    raise CorruptManifestError("it sits in a directory its names do not map to")
+            except FileNotFoundError:
+                continue
+            except CorruptManifestError as error:
+                yield CorruptManifestError(f"corrupt manifest {path}: {error}")
+                continue
+            yield ManifestFile(path, header)
+
+    def headers(self, session: str | None = None) -> list[ManifestFile]:
+        """Every valid manifest header, warning about (and skipping) corrupt ones."""
+        found: list[ManifestFile] = []
+        for item in self.scan(session):
+            if isinstance(item, CorruptManifestError):
+                warnings.warn(str(item), CorruptManifestWarning, stacklevel=3)
+            else:
+                found.append(item)
+        return found
+
+    def commit(self, session: str, name: str, data: bytes) -> None:
+        """Atomically install ``data`` as the manifest of (session, name). Namespace lock held."""
+        path = self.manifest_path(session, name)
+        ensure_dir(self.fs, os.path.dirname(path), stop_at=self.sessions_dir, durable=self.durable)
+        write_atomic(self.fs, path, data, tmp_dir=self.tmp_dir, durable=self.durable, mode=0o444)
+
+    def remove(self, path: str) -> None:
+        """Delete a committed manifest durably, then its (now empty) directories best-effort.
+
+        The unlink and the flush of its directory are the commit of a delete: their errors are
+        raised. Removing the empty directories afterwards is tidying; gc retries it.
+        """
+        name_dir = os.path.dirname(path)
+        self.fs.unlink(path)
+        if self.durable:
+            self.fs.fsync_dir(name_dir)
+        self.remove_empty_dirs(name_dir)
+
+    def remove_empty_dirs(self, name_dir: str) -> None:
+        """Remove an empty name directory and, if then empty, its session directory."""
+        session_dir = os.path.dirname(name_dir)
+        with contextlib.suppress(OSError):
+            self.fs.rmdir(name_dir)
+            self.fs.rmdir(session_dir)
+
+    def tidy(self) -> None:
+        """Remove empty name and session directories left by interrupted deletes."""
+        for session_dir in os.listdir(self.sessions_dir):
+            session_path = os.path.join(self.sessions_dir, session_dir)
+            with contextlib.suppress(OSError):
+                for name_dir in os.listdir(session_path):
+                    name_path = os.path.join(session_path, name_dir)
+                    if not os.listdir(name_path):
+                        self.remove_empty_dirs(name_path)
+                if not os.listdir(session_path):
+                    self.fs.rmdir(session_path)

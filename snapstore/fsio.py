@@ -1,0 +1,99 @@
+"""The seam every filesystem mutation goes through, so tests can record, fail or kill at it.
+
+Reads go straight to :mod:`os`; only operations that change the disk pass through
+:class:`FileSystem`. A test wraps it (see ``tests/``) to inject ``OSError``s, to kill the
+process at the Nth call, or to log operations and replay the disk a power cut could leave.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+OPERATIONS = (
+    "open",
+    "write",
+    "fsync",
+    "fchmod",
+    "replace",
+    "link",
+    "unlink",
+    "mkdir",
+    "rmdir",
+    "symlink",
+    "fsync_dir",
+)
+
+
+def flush(fd: int) -> None:
+    """fsync, using ``F_FULLFSYNC`` on macOS where plain fsync stops at the drive's cache."""
+    if sys.platform == "darwin":
+        import fcntl
+
+        fcntl.fcntl(fd, fcntl.F_FULLFSYNC)
+    else:
+        os.fsync(fd)
+
+
+class FileSystem:
+    """Thin wrappers over the mutating :mod:`os` calls snapstore makes."""
+
+    def open(self, path: str, flags: int, mode: int = 0o666, *, dir_fd: int | None = None) -> int:
+        """Open a file for writing (creation is a mutation)."""
+        return os.open(path, flags | os.O_CLOEXEC, mode, dir_fd=dir_fd)
+
+    def write(self, fd: int, data: bytes | memoryview) -> None:
+        """Write all of ``data`` (loops over short writes)."""
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+
+    def fsync(self, fd: int) -> None:
+        """Flush a file's (or an open directory's) data to stable storage."""
+        flush(fd)
+
+    def close(self, fd: int) -> None:
+        """Close a descriptor."""
+        os.close(fd)
+
+    def fchmod(self, fd: int, mode: int) -> None:
+        """Set the mode bits of an open file."""
+        os.fchmod(fd, mode)
+
+    def replace(
+        self, src: str, dst: str, *, src_dir_fd: int | None = None, dst_dir_fd: int | None = None
+    ) -> None:
+        """Atomically rename ``src`` onto ``dst``."""
+        os.replace(src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd)
+
+    def link(self, src: str, dst: str) -> None:
+        """Create a hard link."""
+        os.link(src, dst)
+
+    def unlink(self, path: str, *, dir_fd: int | None = None) -> None:
+        """Remove a file or symlink."""
+        os.unlink(path, dir_fd=dir_fd)
+
+    def mkdir(self, path: str, mode: int = 0o777, *, dir_fd: int | None = None) -> None:
+        """Create one directory."""
+        os.mkdir(path, mode, dir_fd=dir_fd)
+
+    def rmdir(self, path: str, *, dir_fd: int | None = None) -> None:
+        """Remove one empty directory."""
+        os.rmdir(path, dir_fd=dir_fd)
+
+    def symlink(self, target: str, path: str, *, dir_fd: int | None = None) -> None:
+        """Create a symbolic link at ``path`` pointing to ``target``."""
+        os.symlink(target, path, dir_fd=dir_fd)
+
+    def fsync_dir(self, path: str, *, dir_fd: int | None = None) -> None:
+        """Flush a directory's entries, so renames and creations in it survive power loss."""
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=dir_fd)
+        try:
+            flush(fd)
+        finally:
+            os.close(fd)
+
+
+LOCAL = FileSystem()

@@ -1,0 +1,121 @@
+"""Cross-process kernel locks on files under ``<root>/locks``, with timeouts.
+
+Each acquisition opens its own descriptor, so flock-style locks also exclude threads of one
+process from each other. Lock files are never unlinked. A forked child drops inherited
+handles without unlocking, so it never releases a lock its parent holds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Iterator
+from typing import IO
+
+import portalocker
+
+from snapstore.errors import LockTimeout
+
+_POLL_START = 0.001
+_POLL_MAX = 0.05
+
+
+class _Handle:
+    """One open lock file; knows whether it was inherited across fork."""
+
+    def __init__(self, file: IO[bytes]) -> None:
+        self.file = file
+        self.pid = os.getpid()
+
+    def release(self) -> None:
+        """Unlock and close; in a forked child only close, leaving the parent's lock alone."""
+        try:
+            if self.pid == os.getpid():
+                portalocker.unlock(self.file)
+        finally:
+            self.file.close()
+
+
+class FileLock:
+    """A named kernel lock at ``path``: exclusive or shared, with a timeout."""
+
+    def __init__(self, path: str, name: str, timeout: float) -> None:
+        self.path = path
+        self.name = name
+        self.timeout = timeout
+
+    def _open(self) -> IO[bytes]:
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        return os.fdopen(fd, "r+b")
+
+    def _acquire(self, flags: portalocker.LockFlags, timeout: float | None) -> _Handle:
+        limit = self.timeout if timeout is None else timeout
+        deadline = time.monotonic() + limit
+        delay = _POLL_START
+        file = self._open()
+        try:
+            while True:
+                try:
+                    portalocker.lock(file, flags | portalocker.LockFlags.NON_BLOCKING)
+                    break
+                except portalocker.exceptions.LockException:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        raise LockTimeout(self.name, limit) from None
+                    time.sleep(min(delay, remaining))
+                    delay = min(delay * 2, _POLL_MAX)
+        except BaseException:
+            file.close()
+            raise
+        return _Handle(file)
+
+    @contextlib.contextmanager
+    def exclusive(self, timeout: float | None = None) -> Iterator[None]:
+        """Hold the lock alone (no other holder, shared or exclusive)."""
+        handle = self._acquire(portalocker.LockFlags.EXCLUSIVE, timeout)
+        try:
+            yield
+        finally:
+            handle.release()
+
+    @contextlib.contextmanager
+    def shared(self, timeout: float | None = None) -> Iterator[None]:
+        """Hold the lock together with other shared holders, excluding exclusive ones."""
+        handle = self._acquire(portalocker.LockFlags.SHARED, timeout)
+        try:
+            yield
+        finally:
+            handle.release()
+
+
+NETWORK_FILESYSTEMS = frozenset(
+    {"nfs", "nfs4", "cifs", "smb", "smb2", "smb3", "smbfs", "9p", "afs", "ncpfs", "sshfs"}
+)
+
+
+def filesystem_type(path: str) -> str | None:
+    """The type of the filesystem holding ``path`` from /proc/mounts (Linux), else None."""
+    try:
+        with open("/proc/mounts", encoding="utf-8", errors="replace") as mounts:
+            lines = mounts.read().splitlines()
+    except OSError:
+        return None
+    real = os.path.realpath(path)
+    best, best_type = "", None
+    for line in lines:
+        fields = line.split()
+        if len(fields) < 3:
+            continue
+        mount_point = fields[1].replace("\\040", " ")
+        inside = real == mount_point or real.startswith(mount_point.rstrip("/") + "/")
+        if inside and len(mount_point) >= len(best):
+            best, best_type = mount_point, fields[2]
+    return best_type
+
+
+def is_untrusted_lock_filesystem(fs_type: str | None) -> bool:
+    """True for network and FUSE filesystems, whose advisory locks may not exclude anyone."""
+    if fs_type is None:
+        return False
+    return fs_type in NETWORK_FILESYSTEMS or fs_type.startswith("fuse")

@@ -1,0 +1,315 @@
+"""Encode, decode and validate manifests: the committed description of one snapshot.
+
+A manifest file is a fixed prelude, a msgpack header (what ``list()`` needs) and a msgpack
+body (the entries, or the state value). The prelude carries both parts' lengths and blake3
+checksums, so a header can be read and checked without reading the body. See docs/format.md.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import blake3
+import msgpack
+
+from snapstore.errors import CorruptManifestError, InvalidValueError, UnsafePathError
+from snapstore.models import ENTRY_KINDS, FileEntry, SkippedPath, SnapshotInfo, SnapshotKind
+from snapstore.paths import check_relative_path, parents
+
+MAGIC = b"SNAPMAN\x01"
+FORMAT_VERSION = 1
+PRELUDE = struct.Struct("<8sIQ16s16s")
+CHECKSUM_BYTES = 16
+MAX_HEADER_BYTES = 16 * 1024 * 1024
+MAX_ENTRIES = 5_000_000
+DIGEST_BYTES = 32
+SNAPSHOT_KINDS: tuple[SnapshotKind, ...] = ("files", "state")
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """A decoded manifest: header info, entries (file snapshots) or value (state snapshots)."""
+
+    info: SnapshotInfo
+    entries: tuple[FileEntry, ...] = ()
+    value: Any = None
+
+
+def _checksum(*parts: bytes) -> bytes:
+    hasher = blake3.blake3()
+    for part in parts:
+        hasher.update(part)
+    return hasher.digest(length=CHECKSUM_BYTES)
+
+
+def _pack(value: Any, what: str) -> bytes:
+    try:
+        packed = msgpack.packb(value, use_bin_type=True, strict_types=False)
+    except (TypeError, ValueError, OverflowError) as error:
+        raise InvalidValueError(f"{what} cannot be stored: {error}") from None
+    assert isinstance(packed, bytes)
+    return packed
+
+
+def _unpack(data: bytes, what: str) -> Any:
+    try:
+        return msgpack.unpackb(data, raw=False, strict_map_key=True, use_list=True)
+    except Exception as error:
+        raise CorruptManifestError(f"{what} does not decode: {error}") from None
+
+
+def time_to_ns(moment: datetime) -> int:
+    """Nanoseconds since the epoch of an aware datetime."""
+    if moment.tzinfo is None:
+        raise InvalidValueError(f"datetime {moment!r} must be timezone-aware")
+    delta = moment - datetime(1970, 1, 1, tzinfo=UTC)
+    return (delta.days * 86400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
+
+
+def ns_to_time(ns: int) -> datetime:
+    """An aware UTC datetime from nanoseconds since the epoch."""
+    return datetime.fromtimestamp(ns / 1e9, tz=UTC)
+
+
+def encode(
+    info: SnapshotInfo,
+    *,
+    created_ns: int,
+    expires_ns: int | None,
+    entries: tuple[FileEntry, ...] = (),
+    value: Any = None,
+) -> bytes:
+    """Serialize a manifest; raises InvalidValueError for metadata or values msgpack refuses."""
+    header = {
+        "v": FORMAT_VERSION,
+        "kind": info.kind,
+        "session": info.session,
+        "name": info.name,
+        "created_ns": created_ns,
+        "expires_ns": expires_ns,
+        "file_count": info.file_count,
+        "total_bytes": info.total_bytes,
+        "meta": info.meta,
+        "base_dir": info.base_dir,
+        "skipped": [[s.path, s.error] for s in info.skipped],
+        "roots": list(info.roots),
+    }
+    if info.kind == "state":
+        body_value: dict[str, Any] = {"value": value}
+    else:
+        body_value = {
+            "entries": [
+                [e.path, e.kind, e.mode, e.size, e.mtime_ns, e.digest, e.target] for e in entries
+            ]
+        }
+    header_bytes = _pack(header, "snapshot metadata")
+    body_bytes = _pack(body_value, "state value" if info.kind == "state" else "entries")
+    lengths = struct.pack("<IQ", len(header_bytes), len(body_bytes))
+    prelude = PRELUDE.pack(
+        MAGIC,
+        len(header_bytes),
+        len(body_bytes),
+        _checksum(lengths, header_bytes),
+        _checksum(lengths, body_bytes),
+    )
+    return prelude + header_bytes + body_bytes
+
+
+def _require(condition: bool, message: str) -> None:
+    if not condition:
+        raise CorruptManifestError(message)
+
+
+def _is_safe_path(path: Any) -> bool:
+    try:
+        check_relative_path(path)
+    except UnsafePathError:
+        return False
+    return True
+
+
+def _is_int(value: Any, low: int = 0, high: int = 2**64 - 1) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+
+
+@dataclass(frozen=True)
+class _Prelude:
+    header_length: int
+    body_length: int
+    header_checksum: bytes
+    body_checksum: bytes
+
+    @property
+    def total(self) -> int:
+        return PRELUDE.size + self.header_length + self.body_length
+
+    @property
+    def lengths(self) -> bytes:
+        return struct.pack("<IQ", self.header_length, self.body_length)
+
+
+def _read_prelude(data: bytes, file_size: int) -> _Prelude:
+    _require(len(data) >= PRELUDE.size, "manifest is shorter than its prelude")
+    magic, header_length, body_length, header_sum, body_sum = PRELUDE.unpack_from(data)
+    if magic[:7] == MAGIC[:7] and magic != MAGIC:
+        raise CorruptManifestError(f"manifest has unsupported format version {magic[7]}")
+    _require(magic == MAGIC, "manifest does not start with the snapstore magic bytes")
+    _require(header_length <= MAX_HEADER_BYTES, "manifest header length is implausible")
+    prelude = _Prelude(header_length, body_length, header_sum, body_sum)
+    _require(
+        prelude.total == file_size,
+        f"manifest is {file_size} bytes but its prelude says {prelude.total} (truncated?)",
+    )
+    return prelude
+
+
+def _decode_info(header: Any) -> tuple[SnapshotInfo, int, int | None]:
+    _require(isinstance(header, dict), "manifest header is not a map")
+    _require(header.get("v") == FORMAT_VERSION, f"unknown manifest version {header.get('v')!r}")
+    kind = header.get("kind")
+    _require(kind in SNAPSHOT_KINDS, f"unknown snapshot kind {kind!r}")
+    for key in ("session", "name", "base_dir"):
+        _require(isinstance(header.get(key), str), f"manifest field {key!r} is not a string")
+    _require(bool(header["session"]) and bool(header["name"]), "empty session or name")
+    created_ns = header.get("created_ns")
+    expires_ns = header.get("expires_ns")
+    _require(_is_int(created_ns, -(2**63), 2**63 - 1), "bad creation time")
+    _require(expires_ns is None or _is_int(expires_ns, -(2**63), 2**63 - 1), "bad expiry time")
+    _require(_is_int(header.get("file_count")), "bad file count")
+    _require(_is_int(header.get("total_bytes")), "bad total size")
+    _require(isinstance(header.get("meta"), dict), "metadata is not a map")
+    skipped_raw = header.get("skipped")
+    _require(isinstance(skipped_raw, list), "skipped list is not a list")
+    skipped = []
+    for item in skipped_raw:
+        _require(
+            isinstance(item, list) and len(item) == 2 and all(isinstance(x, str) for x in item),
+            "bad skipped item",
+        )
+        skipped.append(SkippedPath(item[0], item[1]))
+    roots = header.get("roots")
+    _require(isinstance(roots, list), "roots is not a list")
+    for root in roots:
+        _require(root == "." or _is_safe_path(root), f"bad root path {root!r}")
+    info = SnapshotInfo(
+        session=header["session"],
+        name=header["name"],
+        kind=kind,
+        created_at=ns_to_time(created_ns),
+        expires_at=None if expires_ns is None else ns_to_time(expires_ns),
+        file_count=header["file_count"],
+        total_bytes=header["total_bytes"],
+        meta=header["meta"],
+        base_dir=header["base_dir"],
+        skipped=tuple(skipped),
+        roots=tuple(roots),
+    )
+    return info, created_ns, expires_ns
+
+
+@dataclass(frozen=True)
+class Header:
+    """A manifest's header as ``list()`` reads it: info plus raw timestamps."""
+
+    info: SnapshotInfo
+    created_ns: int
+    expires_ns: int | None
+
+
+def decode_header(data: bytes, file_size: int) -> Header:
+    """Decode and verify only the header; ``data`` needs at least prelude + header bytes."""
+    prelude = _read_prelude(data, file_size)
+    end = PRELUDE.size + prelude.header_length
+    _require(len(data) >= end, "manifest header is truncated")
+    header_bytes = data[PRELUDE.size : end]
+    _require(
+        _checksum(prelude.lengths, header_bytes) == prelude.header_checksum,
+        "manifest header fails its checksum",
+    )
+    info, created_ns, expires_ns = _decode_info(_unpack(header_bytes, "manifest header"))
+    return Header(info, created_ns, expires_ns)
+
+
+def header_bytes_needed(prelude_bytes: bytes) -> int:
+    """How many leading bytes of a manifest hold its prelude and header."""
+    _require(len(prelude_bytes) >= PRELUDE.size, "manifest is shorter than its prelude")
+    _, header_length, _, _, _ = PRELUDE.unpack_from(prelude_bytes)
+    return int(PRELUDE.size + min(header_length, MAX_HEADER_BYTES))
+
+
+def _decode_entry(raw: Any) -> FileEntry:
+    _require(isinstance(raw, list) and len(raw) == 7, "entry is not a 7-item array")
+    path, kind, mode, size, mtime_ns, digest, target = raw
+    try:
+        check_relative_path(path)
+    except UnsafePathError as error:
+        raise CorruptManifestError(f"unsafe entry path: {error}") from None
+    _require(kind in ENTRY_KINDS, f"entry {path!r} has unknown kind {kind!r}")
+    _require(_is_int(mode, 0, 0o7777), f"entry {path!r} has bad mode")
+    _require(_is_int(size), f"entry {path!r} has bad size")
+    _require(_is_int(mtime_ns, -(2**63), 2**63 - 1), f"entry {path!r} has bad mtime")
+    if kind == "file":
+        _require(
+            isinstance(digest, bytes) and len(digest) == DIGEST_BYTES,
+            f"file entry {path!r} lacks a valid digest",
+        )
+    else:
+        _require(digest is None, f"{kind} entry {path!r} carries a digest")
+    if kind == "symlink":
+        _require(
+            isinstance(target, str) and bool(target) and "\x00" not in target,
+            f"symlink entry {path!r} has a bad target",
+        )
+    else:
+        _require(target is None, f"{kind} entry {path!r} carries a link target")
+    return FileEntry(path, kind, mode, size, mtime_ns, digest, target)
+
+
+def _decode_entries(body: Any, info: SnapshotInfo) -> tuple[FileEntry, ...]:
+    _require(isinstance(body, dict) and isinstance(body.get("entries"), list), "bad body")
+    raw_entries = body["entries"]
+    _require(len(raw_entries) <= MAX_ENTRIES, f"manifest has over {MAX_ENTRIES} entries")
+    entries = tuple(_decode_entry(raw) for raw in raw_entries)
+    kinds = {entry.path: entry.kind for entry in entries}
+    _require(len(kinds) == len(entries), "manifest lists a path twice")
+    for entry in entries:
+        for parent in parents(entry.path):
+            _require(
+                kinds.get(parent, "dir") == "dir",
+                f"entry {entry.path!r} lies beneath {parent!r}, which is a {kinds.get(parent)}",
+            )
+    files = [e for e in entries if e.kind == "file"]
+    _require(info.file_count == len(files), "file count does not match the entries")
+    _require(info.total_bytes == sum(e.size for e in files), "total size does not match")
+    return entries
+
+
+def decode(data: bytes) -> Manifest:
+    """Decode and fully validate a manifest; anything wrong raises CorruptManifestError."""
+    header = decode_header(data, len(data))
+    prelude = _read_prelude(data, len(data))
+    body_bytes = data[PRELUDE.size + prelude.header_length :]
+    _require(
+        _checksum(prelude.lengths, body_bytes) == prelude.body_checksum,
+        "manifest body fails its checksum",
+    )
+    body = _unpack(body_bytes, "manifest body")
+    info = header.info
+    if info.kind == "state":
+        _require(isinstance(body, dict) and "value" in body, "state manifest lacks its value")
+        _require(info.file_count == 0 and info.total_bytes == 0, "state manifest lists files")
+        return Manifest(info, (), body["value"])
+    return Manifest(info, _decode_entries(body, info))
+
+
+def expiry_ns(created_ns: int, ttl_seconds: float | None) -> int | None:
+    """The expiry time for a TTL, or None for no TTL."""
+    if ttl_seconds is None:
+        return None
+    if not math.isfinite(ttl_seconds) or ttl_seconds <= 0:
+        raise InvalidValueError(f"ttl must be a positive number of seconds, got {ttl_seconds!r}")
+    return created_ns + int(ttl_seconds * 1e9)

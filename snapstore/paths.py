@@ -1,0 +1,69 @@
+"""Rules for the relative paths a snapshot records and a restore writes."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable
+
+from snapstore.errors import UnsafePathError
+
+MAX_PATH_BYTES = 4096
+MAX_COMPONENT_BYTES = 255
+_DRIVE = re.compile(r"^[A-Za-z]:")
+
+
+def check_relative_path(path: object) -> str:
+    """Return ``path`` if it is a normalized relative POSIX path that stays inside its base.
+
+    Refused: non-strings, empty, NUL, backslashes, absolute, drive or UNC paths, and empty,
+    ``.`` or ``..`` components.
+    """
+    if not isinstance(path, str) or not path:
+        raise UnsafePathError(f"path must be a non-empty string, got {path!r}")
+    if "\x00" in path:
+        raise UnsafePathError(f"path {path!r} contains a NUL byte")
+    if "\\" in path:
+        raise UnsafePathError(f"path {path!r} contains a backslash")
+    if path.startswith("/") or _DRIVE.match(path):
+        raise UnsafePathError(f"path {path!r} is absolute")
+    try:
+        encoded = path.encode("utf-8")
+    except UnicodeEncodeError:
+        raise UnsafePathError(f"path {path!r} is not valid UTF-8") from None
+    if len(encoded) > MAX_PATH_BYTES:
+        raise UnsafePathError(f"path {path[:60]!r}... is longer than {MAX_PATH_BYTES} bytes")
+    for part in path.split("/"):
+        if part in ("", ".", ".."):
+            raise UnsafePathError(f"path {path!r} is not normalized or escapes its base")
+        if len(part.encode("utf-8")) > MAX_COMPONENT_BYTES:
+            raise UnsafePathError(f"path {path!r} has a component over {MAX_COMPONENT_BYTES} bytes")
+    return path
+
+
+def parents(path: str) -> list[str]:
+    """The proper ancestors of a relative path, outermost first: ``a/b/c`` -> ``a``, ``a/b``."""
+    parts = path.split("/")
+    return ["/".join(parts[:i]) for i in range(1, len(parts))]
+
+
+def fold(path: str) -> str:
+    """A path as a case-insensitive, normalizing filesystem would compare it."""
+    return unicodedata.normalize("NFC", path).casefold()
+
+
+def find_collisions(paths: Iterable[str]) -> list[tuple[str, str]]:
+    """Pairs of distinct paths (or parents) that would name the same file on a case-folding or
+    Unicode-normalizing filesystem (Windows, macOS)."""
+    every: set[str] = set()
+    for path in paths:
+        every.add(path)
+        every.update(parents(path))
+    seen: dict[str, str] = {}
+    collisions: list[tuple[str, str]] = []
+    for path in sorted(every):
+        key = fold(path)
+        other = seen.setdefault(key, path)
+        if other != path:
+            collisions.append((other, path))
+    return collisions

@@ -1,0 +1,436 @@
+"""Plan and apply a restore: make a target directory match a snapshot's entries, safely.
+
+Planning reads the target without following any symlink and refuses unsafe layouts before
+anything is written. Applying walks the target through directory descriptors opened with
+``O_NOFOLLOW``, writes each file to a temp file beside its destination, verifies the bytes
+against the digest while copying, and renames it into place, so a planted symlink can never
+redirect a write outside the target.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import posixpath
+import stat
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from snapstore.blobs import LooseBlobStore, new_hasher
+from snapstore.durable import discard, temp_name
+from snapstore.errors import SnapstoreError, UnsafePathError
+from snapstore.fsio import FileSystem
+from snapstore.models import FileEntry
+from snapstore.paths import check_relative_path, find_collisions, parents
+
+Progress = Callable[[int, int], None]
+CurrentKind = Literal["file", "symlink", "dir", "other"]
+Operation = Literal["unchanged", "create", "replace", "chmod", "remove"]
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class PathNotInSnapshotError(SnapstoreError, KeyError):
+    """A path asked for is not recorded in the snapshot."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "path not in snapshot"
+
+
+@dataclass(frozen=True)
+class Action:
+    """What a restore does to one path."""
+
+    entry: FileEntry
+    operation: Operation
+    current: CurrentKind | None
+
+    @property
+    def clears_existing(self) -> bool:
+        """True when what is in the target must be removed first (a rename cannot replace a
+        directory, nor put a directory over a file)."""
+        if self.operation == "remove":
+            return self.current is not None
+        return self.operation == "replace" and "dir" in (self.current, self.entry.kind)
+
+
+@dataclass
+class Plan:
+    """The actions a restore takes, in path order, and what it must back up first."""
+
+    target: str
+    actions: list[Action] = field(default_factory=list)
+
+    @property
+    def changes(self) -> list[Action]:
+        """The actions that change the target."""
+        return [a for a in self.actions if a.operation != "unchanged"]
+
+    def backup_paths(self) -> tuple[list[str], set[str]]:
+        """Paths whose current state a pre-restore backup must keep, and which of them are
+        directories whose contents go too (recursive); descendants of those are covered."""
+        covered: set[str] = set()
+        paths: list[str] = []
+        recursive: set[str] = set()
+        for action in self.changes:
+            path = action.entry.path
+            if any(parent in covered for parent in parents(path)):
+                continue
+            paths.append(path)
+            if action.operation != "chmod":
+                covered.add(path)
+                if action.current == "dir":
+                    recursive.add(path)
+        return paths, recursive
+
+
+def wanted_mode(entry: FileEntry, keep_special_bits: bool) -> int:
+    """The mode a restored path gets: setuid, setgid and sticky dropped unless asked for."""
+    return entry.mode & (0o7777 if keep_special_bits else 0o777)
+
+
+def _kind_of(info: os.stat_result) -> CurrentKind:
+    if stat.S_ISREG(info.st_mode):
+        return "file"
+    if stat.S_ISLNK(info.st_mode):
+        return "symlink"
+    if stat.S_ISDIR(info.st_mode):
+        return "dir"
+    return "other"
+
+
+def _same_content(path: str, entry: FileEntry) -> bool:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        hasher = new_hasher(entry.size)
+        while chunk := os.read(fd, 1 << 20):
+            hasher.update(chunk)
+    finally:
+        os.close(fd)
+    return hasher.digest() == entry.digest
+
+
+def select_entries(entries: Iterable[FileEntry], paths: Iterable[str] | None) -> list[FileEntry]:
+    """The entries a restore of ``paths`` (None: all) touches; each path must be recorded."""
+    all_entries = sorted(entries, key=lambda e: e.path)
+    if paths is None:
+        return all_entries
+    wanted = []
+    for raw in paths:
+        normalized = posixpath.normpath(str(raw).replace(os.sep, "/"))
+        wanted.append(check_relative_path(normalized))
+    selected = [
+        e for e in all_entries if any(e.path == w or e.path.startswith(w + "/") for w in wanted)
+    ]
+    recorded = {e.path for e in selected}
+    for path in wanted:
+        if not any(p == path or p.startswith(path + "/") for p in recorded):
+            raise PathNotInSnapshotError(f"path {path!r} is not in the snapshot")
+    return selected
+
+
+def complete_dirs(
+    selected: Iterable[FileEntry], roots: Iterable[str], *, whole_snapshot: bool
+) -> set[str]:
+    """The directories whose full listing the snapshot recorded ("" is the target itself):
+    dir entries at or below a recursive root, and the target when "." was a root."""
+    roots = list(roots)
+    found = {""} if whole_snapshot and "." in roots else set()
+    for entry in selected:
+        if entry.kind == "dir" and any(
+            root == "." or entry.path == root or entry.path.startswith(root + "/") for root in roots
+        ):
+            found.add(entry.path)
+    return found
+
+
+def make_plan(
+    entries: Iterable[FileEntry],
+    target: str,
+    *,
+    complete: Iterable[str] = (),
+    keep_out: Iterable[tuple[int, int]] = (),
+    keep_special_bits: bool = False,
+) -> Plan:
+    """Decide what restoring ``entries`` into ``target`` changes; writes nothing.
+
+    In ``complete`` directories, whatever the target holds beyond the snapshot is removed,
+    except the directories in ``keep_out`` (by device and inode: the store's own root).
+    Raises UnsafePathError for entries that would collide on a case-insensitive or
+    normalizing filesystem, and for a symlink or file in the target where a path needs a
+    parent directory the snapshot does not itself record.
+    """
+    entries = list(entries)
+    collisions = find_collisions(e.path for e in entries)
+    if collisions:
+        listed = ", ".join(f"{a!r} ~ {b!r}" for a, b in collisions[:5])
+        raise UnsafePathError(
+            f"snapshot paths would collide on a case-insensitive or normalizing filesystem: "
+            f"{listed}; nothing was written"
+        )
+    plan = Plan(target)
+    state: dict[str, CurrentKind | None] = {}
+    fresh: set[str] = set()
+
+    def current_of(path: str) -> CurrentKind | None:
+        if path not in state:
+            try:
+                state[path] = _kind_of(os.lstat(os.path.join(target, path)))
+            except FileNotFoundError:
+                state[path] = None
+        return state[path]
+
+    for entry in entries:
+        current: CurrentKind | None = None
+        unsafe_parent = None
+        below_fresh = False
+        for parent in parents(entry.path):
+            if parent in fresh:
+                below_fresh = True
+                break
+            kind = current_of(parent)
+            if kind is None:
+                below_fresh = True
+                break
+            if kind != "dir":
+                unsafe_parent = (parent, kind)
+                break
+        if unsafe_parent is not None:
+            parent, kind = unsafe_parent
+            raise UnsafePathError(
+                f"cannot restore {entry.path!r}: {parent!r} in the target is a {kind}, not a "
+                "directory, and the snapshot does not record it; nothing was written"
+            )
+        if not below_fresh:
+            current = current_of(entry.path)
+        operation = _decide(entry, current, os.path.join(target, entry.path), keep_special_bits)
+        if operation in ("create", "replace", "remove"):
+            fresh.add(entry.path)
+        plan.actions.append(Action(entry, operation, current))
+    recorded = {entry.path for entry in entries}
+    ready_dirs = {"": True} | {
+        a.entry.path: a.current == "dir" and a.operation in ("unchanged", "chmod")
+        for a in plan.actions
+    }
+    extras = []
+    for directory in sorted(complete):
+        if ready_dirs.get(directory):
+            extras.extend(_extra_paths(target, directory, recorded, set(keep_out)))
+    plan.actions.extend(extras)
+    plan.actions.sort(key=lambda a: a.entry.path)
+    return plan
+
+
+def _extra_paths(
+    target: str, directory: str, recorded: set[str], keep_out: set[tuple[int, int]]
+) -> list[Action]:
+    """Removals for what a complete directory in the target holds beyond the snapshot."""
+    absolute = os.path.join(target, directory) if directory else target
+    try:
+        with os.scandir(absolute) as listing:
+            children = list(listing)
+    except FileNotFoundError:
+        return []
+    extras = []
+    for child in children:
+        path = f"{directory}/{child.name}" if directory else child.name
+        if path in recorded:
+            continue
+        info = child.stat(follow_symlinks=False)
+        if (info.st_dev, info.st_ino) in keep_out:
+            continue
+        extras.append(Action(FileEntry(path, "absent"), "remove", _kind_of(info)))
+    return extras
+
+
+def _decide(
+    entry: FileEntry, current: CurrentKind | None, absolute: str, keep_special_bits: bool
+) -> Operation:
+    if entry.kind == "absent":
+        return "unchanged" if current is None else "remove"
+    if current is None:
+        return "create"
+    if current != entry.kind:
+        return "replace"
+    if entry.kind == "symlink":
+        return "unchanged" if os.readlink(absolute) == entry.target else "replace"
+    info = os.lstat(absolute)
+    if entry.kind == "file" and (info.st_size != entry.size or not _same_content(absolute, entry)):
+        return "replace"
+    if stat.S_IMODE(info.st_mode) != wanted_mode(entry, keep_special_bits):
+        return "chmod"
+    return "unchanged"
+
+
+class _DirHandles:
+    """Directory descriptors under the target, opened component by component with O_NOFOLLOW."""
+
+    def __init__(self, fs: FileSystem, target: str) -> None:
+        self.fs = fs
+        os.makedirs(target, exist_ok=True)
+        self.root_fd = os.open(target, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        self._fds: dict[str, int] = {"": self.root_fd}
+        self.touched: set[str] = set()
+
+    def get(self, relative_dir: str, *, create: bool) -> int:
+        """A descriptor for ``relative_dir`` ("" is the target); never follows a symlink."""
+        if relative_dir in self._fds:
+            return self._fds[relative_dir]
+        parent, _, name = relative_dir.rpartition("/")
+        parent_fd = self.get(parent, create=create)
+        try:
+            fd = os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
+        except FileNotFoundError:
+            if not create:
+                raise
+            self.fs.mkdir(name, 0o777, dir_fd=parent_fd)
+            self.touched.add(parent)
+            fd = os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
+        except OSError as error:
+            raise UnsafePathError(
+                f"{relative_dir!r} in the target is no longer a plain directory ({error})"
+            ) from None
+        self._fds[relative_dir] = fd
+        return fd
+
+    def forget(self, relative_dir: str) -> None:
+        """Drop cached descriptors at or below a directory that is being removed."""
+        for key in [k for k in self._fds if k == relative_dir or k.startswith(relative_dir + "/")]:
+            if key:
+                os.close(self._fds.pop(key))
+
+    def close(self) -> None:
+        """Close every descriptor."""
+        for fd in self._fds.values():
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._fds.clear()
+
+
+def _split(path: str) -> tuple[str, str]:
+    parent, _, name = path.rpartition("/")
+    return parent, name
+
+
+def remove_tree(fs: FileSystem, parent_fd: int, name: str) -> None:
+    """Remove a directory and everything in it, through descriptors, never following links."""
+    fd = os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
+    try:
+        for child in list(os.scandir(fd)):
+            if child.is_dir(follow_symlinks=False):
+                remove_tree(fs, fd, child.name)
+            else:
+                fs.unlink(child.name, dir_fd=fd)
+    finally:
+        os.close(fd)
+    fs.rmdir(name, dir_fd=parent_fd)
+
+
+def _write_file(
+    fs: FileSystem,
+    blobs: LooseBlobStore,
+    parent_fd: int,
+    name: str,
+    entry: FileEntry,
+    mode: int,
+    durable: bool,
+) -> None:
+    assert entry.digest is not None
+    temp = temp_name()
+    fd = fs.open(
+        temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=parent_fd
+    )
+    try:
+        try:
+            for chunk in blobs.chunks(entry.digest):
+                fs.write(fd, chunk)
+            fs.fchmod(fd, mode)
+            if durable:
+                fs.fsync(fd)
+        finally:
+            fs.close(fd)
+        fs.replace(temp, name, src_dir_fd=parent_fd, dst_dir_fd=parent_fd)
+    except BaseException:
+        discard(fs, temp, dir_fd=parent_fd)
+        raise
+
+
+def _write_symlink(fs: FileSystem, parent_fd: int, name: str, target: str) -> None:
+    temp = temp_name()
+    fs.symlink(target, temp, dir_fd=parent_fd)
+    try:
+        fs.replace(temp, name, src_dir_fd=parent_fd, dst_dir_fd=parent_fd)
+    except BaseException:
+        discard(fs, temp, dir_fd=parent_fd)
+        raise
+
+
+def _set_dir_mode(fs: FileSystem, parent_fd: int, name: str, mode: int) -> None:
+    fd = os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
+    try:
+        fs.fchmod(fd, mode)
+    finally:
+        os.close(fd)
+
+
+def apply_plan(
+    plan: Plan,
+    blobs: LooseBlobStore,
+    fs: FileSystem,
+    *,
+    durable: bool,
+    keep_special_bits: bool = False,
+    progress: Progress | None = None,
+) -> None:
+    """Carry out a plan: removals deepest first, then creations in path order, then the
+    modes of directories (last, so a read-only directory can still be filled)."""
+    changes = plan.changes
+    handles = _DirHandles(fs, plan.target)
+    try:
+        for action in sorted(changes, key=lambda a: a.entry.path, reverse=True):
+            if action.clears_existing:
+                parent, name = _split(action.entry.path)
+                parent_fd = handles.get(parent, create=False)
+                if action.current == "dir":
+                    handles.forget(action.entry.path)
+                    remove_tree(fs, parent_fd, name)
+                else:
+                    fs.unlink(name, dir_fd=parent_fd)
+                handles.touched.add(parent)
+        dir_modes: list[tuple[str, int]] = []
+        for done, action in enumerate(changes, 1):
+            entry = action.entry
+            parent, name = _split(entry.path)
+            mode = wanted_mode(entry, keep_special_bits)
+            if action.operation != "remove":
+                parent_fd = handles.get(parent, create=True)
+                if entry.kind == "dir":
+                    if action.operation != "chmod":
+                        fs.mkdir(name, 0o700, dir_fd=parent_fd)
+                    dir_modes.append((entry.path, mode))
+                elif entry.kind == "symlink":
+                    assert entry.target is not None
+                    _write_symlink(fs, parent_fd, name, entry.target)
+                elif action.operation == "chmod":
+                    file_fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=parent_fd)
+                    try:
+                        fs.fchmod(file_fd, mode)
+                    finally:
+                        os.close(file_fd)
+                else:
+                    _write_file(fs, blobs, parent_fd, name, entry, mode, durable)
+                handles.touched.add(parent)
+            if progress is not None:
+                progress(done, len(changes))
+        for path, mode in sorted(dir_modes, reverse=True):
+            parent, name = _split(path)
+            _set_dir_mode(fs, handles.get(parent, create=False), name, mode)
+        if durable:
+            for relative_dir in sorted(handles.touched):
+                with contextlib.suppress(FileNotFoundError):
+                    fs.fsync(handles.get(relative_dir, create=False))
+    finally:
+        handles.close()

@@ -1,0 +1,34 @@
+"""Decide which snapshots a sweep deletes, from the headers read off the disk under the lock."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+
+from snapstore.catalog import ManifestFile
+
+
+def choose_victims(
+    found: Iterable[ManifestFile], *, ttl: float | None, keep_last: int | None, now_ns: int
+) -> list[ManifestFile]:
+    """The manifests to delete: those past their own expiry, and file snapshots that neither
+    the TTL (created within ``ttl`` of now) nor ``keep_last`` (the N newest of their session)
+    keeps. State snapshots go only by their own expiry."""
+    by_session: dict[str, list[ManifestFile]] = defaultdict(list)
+    victims: list[ManifestFile] = []
+    for item in found:
+        header = item.header
+        if header.expires_ns is not None and header.expires_ns <= now_ns:
+            victims.append(item)
+        elif header.info.kind == "files":
+            by_session[header.info.session].append(item)
+    if ttl is None and keep_last is None:
+        return victims
+    for items in by_session.values():
+        items.sort(key=lambda m: (m.header.created_ns, m.header.info.name), reverse=True)
+        for rank, item in enumerate(items):
+            kept_by_ttl = ttl is not None and now_ns - item.header.created_ns <= ttl * 1e9
+            kept_by_count = keep_last is not None and rank < keep_last
+            if not (kept_by_ttl or kept_by_count):
+                victims.append(item)
+    return victims
