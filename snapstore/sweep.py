@@ -13,7 +13,7 @@ def choose_victims(
 ) -> list[ManifestFile]:
     """The manifests to delete: those past their own expiry, and file snapshots that neither
     the TTL (created within ``ttl`` of now) nor ``keep_last`` (the N newest of their session)
-    keeps. State snapshots go only by their own expiry."""
+    keeps. State snapshots go only by their own expiry. Oldest first."""
     by_session: dict[str, list[ManifestFile]] = defaultdict(list)
     victims: list[ManifestFile] = []
     for item in found:
@@ -23,7 +23,7 @@ def choose_victims(
         elif header.info.kind == "files":
             by_session[header.info.session].append(item)
     if ttl is None and keep_last is None:
-        return victims
+        return sorted(victims, key=_age_order)
     for items in by_session.values():
         items.sort(key=lambda m: (m.header.created_ns, m.header.info.name), reverse=True)
         for rank, item in enumerate(items):
@@ -31,4 +31,8 @@ def choose_victims(
             kept_by_count = keep_last is not None and rank < keep_last
             if not (kept_by_ttl or kept_by_count):
                 victims.append(item)
-    return victims
+    return sorted(victims, key=_age_order)
+
+
+def _age_order(item: ManifestFile) -> tuple[int, str, str]:
+    return (item.header.created_ns, item.header.info.session, item.header.info.name)

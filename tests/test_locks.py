@@ -1,0 +1,96 @@
+"""Locks: timeouts name the lock, shared holders coexist, forked children never unlock."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+import portalocker
+import pytest
+
+from snapstore import LockTimeout, SnapStore
+from snapstore.lock import FileLock, is_untrusted_lock_filesystem
+
+
+def test_timeout_names_the_lock(root: Path, project: Path) -> None:
+    store = SnapStore(root, lock_timeout=0.2)
+    other = SnapStore(root, lock_timeout=0.2)
+    with other._namespace_lock.exclusive():
+        started = time.monotonic()
+        with pytest.raises(LockTimeout, match="namespace") as caught:
+            store.create("s", "n", ["README.md"], base_dir=project)
+        assert time.monotonic() - started < 5
+    assert caught.value.lock_name == "namespace"
+    assert store.list() == []
+    assert os.listdir(root / "tmp") == []
+
+
+def test_shared_holders_coexist_and_exclude_an_exclusive_one(tmp_path: Path) -> None:
+    lock = FileLock(str(tmp_path / "l"), "gc", timeout=0.1)
+    with lock.shared(), lock.shared(), pytest.raises(LockTimeout), lock.exclusive():
+        pass
+    with lock.exclusive():
+        pass
+
+
+def test_threads_of_one_process_exclude_each_other(tmp_path: Path) -> None:
+    lock = FileLock(str(tmp_path / "l"), "namespace", timeout=10)
+    inside = 0
+    worst = 0
+
+    def work() -> None:
+        nonlocal inside, worst
+        for _ in range(20):
+            with lock.exclusive():
+                inside += 1
+                worst = max(worst, inside)
+                time.sleep(0.001)
+                inside -= 1
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert worst == 1
+
+
+def test_forked_child_does_not_release_the_parents_lock(tmp_path: Path) -> None:
+    lock = FileLock(str(tmp_path / "l"), "namespace", timeout=0.1)
+    probe = FileLock(str(tmp_path / "l"), "namespace", timeout=0.1)
+    handle = lock._acquire(portalocker.LockFlags.EXCLUSIVE, None)
+    pid = os.fork()
+    if pid == 0:
+        handle.release()
+        os._exit(0)
+    os.waitpid(pid, 0)
+    with pytest.raises(LockTimeout), probe.exclusive():
+        pass
+    handle.release()
+    with probe.exclusive():
+        pass
+
+
+def test_lock_of_a_killed_process_is_released(tmp_path: Path) -> None:
+    lock = FileLock(str(tmp_path / "l"), "namespace", timeout=5)
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        with lock.exclusive():
+            os.write(write_end, b"x")
+            time.sleep(60)
+        os._exit(0)
+    os.read(read_end, 1)
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    with lock.exclusive(timeout=5):
+        pass
+
+
+def test_network_filesystems_are_flagged() -> None:
+    assert is_untrusted_lock_filesystem("nfs4")
+    assert is_untrusted_lock_filesystem("fuse.sshfs")
+    assert not is_untrusted_lock_filesystem("ext4")
+    assert not is_untrusted_lock_filesystem(None)

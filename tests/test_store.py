@@ -1,0 +1,275 @@
+"""The SnapStore API as a user drives it: create, get, list, read, delete, state values."""
+
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from support import write_tree
+
+from snapstore import (
+    CorruptBlobError,
+    CorruptManifestError,
+    FormatError,
+    InvalidNameError,
+    InvalidValueError,
+    MissingBlobError,
+    NotAStateSnapshotError,
+    PathNotInSnapshotError,
+    SnapshotNotFound,
+    SnapStore,
+    UnsafePathError,
+)
+from snapstore.catalog import CorruptManifestWarning
+
+
+def test_create_records_files_dirs_symlinks_and_absent(store: SnapStore, project: Path) -> None:
+    info = store.create("s", "one", ["src", "README.md", "missing.txt"], base_dir=project)
+    assert (info.session, info.name, info.kind) == ("s", "one", "files")
+    assert info.file_count == 3
+    assert info.total_bytes == sum(
+        (project / p).stat().st_size for p in ["src/app.py", "src/util.py", "README.md"]
+    )
+    entries = {e.path: e for e in store.get("s", "one").entries}
+    assert entries["src"].kind == "dir"
+    assert entries["src/link.py"].kind == "symlink" and entries["src/link.py"].target == "app.py"
+    assert entries["missing.txt"].kind == "absent"
+    assert entries["src/app.py"].digest is not None
+    assert info.created_at.tzinfo is not None
+
+
+def test_read_returns_the_bytes_of_the_snapshot_not_the_current_file(
+    store: SnapStore, project: Path
+) -> None:
+    store.create("s", "one", ["."], base_dir=project)
+    (project / "src/app.py").write_text("changed")
+    assert store.read("s", "one", "src/app.py") == b"print('hello')\n"
+    assert store.read("s", "one", "./src/app.py") == b"print('hello')\n"
+    with pytest.raises(PathNotInSnapshotError):
+        store.read("s", "one", "nope.txt")
+    with pytest.raises(PathNotInSnapshotError):
+        store.read("s", "one", "src")
+
+
+def test_identical_content_is_stored_once(store: SnapStore, tmp_path: Path) -> None:
+    write_tree(tmp_path / "p", {"a": "same", "b": "same", "c/d": "same"})
+    store.create("s", "one", ["."], base_dir=tmp_path / "p")
+    store.create("t", "two", ["."], base_dir=tmp_path / "p")
+    assert len(list(store.blobs.iter_digests())) == 1
+
+
+def test_absolute_paths_inside_base_are_accepted_and_outside_refused(
+    store: SnapStore, project: Path, tmp_path: Path
+) -> None:
+    store.create("s", "abs", [project / "README.md"], base_dir=project)
+    assert [e.path for e in store.get("s", "abs").entries] == ["README.md"]
+    with pytest.raises(UnsafePathError):
+        store.create("s", "bad", [tmp_path], base_dir=project)
+    with pytest.raises(UnsafePathError):
+        store.create("s", "bad", ["../outside"], base_dir=project)
+
+
+def test_store_root_inside_the_project_is_not_snapshotted(project: Path) -> None:
+    store = SnapStore(project / ".snapstore")
+    store.create("s", "one", ["."], base_dir=project)
+    assert not any(e.path.startswith(".snapstore") for e in store.get("s", "one").entries)
+
+
+def test_list_is_oldest_first_and_filters_by_session(store: SnapStore, project: Path) -> None:
+    store.create("b", "1", ["README.md"], base_dir=project)
+    store.create("a", "2", ["README.md"], base_dir=project)
+    store.create("b", "3", ["README.md"], base_dir=project)
+    assert [i.name for i in store.list()] == ["1", "2", "3"]
+    assert [i.name for i in store.list("b")] == ["1", "3"]
+    assert store.list("nobody") == []
+    assert store.sessions() == ["a", "b"]
+
+
+def test_overwrite_replaces_the_snapshot(store: SnapStore, project: Path) -> None:
+    store.create("s", "n", ["README.md"], base_dir=project)
+    (project / "README.md").write_text("v2")
+    store.create("s", "n", ["README.md"], base_dir=project)
+    assert store.read("s", "n", "README.md") == b"v2"
+    assert len(store.list()) == 1
+
+
+def test_hostile_names_never_collide_or_escape(store: SnapStore, project: Path) -> None:
+    names = ["a/b", "a_b", "..", "../../x", "CON", "Foo", "foo", "x" * 500, "é", "e\u0301"]
+    for name in names:
+        store.create(name, name, ["README.md"], base_dir=project, meta={"n": name})
+    infos = store.list()
+    assert sorted((i.session, i.name) for i in infos) == sorted((n, n) for n in names)
+    for info in infos:
+        assert info.meta == {"n": info.name}
+    inside = {p.resolve() for p in (Path(store.root) / "sessions").rglob("*")}
+    assert all(str(p).startswith(str(Path(store.root).resolve())) for p in inside)
+    assert not (project.parent / "x").exists()
+
+
+def test_names_are_validated(store: SnapStore, project: Path) -> None:
+    with pytest.raises(InvalidNameError):
+        store.create("", "n", ["README.md"], base_dir=project)
+    with pytest.raises(InvalidNameError):
+        store.put_state("s", 5, 1)  # type: ignore[arg-type]
+    with pytest.raises(InvalidValueError):
+        store.create("s", "n", ["README.md"], base_dir=project / "README.md")
+    with pytest.raises(InvalidValueError):
+        store.create("s", "n", ["README.md"], base_dir=project, meta={"x": object()})
+    with pytest.raises(InvalidValueError):
+        store.create("s", "n", ["README.md"], base_dir=project, ttl=-1)
+    assert store.list() == []
+
+
+def test_delete(store: SnapStore, project: Path) -> None:
+    store.create("s", "n", ["README.md"], base_dir=project)
+    assert store.delete("s", "n") is True
+    assert store.delete("s", "n") is False
+    with pytest.raises(SnapshotNotFound):
+        store.get("s", "n")
+    assert store.list() == []
+    assert list((Path(store.root) / "sessions").iterdir()) == []
+
+
+def test_delete_session(store: SnapStore, project: Path) -> None:
+    for name in ["1", "2", "3"]:
+        store.create("s", name, ["README.md"], base_dir=project)
+    store.create("other", "1", ["README.md"], base_dir=project)
+    assert store.delete_session("s") == 3
+    assert [(i.session, i.name) for i in store.list()] == [("other", "1")]
+    assert store.delete_session("s") == 0
+
+
+def test_state_values(store: SnapStore) -> None:
+    assert store.get_state("conn", "cursor") is None
+    assert store.get_state("conn", "cursor", default={"offset": 0}) == {"offset": 0}
+    value = {"offset": 42, "etag": "abc", "tags": [1, 2], "raw": b"\x00\x01", "ok": True}
+    info = store.put_state("conn", "cursor", value, ttl=timedelta(hours=1))
+    assert info.kind == "state" and info.expires_at is not None
+    assert store.get_state("conn", "cursor") == value
+    store.put_state("conn", "cursor", 7)
+    assert store.get_state("conn", "cursor") == 7
+    assert SnapStore(store.root).get_state("conn", "cursor") == 7
+    with pytest.raises(InvalidValueError):
+        store.put_state("conn", "cursor", {1: object()})
+    assert store.get_state("conn", "cursor") == 7
+
+
+def test_state_and_file_snapshots_are_not_confused(store: SnapStore, project: Path) -> None:
+    store.create("s", "files", ["README.md"], base_dir=project)
+    store.put_state("s", "state", 1)
+    with pytest.raises(NotAStateSnapshotError):
+        store.get_state("s", "files")
+    with pytest.raises(NotAStateSnapshotError):
+        store.restore("s", "state")
+
+
+def test_corrupt_manifest_is_an_error_on_access_and_skipped_on_listing(
+    store: SnapStore, project: Path
+) -> None:
+    store.create("s", "good", ["README.md"], base_dir=project)
+    store.create("s", "bad", ["README.md"], base_dir=project)
+    path = Path(store.catalog.manifest_path("s", "bad"))
+    path.chmod(0o644)
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.raises(CorruptManifestError, match="bad"):
+        store.get("s", "bad")
+    data[-1] ^= 0xFF
+    data[60] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.warns(CorruptManifestWarning):
+        assert [i.name for i in store.list()] == ["good"]
+    path.write_bytes(b"garbage")
+    with pytest.warns(CorruptManifestWarning):
+        assert [i.name for i in store.list()] == ["good"]
+    report = store.verify()
+    assert not report.ok and any("bad" in p or "corrupt" in p for p in report.problems)
+
+
+def test_manifest_moved_to_another_names_directory_is_corrupt(
+    store: SnapStore, project: Path
+) -> None:
+    store.create("s", "a", ["README.md"], base_dir=project)
+    store.create("s", "b", ["README.md"], base_dir=project)
+    a = Path(store.catalog.manifest_path("s", "a"))
+    b = Path(store.catalog.manifest_path("s", "b"))
+    os.replace(a, b)
+    with pytest.raises(CorruptManifestError):
+        store.get("s", "b")
+
+
+def test_corrupt_blob_is_detected_on_read_and_by_deep_verify(
+    store: SnapStore, project: Path
+) -> None:
+    store.create("s", "n", ["README.md"], base_dir=project)
+    digest = store.get("s", "n").entries[0].digest
+    assert digest is not None
+    blob = Path(store.blobs.path(digest))
+    blob.chmod(0o644)
+    blob.write_bytes(b"# SAMPLE\n")
+    with pytest.raises(CorruptBlobError):
+        store.read("s", "n", "README.md")
+    assert store.verify().ok
+    deep = store.verify(deep=True)
+    assert not deep.ok and digest.hex() in deep.problems[0]
+    blob.unlink()
+    with pytest.raises(MissingBlobError):
+        store.read("s", "n", "README.md")
+    assert not store.verify().ok
+
+
+def test_unreadable_file_raises_or_is_skipped(
+    store: SnapStore, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = project / "secret.txt"
+    secret.write_text("x")
+    secret.chmod(0)
+    real_open = os.open
+
+    def deny_secret(path: str, *args: object, **kwargs: object) -> int:
+        if str(path).endswith("secret.txt"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "open", deny_secret)
+    with pytest.raises(PermissionError):
+        store.create("s", "n", ["."], base_dir=project)
+    assert store.list() == []
+    info = store.create("s", "n", ["."], base_dir=project, skip_unreadable=True)
+    assert [s.path for s in info.skipped] == ["secret.txt"]
+    assert "secret.txt" not in {e.path for e in store.get("s", "n").entries}
+
+
+def test_special_files_are_refused_or_skipped(store: SnapStore, project: Path) -> None:
+    os.mkfifo(project / "pipe")
+    with pytest.raises(OSError, match="pipe"):
+        store.create("s", "n", ["."], base_dir=project)
+    info = store.create("s", "n", ["."], base_dir=project, skip_unreadable=True)
+    assert [s.path for s in info.skipped] == ["pipe"]
+    assert store.get("s", "n").info.skipped == info.skipped
+
+
+def test_unknown_format_is_refused(root: Path) -> None:
+    SnapStore(root)
+    (root / "FORMAT").write_text("snapstore format 2\n")
+    with pytest.raises(FormatError, match="format 2"):
+        SnapStore(root)
+
+
+def test_a_foreign_directory_is_not_taken_over(tmp_path: Path) -> None:
+    (tmp_path / "mine.txt").write_text("x")
+    with pytest.raises(FormatError):
+        SnapStore(tmp_path)
+
+
+def test_another_instance_sees_changes_immediately(store: SnapStore, project: Path) -> None:
+    other = SnapStore(store.root)
+    store.create("s", "n", ["README.md"], base_dir=project)
+    assert [i.name for i in other.list()] == ["n"]
+    other.delete("s", "n")
+    assert store.list() == []
+    with pytest.raises(SnapshotNotFound):
+        store.get("s", "n")

@@ -1,0 +1,182 @@
+"""Sweep decides from manifests on disk; gc never deletes a blob anyone still needs."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from support import write_tree
+
+from snapstore import InvalidValueError, SnapStore
+
+DAY = timedelta(days=1)
+
+
+def make(store: SnapStore, base: Path, session: str, name: str, **kwargs: object) -> None:
+    store.create(session, name, ["."], base_dir=base, **kwargs)  # type: ignore[arg-type]
+
+
+def test_sweep_by_ttl_uses_creation_time_on_disk(store: SnapStore, project: Path) -> None:
+    make(store, project, "s", "old")
+    make(store, project, "s", "new")
+    created = {i.name: i.created_at for i in store.list()}
+    now = created["new"] + timedelta(seconds=10)
+    cutoff = (now - created["old"]).total_seconds() - 0.0001
+    report = store.sweep(ttl=cutoff, now=now)
+    assert report.deleted == [("s", "old")]
+    assert [i.name for i in store.list()] == ["new"]
+
+
+def test_sweep_keep_last_per_session(store: SnapStore, project: Path) -> None:
+    for name in "abcd":
+        make(store, project, "one", name)
+    make(store, project, "two", "x")
+    report = store.sweep(keep_last=2)
+    assert sorted(report.deleted) == [("one", "a"), ("one", "b")]
+    assert [(i.session, i.name) for i in store.list()] == [("one", "c"), ("one", "d"), ("two", "x")]
+
+
+def test_sweep_with_ttl_and_keep_last_keeps_what_either_keeps(
+    store: SnapStore, project: Path
+) -> None:
+    for name in "abc":
+        make(store, project, "s", name)
+    later = datetime.now(UTC) + 10 * DAY
+    report = store.sweep(ttl=DAY, keep_last=1, now=later)
+    assert report.deleted == [("s", "a"), ("s", "b")]
+
+
+def test_sweep_removes_expired_snapshots_and_spares_state_without_expiry(
+    store: SnapStore, project: Path
+) -> None:
+    make(store, project, "s", "short", ttl=60)
+    make(store, project, "s", "long")
+    store.put_state("conn", "cursor", 5)
+    later = datetime.now(UTC) + timedelta(minutes=5)
+    report = store.sweep(now=later)
+    assert report.deleted == [("s", "short")]
+    report = store.sweep(ttl=1, now=later + 10 * DAY)
+    assert report.deleted == [("s", "long")]
+    assert store.get_state("conn", "cursor") == 5
+
+
+def test_sweep_dry_run_deletes_nothing(store: SnapStore, project: Path) -> None:
+    make(store, project, "s", "a")
+    assert store.sweep(keep_last=0, dry_run=True).deleted == [("s", "a")]
+    assert len(store.list()) == 1
+
+
+def test_sweep_rejects_bad_arguments(store: SnapStore) -> None:
+    with pytest.raises(InvalidValueError):
+        store.sweep(ttl=-5)
+    with pytest.raises(InvalidValueError):
+        store.sweep(keep_last=-1)
+    with pytest.raises(InvalidValueError):
+        store.sweep(ttl="1d")  # type: ignore[arg-type]
+
+
+def _create_in_child(root: str, base: str, name: str) -> None:
+    SnapStore(root).create("s", name, ["."], base_dir=base)
+
+
+def test_long_lived_process_never_sweeps_snapshots_made_after_it_started(
+    root: Path, project: Path
+) -> None:
+    long_lived = SnapStore(root)
+    make(long_lived, project, "s", "mine")
+    assert [i.name for i in long_lived.list()] == ["mine"]
+    context = multiprocessing.get_context("spawn")
+    child = context.Process(target=_create_in_child, args=(str(root), str(project), "theirs"))
+    child.start()
+    child.join(60)
+    assert child.exitcode == 0
+    report = long_lived.sweep(ttl=3600)
+    assert report.deleted == []
+    report = long_lived.sweep(keep_last=1)
+    assert report.deleted == [("s", "mine")]
+    assert [i.name for i in SnapStore(root).list()] == ["theirs"]
+
+
+def test_gc_frees_only_unreferenced_blobs(store: SnapStore, tmp_path: Path) -> None:
+    base = tmp_path / "p"
+    write_tree(base, {"shared.txt": "shared", "only-a.txt": "a" * 1000})
+    make(store, base, "s", "a")
+    (base / "only-a.txt").unlink()
+    write_tree(base, {"only-b.txt": "b"})
+    make(store, base, "s", "b")
+    assert store.gc().blobs_deleted == 0
+    store.delete("s", "a")
+    dry = store.gc(dry_run=True)
+    assert (dry.blobs_deleted, dry.bytes_freed) == (1, 1000)
+    report = store.gc()
+    assert (report.blobs_deleted, report.bytes_freed) == (1, 1000)
+    assert store.verify(deep=True).ok
+    assert store.read("s", "b", "shared.txt") == b"shared"
+
+
+def test_gc_removes_stale_temp_files(store: SnapStore, root: Path) -> None:
+    (root / "tmp" / ".snapstore-tmp-deadbeef").write_bytes(b"leftover")
+    report = store.verify()
+    assert report.ok and any("deadbeef" in g for g in report.garbage)
+    assert store.gc().temp_files_removed == 1
+    assert os.listdir(root / "tmp") == []
+
+
+def test_gc_refuses_to_delete_blobs_when_a_manifest_is_corrupt(
+    store: SnapStore, project: Path
+) -> None:
+    make(store, project, "s", "a")
+    make(store, project, "s", "b")
+    path = Path(store.catalog.manifest_path("s", "b"))
+    path.chmod(0o644)
+    path.write_bytes(b"\x00" * 10)
+    store.delete("s", "a")
+    report = store.gc()
+    assert report.skipped and report.blobs_deleted == 0 and "corrupt" in (report.reason or "")
+
+
+def test_gc_is_skipped_while_a_writer_holds_blobs(root: Path, project: Path) -> None:
+    store = SnapStore(root, lock_timeout=0.2)
+    with store._gc_lock.shared():
+        report = store.gc()
+    assert report.skipped and "busy" in (report.reason or "")
+
+
+def _writer_loop(root: str, base: str, worker: int, rounds: int) -> None:
+    store = SnapStore(root)
+    for index in range(rounds):
+        (Path(base) / f"w{worker}.txt").write_text(f"{worker}-{index}")
+        store.create(f"w{worker}", "latest", ["."], base_dir=base)
+
+
+def _gc_loop(root: str, seconds: float) -> None:
+    store = SnapStore(root)
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        store.gc()
+
+
+def test_writers_racing_gc_never_lose_a_blob(root: Path, tmp_path: Path) -> None:
+    SnapStore(root)
+    context = multiprocessing.get_context("fork")
+    processes = []
+    for worker in range(3):
+        base = tmp_path / f"p{worker}"
+        write_tree(base, {"common.txt": "common", "own.bin": os.urandom(50_000)})
+        processes.append(
+            context.Process(target=_writer_loop, args=(str(root), str(base), worker, 15))
+        )
+    processes.append(context.Process(target=_gc_loop, args=(str(root), 3.0)))
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join(120)
+        assert process.exitcode == 0
+    store = SnapStore(root)
+    assert store.verify(deep=True).ok
+    for worker in range(3):
+        assert store.read(f"w{worker}", "latest", f"w{worker}.txt") == f"{worker}-14".encode()
