@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from collections.abc import Iterator
 from typing import Protocol
 
@@ -130,7 +131,16 @@ class LooseBlobStore:
         self.tmp_dir = tmp_dir
         self.fs = fs
         self.durable = durable
-        self._unsynced_dirs: set[str] = set()
+        self._local = threading.local()
+
+    @property
+    def _unsynced_dirs(self) -> set[str]:
+        """Shard directories this thread renamed blobs into since its last ``sync``: per
+        thread, so one thread's commit never counts on another thread's flush."""
+        dirs: set[str] | None = getattr(self._local, "dirs", None)
+        if dirs is None:
+            dirs = self._local.dirs = set()
+        return dirs
 
     def path(self, digest: bytes) -> str:
         """Where a blob's file lives."""

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from snapstore.blobs import LooseBlobStore, new_hasher
-from snapstore.durable import discard, temp_name
+from snapstore.durable import discard, ensure_dir, temp_name
 from snapstore.errors import SnapstoreError, UnsafePathError
 from snapstore.fsio import FileSystem
 from snapstore.models import FileEntry
@@ -268,9 +268,9 @@ def _decide(
 class _DirHandles:
     """Directory descriptors under the target, opened component by component with O_NOFOLLOW."""
 
-    def __init__(self, fs: FileSystem, target: str) -> None:
+    def __init__(self, fs: FileSystem, target: str, *, durable: bool) -> None:
         self.fs = fs
-        os.makedirs(target, exist_ok=True)
+        ensure_dir(fs, target, stop_at=os.sep, durable=durable)
         self.root_fd = os.open(target, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         self._fds: dict[str, int] = {"": self.root_fd}
         self.touched: set[str] = set()
@@ -388,7 +388,7 @@ def apply_plan(
     """Carry out a plan: removals deepest first, then creations in path order, then the
     modes of directories (last, so a read-only directory can still be filled)."""
     changes = plan.changes
-    handles = _DirHandles(fs, plan.target)
+    handles = _DirHandles(fs, plan.target, durable=durable)
     try:
         for action in sorted(changes, key=lambda a: a.entry.path, reverse=True):
             if action.clears_existing:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from snapstore.durable import TEMP_PREFIX
 from snapstore.errors import UnsafePathError
 from snapstore.models import EntryKind, SkippedPath
-from snapstore.paths import check_relative_path
+from snapstore.paths import check_relative_path, parents
 
 
 @dataclass(frozen=True)
@@ -75,6 +75,16 @@ class Scanner:
             self._walk_children(".", self.base_dir)
             return
         absolute = os.path.join(self.base_dir, relative)
+        for parent in parents(relative):
+            try:
+                parent_info = os.lstat(os.path.join(self.base_dir, parent))
+            except FileNotFoundError:
+                break
+            if not stat.S_ISDIR(parent_info.st_mode):
+                raise UnsafePathError(
+                    f"cannot snapshot {relative!r}: {parent!r} is not a directory (a symlink "
+                    "is never followed); snapshot the link itself or its real location"
+                )
         try:
             info = os.lstat(absolute)
         except FileNotFoundError:

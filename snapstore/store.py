@@ -121,6 +121,7 @@ class SnapStore:
             text = None
         if text is not None:
             self._check_format(text)
+            self._make_layout_dirs()
             return
         os.makedirs(self.root, exist_ok=True)
         strangers = set(os.listdir(self.root)) - set(LAYOUT_DIRS) - {"FORMAT"}
@@ -129,12 +130,18 @@ class SnapStore:
                 f"{self.root} is not a snapstore root (no FORMAT marker, and it holds "
                 f"{sorted(strangers)[:3]}); refusing to use it"
             )
-        for name in LAYOUT_DIRS:
-            with contextlib.suppress(FileExistsError):
-                self.fs.mkdir(os.path.join(self.root, name), 0o755)
+        self._make_layout_dirs()
         write_atomic(
             self.fs, marker, FORMAT_TEXT.encode(), tmp_dir=self._tmp_dir, durable=self.durable
         )
+
+    def _make_layout_dirs(self) -> None:
+        """Create whichever layout directories are missing (all of them, for a new root)."""
+        for name in LAYOUT_DIRS:
+            path = os.path.join(self.root, name)
+            if not os.path.isdir(path):
+                with contextlib.suppress(FileExistsError):
+                    self.fs.mkdir(path, 0o755)
 
     def _check_format(self, text: str) -> None:
         words = text.split()
@@ -344,21 +351,20 @@ class SnapStore:
             if dry_run or not plan.changes:
                 return report
             backup_name = None
-            if backup:
+            target_existed = os.path.isdir(target_dir)
+            if backup and target_existed:
                 backup_paths, recursive = plan.backup_paths()
                 shallow = frozenset(set(backup_paths) - recursive)
-                if os.path.isdir(target_dir):
-                    self._create_locked(
-                        session,
-                        PRE_RESTORE,
-                        target_dir,
-                        backup_paths,
-                        meta={"snapstore.pre_restore_of": name},
-                        ttl=None,
-                        shallow=shallow,
-                    )
-                    backup_name = PRE_RESTORE
-                    report.backup = backup_name
+                self._create_locked(
+                    session,
+                    PRE_RESTORE,
+                    target_dir,
+                    backup_paths,
+                    meta={"snapstore.pre_restore_of": name},
+                    ttl=None,
+                    shallow=shallow,
+                )
+                backup_name = report.backup = PRE_RESTORE
             try:
                 restoring.apply_plan(
                     plan,
@@ -369,6 +375,8 @@ class SnapStore:
                     progress=progress,
                 )
             except BaseException as error:
+                if not target_existed:
+                    self._remove_new_target(session, name, target_dir, error)
                 self._roll_back(session, name, target_dir, backup_name, error)
                 raise
             return report
@@ -392,6 +400,28 @@ class SnapStore:
             keep_out=[(root_info.st_dev, root_info.st_ino)],
             keep_special_bits=keep_special_bits,
         )
+
+    def _remove_new_target(
+        self, session: str, name: str, target_dir: str, error: BaseException
+    ) -> None:
+        """Undo a failed restore into a directory it created: remove that directory."""
+        failed = f"restore of {name!r} (session {session!r}) into {target_dir} failed: {error}"
+        parent = os.path.dirname(target_dir)
+        try:
+            parent_fd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            try:
+                restoring.remove_tree(self.fs, parent_fd, os.path.basename(target_dir))
+            finally:
+                os.close(parent_fd)
+        except OSError as cleanup_error:
+            raise RestoreError(
+                f"{failed}; removing the partly restored new directory also failed "
+                f"({cleanup_error})",
+                rolled_back=False,
+            ) from error
+        raise RestoreError(
+            f"{failed}; the directory it had created was removed", rolled_back=True
+        ) from error
 
     def _roll_back(
         self,

@@ -248,3 +248,19 @@ def test_failure_at_the_last_step_of_a_restore_rolls_back(
     assert read_tree(project) == picture
     assert not any(p.name.startswith(".snapstore-tmp") for p in project.rglob("*"))
     assert SnapStore(tmp_path / "store").verify().ok
+
+
+def test_failed_restore_into_a_new_directory_removes_it(
+    store: SnapStore, project: Path, tmp_path: Path
+) -> None:
+    store.create("s", "cp", ["."], base_dir=project)
+    digest = next(e.digest for e in store.get("s", "cp").entries if e.path == "src/util.py")
+    assert digest is not None
+    blob = Path(store.blobs.path(digest))
+    blob.chmod(0o644)
+    blob.write_bytes(b"evil")
+    target = tmp_path / "fresh" / "copy"
+    with pytest.raises(RestoreError) as caught:
+        store.restore("s", "cp", target)
+    assert caught.value.rolled_back is True
+    assert not target.exists()

@@ -273,3 +273,22 @@ def test_another_instance_sees_changes_immediately(store: SnapStore, project: Pa
     assert store.list() == []
     with pytest.raises(SnapshotNotFound):
         store.get("s", "n")
+
+
+def test_paths_through_a_symlinked_directory_are_refused(
+    store: SnapStore, project: Path, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("s")
+    (project / "linked").symlink_to(outside)
+    with pytest.raises(UnsafePathError, match="symlink"):
+        store.create("s", "n", ["linked/secret.txt"], base_dir=project)
+    store.create("s", "n", ["linked"], base_dir=project)
+    assert [(e.path, e.kind) for e in store.get("s", "n").entries] == [("linked", "symlink")]
+
+
+def test_missing_layout_directories_are_recreated(store: SnapStore, project: Path) -> None:
+    (Path(store.root) / "tmp").rmdir()
+    SnapStore(store.root).create("s", "n", ["README.md"], base_dir=project)
+    assert store.read("s", "n", "README.md") == b"# sample\n"
