@@ -100,6 +100,7 @@ class BlobWriter:
         try:
             if store.has(digest, expected_size=self.size):
                 self.abort()
+                store.reuse(digest)
                 return digest
             store.fs.fchmod(self._fd, 0o444)
             if store.durable:
@@ -178,9 +179,17 @@ class LooseBlobStore:
         self.fs.replace(temp_path, final)
         self._unsynced_dirs.add(shard)
 
+    def reuse(self, digest: bytes) -> None:
+        """Count on an existing blob: its writer may not have flushed its name yet (it may be
+        running, or have died before its commit), so the next ``sync`` flushes it too."""
+        self._unsynced_dirs.add(os.path.dirname(self.path(digest)))
+
     def sync(self) -> None:
-        """Flush the directories blobs were renamed into since the last sync."""
+        """Flush the directories blobs were renamed into (or reused from) since the last sync,
+        and ``blobs/`` itself, whose shard entries a dead writer may have left unflushed."""
         if self.durable:
+            if self._unsynced_dirs:
+                self.fs.fsync_dir(self.blobs_dir)
             while self._unsynced_dirs:
                 shard = self._unsynced_dirs.pop()
                 try:
