@@ -1,0 +1,386 @@
+"""Resumable sources: iterables that report their position and start again from a saved one.
+
+The file sources resume by byte offset (one ``seek``, nothing re-read) and carry the file's
+identity, so a position is never applied to a replaced, truncated or rewritten file.
+"""
+
+from __future__ import annotations
+
+import codecs
+import csv
+import json
+import os
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
+from typing import (
+    IO,
+    Any,
+    ClassVar,
+    Generic,
+    Protocol,
+    Self,
+    TypeGuard,
+    TypeVar,
+    runtime_checkable,
+)
+
+from snapstore.checkpoint.errors import InvalidPositionError, RecordDecodeError
+from snapstore.checkpoint.identity import FileIdentity, identity_of, mismatch_reason
+
+T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
+
+
+@runtime_checkable
+class ResumableSource(Protocol[T_co]):
+    """An iterable that says where it is and can start again from a saved position.
+
+    ``position()`` is the position just after the last record yielded: update it before
+    yielding a record, and return a fresh (or immutable) msgpack-able value each time.
+    """
+
+    def resume(self, position: Any) -> None:
+        """Prepare to continue after ``position``; None means from the beginning."""
+        ...
+
+    def position(self) -> Any:
+        """Where the next run should continue from, given every record yielded so far was done."""
+        ...
+
+    def __iter__(self) -> Iterator[T_co]: ...
+
+
+@runtime_checkable
+class AsyncResumableSource(Protocol[T_co]):
+    """The async form of :class:`ResumableSource`, for connectors that await their records."""
+
+    def resume(self, position: Any) -> None:
+        """Prepare to continue after ``position``; None means from the beginning."""
+        ...
+
+    def position(self) -> Any:
+        """Where the next run should continue from, given every record yielded so far was done."""
+        ...
+
+    def __aiter__(self) -> AsyncIterator[T_co]: ...
+
+
+@runtime_checkable
+class GuardedSource(Protocol):
+    """A source whose positions point into one file, so a checkpoint records that file."""
+
+    def identity_at(self, position: Any) -> FileIdentity:
+        """The identity of the file being read, as of ``position``."""
+        ...
+
+    def identity_problem(self, saved: FileIdentity, position: Any) -> str | None:
+        """Why the file to be read is not the one ``saved`` describes, or None if it is."""
+        ...
+
+
+def source_kind(source: object) -> str:
+    """The short name a checkpoint records for ``source``: its ``kind``, else its class name."""
+    kind = getattr(source, "kind", None)
+    return kind if isinstance(kind, str) else type(source).__name__
+
+
+class ByteOffsetSource(Generic[T]):
+    """Records of a line-oriented file, resumed by byte offset and guarded by file identity.
+
+    The position is ``{"offset": byte offset of the next record, "records": records before it}``.
+    With ``complete_lines_only``, a last line without a newline is left for the next run,
+    for files another process is still appending to.
+    """
+
+    kind: ClassVar[str] = "bytes"
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        encoding: str = "utf-8",
+        complete_lines_only: bool = False,
+    ) -> None:
+        if codecs.lookup(encoding).name.startswith(("utf-16", "utf-32")) or (
+            "\n".encode(encoding) != b"\n"
+        ):
+            raise ValueError(f"encoding {encoding!r} does not write a newline as the byte 0x0a")
+        self.path = os.path.abspath(os.fspath(path))
+        self.encoding = encoding
+        self.complete_lines_only = complete_lines_only
+        self._handle: IO[bytes] | None = None
+        self._offset = 0
+        self._records = 0
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.path!r}, offset={self._offset})"
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the file; the next use opens it again by path."""
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None
+
+    def position(self) -> dict[str, int]:
+        """Byte offset of the next record, and how many records come before it."""
+        return {"offset": self._offset, "records": self._records}
+
+    def resume(self, position: Any) -> None:
+        """Seek to the saved offset on the next iteration (None: the beginning of the file)."""
+        offset, records = self._parse(position)
+        size = os.fstat(self._open().fileno()).st_size
+        if offset > size:
+            raise InvalidPositionError(
+                f"{self.path} has {size} bytes; cannot resume at byte {offset} beyond its end"
+            )
+        self._offset, self._records = offset, records
+        self._after_resume()
+
+    def identity_at(self, position: Any) -> FileIdentity:
+        """The open file's identity, fingerprinted at ``position``'s offset."""
+        offset, _ = self._parse(position)
+        return identity_of(self._open().fileno(), self.path, offset)
+
+    def identity_problem(self, saved: FileIdentity, position: Any) -> str | None:
+        """Why the file at ``path`` now is not the one the checkpoint was saved for, or None."""
+        offset, _ = self._parse(position)
+        return mismatch_reason(saved, self._open().fileno(), offset)
+
+    def __iter__(self) -> Iterator[T]:
+        raise NotImplementedError
+
+    def _after_resume(self) -> None:
+        """Hook run after a resume moved the offset."""
+
+    def _open(self) -> IO[bytes]:
+        """The open file, opened on first use."""
+        if self._handle is None:
+            self._handle = open(self.path, "rb")  # noqa: SIM115 (kept open across calls)
+        return self._handle
+
+    def _parse(self, position: Any) -> tuple[int, int]:
+        """``(offset, records)`` of a saved position; InvalidPositionError if it is not one."""
+        if position is None:
+            return 0, 0
+        if isinstance(position, dict):
+            offset, records = position.get("offset"), position.get("records", 0)
+            if _is_natural(offset) and _is_natural(records):
+                return offset, records
+        raise InvalidPositionError(
+            f"a {self.kind} source resumes from {{'offset': bytes, 'records': count}}, "
+            f"not {position!r}: was this checkpoint saved by another kind of source?"
+        )
+
+    def _lines(self, start: int) -> Iterator[tuple[int, bytes]]:
+        """``(offset, raw line)`` pairs from byte ``start``, line endings included."""
+        handle = self._open()
+        handle.seek(start)
+        offset = start
+        while True:
+            line = handle.readline()
+            if not line or (self.complete_lines_only and not line.endswith(b"\n")):
+                return
+            yield offset, line
+            offset += len(line)
+
+    def _decode(self, line: bytes, offset: int) -> str:
+        """One raw line as text; RecordDecodeError naming the byte offset if it is not valid."""
+        try:
+            return line.decode(self.encoding)
+        except UnicodeDecodeError as error:
+            raise RecordDecodeError(self.path, offset, f"not {self.encoding}: {error}") from None
+
+
+class LinesSource(ByteOffsetSource[str]):
+    """The lines of a text file, without their line endings; one record per line."""
+
+    kind: ClassVar[str] = "lines"
+
+    def __iter__(self) -> Iterator[str]:
+        for offset, line in self._lines(self._offset):
+            text = self._decode(line, offset)
+            self._offset = offset + len(line)
+            self._records += 1
+            yield text.removesuffix("\n").removesuffix("\r")
+
+
+class JsonLinesSource(ByteOffsetSource[Any]):
+    """The values of a JSON Lines file, one per line; blank lines are skipped."""
+
+    kind: ClassVar[str] = "jsonl"
+
+    def __iter__(self) -> Iterator[Any]:
+        for offset, line in self._lines(self._offset):
+            text = self._decode(line, offset)
+            if not text.strip():
+                self._offset = offset + len(line)
+                continue
+            try:
+                value = json.loads(text)
+            except ValueError as error:
+                raise RecordDecodeError(self.path, offset, f"invalid JSON: {error}") from None
+            self._offset = offset + len(line)
+            self._records += 1
+            yield value
+
+
+class CsvSource(ByteOffsetSource[dict[str, str]]):
+    """The rows of a CSV file as dicts keyed by the header row (or by ``fieldnames``).
+
+    Quoted fields may span lines; a row is resumed at the byte where it starts. On resume the
+    header row is read again from the top of the file (one row), then the rest is skipped by
+    seeking. Blank rows are skipped; a row with the wrong number of fields is an error.
+    """
+
+    kind: ClassVar[str] = "csv"
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        fieldnames: list[str] | None = None,
+        encoding: str = "utf-8",
+        complete_lines_only: bool = False,
+        **fmtparams: Any,
+    ) -> None:
+        super().__init__(path, encoding=encoding, complete_lines_only=complete_lines_only)
+        self.fmtparams = fmtparams
+        self._given_fieldnames = fieldnames
+        self.fieldnames: list[str] | None = fieldnames
+
+    def _after_resume(self) -> None:
+        """Read the header row again when resuming past it."""
+        if self._given_fieldnames is not None or self._offset == 0:
+            self.fieldnames = self._given_fieldnames
+            return
+        rows = self._rows(0)
+        header = next(rows, None)
+        if header is None or header[1] > self._offset:
+            raise InvalidPositionError(
+                f"byte {self._offset} of {self.path} is inside its header row, not after it"
+            )
+        self.fieldnames = header[2]
+
+    def __iter__(self) -> Iterator[dict[str, str]]:
+        for start, end, row in self._rows(self._offset):
+            if not row:
+                self._offset = end
+                continue
+            if self.fieldnames is None:
+                self.fieldnames = row
+                self._offset = end
+                continue
+            if len(row) != len(self.fieldnames):
+                raise RecordDecodeError(
+                    self.path,
+                    start,
+                    f"the row has {len(row)} fields, the header {len(self.fieldnames)}",
+                )
+            self._offset = end
+            self._records += 1
+            yield dict(zip(self.fieldnames, row, strict=True))
+
+    def _rows(self, start: int) -> Iterator[tuple[int, int, list[str]]]:
+        """``(start offset, end offset, fields)`` of each CSV row from byte ``start``."""
+        consumed = start
+        ran_out = False
+
+        def text_lines() -> Iterator[str]:
+            nonlocal consumed, ran_out
+            for offset, line in self._lines(start):
+                text = self._decode(line, offset)
+                consumed = offset + len(line)
+                yield text
+            ran_out = True
+
+        reader = csv.reader(text_lines(), **self.fmtparams)
+        while True:
+            row_start = consumed
+            try:
+                row = next(reader)
+            except StopIteration:
+                return
+            except csv.Error as error:
+                raise RecordDecodeError(self.path, row_start, f"invalid CSV: {error}") from None
+            if ran_out and self.complete_lines_only:
+                return
+            yield row_start, consumed, row
+
+
+class CountedSource(Generic[T]):
+    """Any deterministic iterable (sync or async), resumed by re-reading and skipping records.
+
+    The position is the number of records handled. Use it only where the iterable yields the
+    same records in the same order on every run; nothing guards against a changed input.
+    """
+
+    kind: ClassVar[str] = "count"
+
+    def __init__(self, records: Iterable[T] | AsyncIterable[T]) -> None:
+        self.records = records
+        self._count = 0
+        self._skip = 0
+
+    def __repr__(self) -> str:
+        return f"CountedSource({self.records!r}, position={self._count})"
+
+    def position(self) -> int:
+        """How many records have been yielded, counting those skipped on resume."""
+        return self._count
+
+    def resume(self, position: Any) -> None:
+        """Skip the first ``position`` records on the next iteration (None: skip none)."""
+        if position is None:
+            position = 0
+        if not _is_natural(position):
+            raise InvalidPositionError(
+                f"a count source resumes from a record count, not {position!r}: was this "
+                "checkpoint saved by another kind of source?"
+            )
+        self._count = self._skip = position
+
+    def __iter__(self) -> Iterator[T]:
+        if not isinstance(self.records, Iterable):
+            raise TypeError("this CountedSource wraps an async iterable: use `async for`")
+        iterator = iter(self.records)
+        for skipped in range(self._skip):
+            if next(iterator, _END) is _END:
+                raise self._too_short(skipped)
+        self._skip = 0
+        for record in iterator:
+            self._count += 1
+            yield record
+
+    async def __aiter__(self) -> AsyncIterator[T]:
+        if not isinstance(self.records, AsyncIterable):
+            for record in self:
+                yield record
+            return
+        iterator = aiter(self.records)
+        for skipped in range(self._skip):
+            if await anext(iterator, _END) is _END:
+                raise self._too_short(skipped)
+        self._skip = 0
+        async for record in iterator:
+            self._count += 1
+            yield record
+
+    def _too_short(self, available: int) -> InvalidPositionError:
+        """The error for a saved count beyond the end of the records."""
+        return InvalidPositionError(
+            f"the source has {available} records, fewer than the saved count {self._skip}: "
+            "its input changed since the checkpoint was saved"
+        )
+
+
+_END: Any = object()
+
+
+def _is_natural(value: object) -> TypeGuard[int]:
+    """True for a non-negative int (bools excluded)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
