@@ -368,10 +368,12 @@ def _write_symlink(fs: FileSystem, parent_fd: int, name: str, target: str) -> No
         raise
 
 
-def _set_dir_mode(fs: FileSystem, parent_fd: int, name: str, mode: int) -> None:
+def _set_dir_mode(fs: FileSystem, parent_fd: int, name: str, mode: int, durable: bool) -> None:
     fd = os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
     try:
         fs.fchmod(fd, mode)
+        if durable:
+            fs.fsync(fd)
     finally:
         os.close(fd)
 
@@ -418,6 +420,8 @@ def apply_plan(
                     file_fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=parent_fd)
                     try:
                         fs.fchmod(file_fd, mode)
+                        if durable:
+                            fs.fsync(file_fd)
                     finally:
                         os.close(file_fd)
                 else:
@@ -427,7 +431,7 @@ def apply_plan(
                 progress(done, len(changes))
         for path, mode in sorted(dir_modes, reverse=True):
             parent, name = _split(path)
-            _set_dir_mode(fs, handles.get(parent, create=False), name, mode)
+            _set_dir_mode(fs, handles.get(parent, create=False), name, mode, durable)
         if durable:
             for relative_dir in sorted(handles.touched):
                 with contextlib.suppress(FileNotFoundError):
