@@ -1,0 +1,6 @@
+"""``python -m snapstore``: the command line."""
+
+from snapstore.cli import main
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,173 @@
+"""The ``snapstore`` command group, its global options, and how errors become exit codes."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sys
+import traceback
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NoReturn, TextIO
+
+import click
+
+import snapstore
+from snapstore.cli.context import Settings
+from snapstore.cli.demo import demo
+from snapstore.cli.demo_bridges import demo_editor, demo_recover
+from snapstore.cli.maintenance import delete, delete_session, gc, sweep, verify
+from snapstore.cli.output import one_line, print_error, print_json
+from snapstore.cli.params import DURATION
+from snapstore.cli.restoring import diff, restore
+from snapstore.cli.snapshots import cat, create, list_snapshots, show
+from snapstore.cli.state import state
+from snapstore.errors import SnapstoreError
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--root",
+    type=click.Path(file_okay=False, path_type=Path),
+    envvar="SNAPSTORE_ROOT",
+    default=".snapstore",
+    show_default="$SNAPSTORE_ROOT, else ./.snapstore",
+    help="The store's directory.",
+)
+@click.option("--json", "json_output", is_flag=True, help="Print one JSON document on stdout.")
+@click.option(
+    "--lock-timeout",
+    type=DURATION,
+    default=30.0,
+    show_default=True,
+    help="Seconds to wait for another process's lock before failing.",
+)
+@click.option("--quiet", "-q", is_flag=True, help="No progress bars or success messages.")
+@click.option("--debug", is_flag=True, help="Show tracebacks and debug logs.")
+@click.version_option(snapstore.__version__, prog_name="snapstore")
+@click.pass_context
+def cli(
+    ctx: click.Context,
+    root: Path,
+    json_output: bool,
+    lock_timeout: float,
+    quiet: bool,
+    debug: bool,
+) -> None:
+    """Checkpoint sets of files, inspect the checkpoints, and restore them."""
+    ctx.obj = Settings(
+        root=root, json=json_output, lock_timeout=lock_timeout, quiet=quiet, debug=debug
+    )
+    _configure_diagnostics(debug)
+
+
+for _command in (
+    create,
+    list_snapshots,
+    show,
+    cat,
+    diff,
+    restore,
+    delete,
+    delete_session,
+    sweep,
+    gc,
+    verify,
+    state,
+    demo,
+    demo_editor,
+    demo_recover,
+):
+    cli.add_command(_command)
+
+
+def _show_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: TextIO | None = None,
+    line: str | None = None,
+) -> None:
+    """Print a library warning as one ``warning:`` line on stderr."""
+    click.echo(f"warning: {one_line(str(message))}", err=True)
+
+
+def _configure_diagnostics(debug: bool) -> None:
+    """Warnings and log records go to stderr as short lines (with detail under --debug)."""
+    if not debug:
+        warnings.showwarning = _show_warning
+    logging.basicConfig(
+        level=logging.DEBUG if debug else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s" if debug else "warning: %(message)s",
+        stream=sys.stderr,
+    )
+
+
+def _global_flags(args: Sequence[str]) -> tuple[bool, bool]:
+    """Whether ``--json`` and ``--debug`` were asked for, known even if parsing fails."""
+    options = list(args[: args.index("--")] if "--" in args else args)
+    return "--json" in options, "--debug" in options
+
+
+def _fail(error_type: str, message: str, json_output: bool, code: int) -> int:
+    """Report an error (one line on stderr; a JSON error document too with --json)."""
+    print_error(message)
+    if json_output:
+        print_json({"error": {"type": error_type, "message": one_line(message)}})
+    return code
+
+
+def _usage_failure(error: click.UsageError, json_output: bool) -> int:
+    """Report a usage error the way click does, or as a JSON error document."""
+    if json_output:
+        return _fail("UsageError", error.format_message(), json_output, EXIT_USAGE)
+    error.show()
+    return EXIT_USAGE
+
+
+def _quiet_broken_pipe() -> int:
+    """Stop writing after the reader went away (``snapstore list | head``)."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    return EXIT_ERROR
+
+
+def _describe(error: BaseException) -> str:
+    """An error's message, or its type name when it has none."""
+    return str(error) or type(error).__name__
+
+
+def run(args: Sequence[str]) -> int:
+    """Run the command line on ``args`` and return the exit code (never raises)."""
+    json_output, debug = _global_flags(args)
+    try:
+        result: Any = cli.main(list(args), prog_name="snapstore", standalone_mode=False)
+        return result if isinstance(result, int) else EXIT_OK
+    except click.UsageError as error:
+        return _usage_failure(error, json_output)
+    except click.Abort:
+        return _fail("Aborted", "aborted", json_output, EXIT_ERROR)
+    except click.ClickException as error:
+        return _fail(type(error).__name__, error.format_message(), json_output, error.exit_code)
+    except BrokenPipeError:
+        return _quiet_broken_pipe()
+    except (SnapstoreError, OSError) as error:
+        if debug:
+            traceback.print_exc()
+        return _fail(type(error).__name__, _describe(error), json_output, EXIT_ERROR)
+    except Exception as error:
+        if debug:
+            traceback.print_exc()
+        message = f"internal error: {type(error).__name__}: {_describe(error)} (rerun with --debug)"
+        return _fail(type(error).__name__, message, json_output, EXIT_ERROR)
+
+
+def main(argv: Sequence[str] | None = None) -> NoReturn:
+    """The ``snapstore`` console script."""
+    sys.exit(run(sys.argv[1:] if argv is None else argv))

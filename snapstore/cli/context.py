@@ -1,0 +1,114 @@
+"""Per-run settings from the global options, and the store they open."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from snapstore import SnapStore
+from snapstore.cli.output import print_json, print_lines, stderr_is_terminal
+
+ProgressCallback = Callable[[int, int], None]
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class StoreNotFound(click.ClickException):
+    """The storage root does not exist, and this command would not create one."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(
+            f"no store at '{root}' (pass --root DIR or set SNAPSTORE_ROOT; "
+            "'snapstore create' makes a new one)"
+        )
+
+
+@dataclass
+class Settings:
+    """The global options of one run, and the store opened from them (lazily)."""
+
+    root: Path
+    json: bool = False
+    lock_timeout: float = 30.0
+    quiet: bool = False
+    debug: bool = False
+    _store: SnapStore | None = field(default=None, repr=False)
+
+    def store(self, *, create: bool = False) -> SnapStore:
+        """The store at ``root``; only commands that write new data may ``create`` it."""
+        if self._store is None:
+            if not create and not self.root.is_dir():
+                raise StoreNotFound(self.root)
+            self._store = SnapStore(self.root, lock_timeout=self.lock_timeout)
+        return self._store
+
+    def emit(self, document: Any, lines: list[str], *, info: bool = False) -> None:
+        """Print the JSON ``document`` or the human ``lines``; ``info`` lines obey --quiet."""
+        if self.json:
+            print_json(document)
+        elif not (info and self.quiet):
+            print_lines(lines)
+
+    @contextlib.contextmanager
+    def progress(self, label: str) -> Iterator[ProgressCallback | None]:
+        """A ``progress(done, total)`` callback drawing a bar on a terminal, else None."""
+        if self.json or self.quiet or not stderr_is_terminal():
+            yield None
+            return
+        bar = _LazyProgressBar(label)
+        try:
+            yield bar.update
+        finally:
+            bar.close()
+
+
+class _LazyProgressBar:
+    """A click progress bar on stderr, opened at the first report (when the total is known)."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self.bar: Any = None
+        self.done = 0
+
+    def update(self, done: int, total: int) -> None:
+        """Move the bar to ``done`` of ``total``."""
+        if self.bar is None:
+            self.bar = click.progressbar(length=max(total, 1), label=self.label, file=sys.stderr)
+            self.bar.__enter__()
+        self.bar.length = max(total, 1)
+        if done > self.done:
+            self.bar.update(done - self.done)
+            self.done = done
+
+    def close(self) -> None:
+        """Finish the bar's line, if one was drawn."""
+        if self.bar is not None:
+            self.bar.__exit__(None, None, None)
+
+
+pass_settings = click.make_pass_decorator(Settings)
+
+
+def set_json(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    """Let ``--json`` also follow the command name (``snapstore list --json``)."""
+    settings = ctx.find_object(Settings)
+    if value and settings is not None:
+        settings.json = True
+
+
+def json_option(function: F) -> F:
+    """Add ``--json`` to a command, with the same meaning as the global option."""
+    option = click.option(
+        "--json",
+        "json_output",
+        is_flag=True,
+        expose_value=False,
+        callback=set_json,
+        help="Print one JSON document on stdout.",
+    )
+    return option(function)

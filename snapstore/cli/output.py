@@ -1,0 +1,134 @@
+"""What the command line prints: one JSON document, or aligned tables, readable sizes and ages."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import click
+
+_SIZE_UNITS = ("KiB", "MiB", "GiB", "TiB", "PiB")
+_AGE_UNITS = ((86400 * 365, "y"), (86400 * 7, "w"), (86400, "d"), (3600, "h"), (60, "m"), (1, "s"))
+
+
+def human_size(size: int) -> str:
+    """``size`` bytes as ``512 B``, ``1.5 KiB``, ``3.2 MiB``..."""
+    if size < 1024:
+        return f"{size} B"
+    value = float(size)
+    for unit in _SIZE_UNITS:
+        value /= 1024
+        if value < 1024 or unit == _SIZE_UNITS[-1]:
+            return f"{value:.1f} {unit}"
+    raise AssertionError("unreachable")
+
+
+def count(number: int, noun: str) -> str:
+    """``1 snapshot``, ``2 snapshots``."""
+    return f"{number} {noun}{'' if number == 1 else 's'}"
+
+
+def human_span(seconds: float) -> str:
+    """A span rounded in its largest unit: ``45s``, ``3m``, ``2h``, ``4d`` (7d is ``1w``)."""
+    span = abs(seconds)
+    for index, (unit_seconds, suffix) in enumerate(_AGE_UNITS):
+        if span >= unit_seconds or unit_seconds == 1:
+            amount = round(span / unit_seconds)
+            bigger = _AGE_UNITS[index - 1] if index else None
+            if bigger and amount * unit_seconds >= bigger[0]:
+                return f"{amount * unit_seconds // bigger[0]}{bigger[1]}"
+            return f"{amount}{suffix}"
+    raise AssertionError("unreachable")
+
+
+def human_age(moment: datetime, now: datetime | None = None) -> str:
+    """How long ago (``3m ago``) or how far ahead (``in 2h``) ``moment`` is."""
+    delta = ((now or datetime.now(UTC)) - moment).total_seconds()
+    if abs(delta) < 1:
+        return "just now"
+    return f"{human_span(delta)} ago" if delta > 0 else f"in {human_span(delta)}"
+
+
+def human_expiry(expires_at: datetime | None, now: datetime | None = None) -> str:
+    """``never``, ``in 2h``, or ``expired 3m ago``."""
+    if expires_at is None:
+        return "never"
+    age = human_age(expires_at, now)
+    return f"expired {age}" if age.endswith("ago") else age
+
+
+def align_rows(rows: Sequence[Sequence[str]], right: Sequence[int] = ()) -> list[str]:
+    """Rows as lines of aligned columns; columns whose index is in ``right`` are right-aligned."""
+    if not rows:
+        return []
+    widths = [max(len(row[index]) for row in rows) for index in range(len(rows[0]))]
+    lines = []
+    for row in rows:
+        cells = [
+            cell.rjust(width) if index in right else cell.ljust(width)
+            for index, (cell, width) in enumerate(zip(row, widths, strict=True))
+        ]
+        lines.append("  ".join(cells).rstrip())
+    return lines
+
+
+def render_table(
+    headers: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[int] = ()
+) -> list[str]:
+    """Lines of an aligned table under a header row."""
+    return align_rows([list(headers), *rows], right)
+
+
+def _json_default(value: Any) -> Any:
+    """Encode what ``json`` cannot: bytes as hex, datetimes as ISO 8601, the rest as text."""
+    if isinstance(value, bytes | bytearray):
+        return value.hex()
+    if isinstance(value, datetime):
+        return value.isoformat()
+    to_dict = getattr(value, "to_dict", None)
+    if callable(to_dict):
+        return to_dict()
+    return str(value)
+
+
+def to_json(document: Any) -> str:
+    """``document`` as pretty, pure-ASCII JSON (safe for any path, even undecodable ones)."""
+    return json.dumps(document, indent=2, ensure_ascii=True, default=_json_default)
+
+
+def print_json(document: Any) -> None:
+    """Write ``document`` as the one JSON document of this run."""
+    click.echo(to_json(document))
+
+
+def print_lines(lines: Sequence[str]) -> None:
+    """Write human-readable lines to stdout."""
+    for line in lines:
+        click.echo(line)
+
+
+def print_note(message: str) -> None:
+    """A remark for a person (not data), on stderr so pipes stay clean."""
+    click.echo(message, err=True)
+
+
+def print_error(message: str) -> None:
+    """The one-line error message of a failed command."""
+    click.echo(f"error: {one_line(message)}", err=True)
+
+
+def one_line(message: str) -> str:
+    """``message`` folded onto one line."""
+    parts = [line.strip() for line in message.splitlines() if line.strip()]
+    return "; ".join(parts)
+
+
+def stderr_is_terminal() -> bool:
+    """True when stderr is an interactive terminal (so a progress bar is welcome)."""
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False

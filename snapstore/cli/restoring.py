@@ -1,0 +1,135 @@
+"""Commands that compare a snapshot with a directory and put it back: ``diff`` and ``restore``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from snapstore.cli.context import Settings, json_option, pass_settings
+from snapstore.cli.output import align_rows, render_table
+from snapstore.models import DiffReport, RestoreReport
+
+
+def _target_text(settings: Settings, session: str, name: str, target: Path | None) -> str:
+    """The directory a diff or restore works on: ``--target``, else the snapshot's base dir."""
+    if target is not None:
+        return str(target)
+    return settings.store().get(session, name).info.base_dir
+
+
+def _change_rows(report: DiffReport) -> list[list[str]]:
+    """``[change, path]`` rows, in the words of what a restore would do."""
+    return [
+        *(["add", path] for path in report.added),
+        *(["modify", path] for path in report.modified),
+        *(["remove", path] for path in report.removed),
+    ]
+
+
+def diff_lines(report: DiffReport, label: str, target: str) -> list[str]:
+    """Human output of ``diff``: a summary line, then one row per path a restore would change."""
+    if not report.changed:
+        return [f"{target} matches {label}"]
+    summary = (
+        f"{target} differs from {label}: a restore would add {len(report.added)}, "
+        f"modify {len(report.modified)}, remove {len(report.removed)}"
+    )
+    return [summary, "", *render_table(["CHANGE", "PATH"], _change_rows(report))]
+
+
+@click.command()
+@click.argument("session")
+@click.argument("name")
+@click.option(
+    "--target",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Compare this directory instead of the snapshot's base dir.",
+)
+@json_option
+@pass_settings
+def diff(settings: Settings, session: str, name: str, target: Path | None) -> None:
+    """Show what restoring snapshot NAME of SESSION would change, without writing anything."""
+    target_text = _target_text(settings, session, name, target)
+    report = settings.store().diff(session, name, target_text)
+    document = {
+        "session": session,
+        "name": name,
+        "target": target_text,
+        **report.to_dict(),
+        "changed": report.changed,
+    }
+    settings.emit(document, diff_lines(report, f"{session}/{name}", target_text))
+
+
+def restore_lines(report: RestoreReport, session: str, name: str) -> list[str]:
+    """Human output of ``restore``: a summary line, then each written and removed path."""
+    write, remove = ("would write", "would remove") if report.dry_run else ("wrote", "removed")
+    prefix = "dry run: " if report.dry_run else ""
+    summary = (
+        f"{prefix}restore of {session}/{name} into {report.target}: "
+        f"{write} {len(report.written)}, {remove} {len(report.removed)}, "
+        f"{len(report.unchanged)} unchanged"
+    )
+    rows = [[write, path] for path in report.written]
+    rows += [[remove, path] for path in report.removed]
+    lines = [summary, *("  " + line for line in align_rows(rows))]
+    if report.backup:
+        lines.append(
+            f"replaced files kept as {session}/{report.backup} "
+            f"(undo: snapstore restore {session} {report.backup})"
+        )
+    return lines
+
+
+@click.command()
+@click.argument("session")
+@click.argument("name")
+@click.option(
+    "--target",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Restore into this directory instead of the snapshot's base dir.",
+)
+@click.option(
+    "--path",
+    "paths",
+    multiple=True,
+    help="Restore only this path (a file or directory of the snapshot); repeatable.",
+)
+@click.option("--dry-run", is_flag=True, help="Report what would change; write nothing.")
+@click.option(
+    "--no-backup",
+    is_flag=True,
+    help="Do not keep the replaced files as the snapshot 'pre-restore' of the session.",
+)
+@click.option(
+    "--keep-special-bits", is_flag=True, help="Restore setuid, setgid and sticky bits too."
+)
+@json_option
+@pass_settings
+def restore(
+    settings: Settings,
+    session: str,
+    name: str,
+    target: Path | None,
+    paths: tuple[str, ...],
+    dry_run: bool,
+    no_backup: bool,
+    keep_special_bits: bool,
+) -> None:
+    """Put the files of snapshot NAME of SESSION back, writing only what differs."""
+    store = settings.store()
+    with settings.progress("restoring") as progress:
+        report = store.restore(
+            session,
+            name,
+            target,
+            paths=list(paths) or None,
+            dry_run=dry_run,
+            backup=not no_backup,
+            keep_special_bits=keep_special_bits,
+            progress=progress,
+        )
+    document: dict[str, Any] = {"session": session, "name": name, **report.to_dict()}
+    settings.emit(document, restore_lines(report, session, name), info=not dry_run)

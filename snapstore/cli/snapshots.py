@@ -1,0 +1,204 @@
+"""Commands that take and inspect snapshots: ``create``, ``list``, ``show`` and ``cat``."""
+
+from __future__ import annotations
+
+import base64
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from snapstore.cli.context import Settings, json_option, pass_settings
+from snapstore.cli.output import (
+    count,
+    human_age,
+    human_expiry,
+    human_size,
+    print_note,
+    render_table,
+    to_json,
+)
+from snapstore.cli.params import DURATION, META_ITEM
+from snapstore.models import FileEntry, Snapshot, SnapshotInfo
+
+
+def snapshot_label(info: SnapshotInfo) -> str:
+    """``session/name``, the way people refer to a snapshot."""
+    return f"{info.session}/{info.name}"
+
+
+def _files_cell(info: SnapshotInfo) -> str:
+    """The FILES cell: a count for file snapshots, ``-`` for state values."""
+    return str(info.file_count) if info.kind == "files" else "-"
+
+
+@click.command()
+@click.argument("session")
+@click.argument("name")
+@click.argument("paths", nargs=-1, required=True)
+@click.option(
+    "--base",
+    "base_dir",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=".",
+    show_default=True,
+    help="Directory the PATHS are relative to; restores go back here.",
+)
+@click.option("--meta", type=META_ITEM, multiple=True, help="Attach KEY=VALUE metadata.")
+@click.option("--ttl", type=DURATION, help="Expire after this long (90s, 15m, 24h, 7d).")
+@click.option(
+    "--skip-unreadable", is_flag=True, help="Skip files that cannot be read instead of failing."
+)
+@json_option
+@pass_settings
+def create(
+    settings: Settings,
+    session: str,
+    name: str,
+    paths: tuple[str, ...],
+    base_dir: Path,
+    meta: tuple[tuple[str, str], ...],
+    ttl: float | None,
+    skip_unreadable: bool,
+) -> None:
+    """Checkpoint PATHS (files or directories) as snapshot NAME of SESSION."""
+    store = settings.store(create=True)
+    with settings.progress("snapshotting") as progress:
+        info = store.create(
+            session,
+            name,
+            list(paths),
+            base_dir=os.path.abspath(base_dir),
+            meta=dict(meta) or None,
+            ttl=ttl,
+            skip_unreadable=skip_unreadable,
+            progress=progress,
+        )
+    for skipped in info.skipped:
+        print_note(f"warning: skipped {skipped.path}: {skipped.error}")
+    line = (
+        f"created {snapshot_label(info)}: {count(info.file_count, 'file')}, "
+        f"{human_size(info.total_bytes)}, expires {human_expiry(info.expires_at)}"
+    )
+    settings.emit({"snapshot": info.to_dict()}, [line], info=True)
+
+
+@click.command("list")
+@click.argument("session", required=False)
+@json_option
+@pass_settings
+def list_snapshots(settings: Settings, session: str | None) -> None:
+    """List snapshots, oldest first (only SESSION's, if given)."""
+    infos = settings.store().list(session)
+    rows = [
+        [
+            info.session,
+            info.name,
+            info.kind,
+            _files_cell(info),
+            human_size(info.total_bytes),
+            human_age(info.created_at),
+            human_expiry(info.expires_at),
+        ]
+        for info in infos
+    ]
+    headers = ["SESSION", "NAME", "KIND", "FILES", "SIZE", "CREATED", "EXPIRES"]
+    lines = render_table(headers, rows, right=(3, 4)) if rows else []
+    if not rows and not settings.json and not settings.quiet:
+        print_note("no snapshots" + (f" in session {session!r}" if session else ""))
+    settings.emit({"snapshots": [info.to_dict() for info in infos]}, lines)
+
+
+def _entry_row(entry: FileEntry) -> list[str]:
+    """One line of the entries table of ``show``."""
+    present = entry.kind != "absent"
+    path = f"{entry.path} -> {entry.target}" if entry.kind == "symlink" else entry.path
+    return [
+        entry.kind,
+        f"{entry.mode & 0o7777:04o}" if present else "-",
+        human_size(entry.size) if entry.kind == "file" else "-",
+        entry.digest.hex()[:12] if entry.digest else "-",
+        path,
+    ]
+
+
+def _header_lines(info: SnapshotInfo) -> list[str]:
+    """The ``key: value`` summary at the top of ``show``."""
+    fields = [
+        ("snapshot", snapshot_label(info)),
+        ("kind", info.kind),
+        ("created", f"{info.created_at.isoformat()} ({human_age(info.created_at)})"),
+        ("expires", _expiry_detail(info)),
+        ("base dir", info.base_dir),
+        ("files", f"{_files_cell(info)} ({human_size(info.total_bytes)})"),
+    ]
+    if info.meta:
+        fields.append(("meta", ", ".join(f"{key}={value}" for key, value in info.meta.items())))
+    if info.skipped:
+        fields.append(
+            ("skipped", ", ".join(f"{item.path} ({item.error})" for item in info.skipped))
+        )
+    return [f"{label + ':':<10}{value}" for label, value in fields]
+
+
+def _expiry_detail(info: SnapshotInfo) -> str:
+    """Expiry time and how far off it is, or ``never``."""
+    if info.expires_at is None:
+        return "never"
+    return f"{info.expires_at.isoformat()} ({human_expiry(info.expires_at)})"
+
+
+def show_document(snapshot: Snapshot, value: Any) -> dict[str, Any]:
+    """The JSON shape of ``show``: header, entries, and the value of a state snapshot."""
+    document: dict[str, Any] = {
+        "snapshot": snapshot.info.to_dict(),
+        "entries": [entry.to_dict() for entry in snapshot.entries],
+    }
+    if snapshot.info.kind == "state":
+        document["value"] = value
+    return document
+
+
+@click.command()
+@click.argument("session")
+@click.argument("name")
+@json_option
+@pass_settings
+def show(settings: Settings, session: str, name: str) -> None:
+    """Show one snapshot: its header, then every entry with mode, size and digest."""
+    store = settings.store()
+    snapshot = store.get(session, name)
+    value = store.get_state(session, name) if snapshot.info.kind == "state" else None
+    lines = _header_lines(snapshot.info)
+    if snapshot.info.kind == "state":
+        lines.append(f"{'value:':<10}{to_json(value)}")
+    elif snapshot.entries:
+        headers = ["KIND", "MODE", "SIZE", "DIGEST", "PATH"]
+        rows = [_entry_row(entry) for entry in snapshot.entries]
+        lines += ["", *render_table(headers, rows, right=(2,))]
+    settings.emit(show_document(snapshot, value), lines)
+
+
+@click.command()
+@click.argument("session")
+@click.argument("name")
+@click.argument("path")
+@json_option
+@pass_settings
+def cat(settings: Settings, session: str, name: str, path: str) -> None:
+    """Write the bytes PATH had in the snapshot to stdout (verified against its digest)."""
+    data = settings.store().read(session, name, path)
+    if settings.json:
+        document = {
+            "session": session,
+            "name": name,
+            "path": path,
+            "size": len(data),
+            "base64": base64.b64encode(data).decode("ascii"),
+        }
+        settings.emit(document, [])
+        return
+    sys.stdout.buffer.write(data)
+    sys.stdout.buffer.flush()

@@ -1,0 +1,85 @@
+"""``state get|set|reset``: the small resume values (cursors, etags) pipelines keep in a store."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from snapstore.cli.context import Settings, json_option, pass_settings
+from snapstore.cli.maintenance import confirm
+from snapstore.cli.output import human_expiry, to_json
+from snapstore.cli.params import DURATION, JSON_VALUE
+from snapstore.errors import NotAStateSnapshotError, SnapshotNotFound
+
+_MISSING = object()
+
+
+@click.group()
+def state() -> None:
+    """Read and write resume values (given and printed as JSON)."""
+
+
+def _saved_value(settings: Settings, session: str, name: str) -> Any:
+    """The saved value, or ``_MISSING`` (also when there is no store yet)."""
+    if not settings.root.is_dir():
+        return _MISSING
+    return settings.store().get_state(session, name, _MISSING)
+
+
+@state.command("get")
+@click.argument("session")
+@click.argument("name")
+@click.option(
+    "--default",
+    "default",
+    type=JSON_VALUE,
+    default=_MISSING,
+    help="Print this JSON value instead of failing when there is no saved value.",
+)
+@json_option
+@pass_settings
+def get_value(settings: Settings, session: str, name: str, default: Any) -> None:
+    """Print the value saved as NAME in SESSION, as JSON."""
+    value = _saved_value(settings, session, name)
+    found = value is not _MISSING
+    if not found:
+        if default is _MISSING:
+            raise SnapshotNotFound(session, name)
+        value = default
+    document = {"session": session, "name": name, "found": found, "value": value}
+    settings.emit(document, [to_json(value)])
+
+
+@state.command("set")
+@click.argument("session")
+@click.argument("name")
+@click.argument("value", type=JSON_VALUE)
+@click.option("--ttl", type=DURATION, help="Expire after this long (90s, 15m, 24h, 7d).")
+@json_option
+@pass_settings
+def set_value(settings: Settings, session: str, name: str, value: Any, ttl: float | None) -> None:
+    """Save VALUE (JSON, e.g. '{"cursor": 42}') as NAME in SESSION, replacing any old value."""
+    info = settings.store(create=True).put_state(session, name, value, ttl=ttl)
+    line = f"saved {session}/{name} (expires {human_expiry(info.expires_at)})"
+    settings.emit({"snapshot": info.to_dict(), "value": value}, [line], info=True)
+
+
+@state.command("reset")
+@click.argument("session")
+@click.argument("name")
+@click.option("--yes", "-y", is_flag=True, help="Confirm: the next run starts from scratch.")
+@json_option
+@pass_settings
+def reset_value(settings: Settings, session: str, name: str, yes: bool) -> None:
+    """Forget the value saved as NAME in SESSION, so its pipeline starts over."""
+    confirm(settings, yes, f"reset state {session}/{name}")
+    store = settings.store()
+    info = store.get(session, name).info
+    if info.kind != "state":
+        raise NotAStateSnapshotError(
+            f"{session}/{name} is a file snapshot, not a state value (use 'snapstore delete')"
+        )
+    deleted = store.delete(session, name)
+    line = f"reset {session}/{name}"
+    settings.emit({"session": session, "name": name, "deleted": deleted}, [line], info=True)

@@ -1,0 +1,169 @@
+"""``delete``, ``delete-session``, ``sweep``, ``gc`` and ``verify``; corrupt and locked stores."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import portalocker
+from clitools import Cli
+
+
+def names(cli: Cli) -> list[str]:
+    return [f"{info.session}/{info.name}" for info in cli.store().list()]
+
+
+def test_delete_needs_yes(cli: Cli, project: Path) -> None:
+    cli.snapshot(project, "README.md")
+    result = cli.run("delete", "s1", "n1")
+    assert result.code == 2
+    assert "refusing to delete snapshot s1/n1 without --yes" in result.stderr
+    cli.fails("delete", "s1", "n1", code=2, error_type="UsageError")
+    assert names(cli) == ["s1/n1"]
+
+
+def test_delete(cli: Cli, project: Path) -> None:
+    cli.snapshot(project, "README.md")
+    cli.snapshot(project, "README.md", name="n2")
+    assert cli.ok("delete", "s1", "n1", "--yes").stdout.strip() == "deleted s1/n1"
+    assert names(cli) == ["s1/n2"]
+    assert cli.json("delete", "s1", "n2", "-y") == {"session": "s1", "name": "n2", "deleted": True}
+    assert names(cli) == []
+
+
+def test_delete_missing(cli: Cli, project: Path) -> None:
+    cli.snapshot(project, "README.md")
+    cli.fails("delete", "s1", "nope", "--yes", error_type="SnapshotNotFound")
+    document = cli.json("delete", "s1", "nope", "--yes", "--missing-ok")
+    assert document["deleted"] is False
+
+
+def test_delete_session(cli: Cli, project: Path) -> None:
+    for name in ("a", "b"):
+        cli.snapshot(project, "README.md", name=name)
+    cli.snapshot(project, "README.md", session="other", name="c")
+    assert cli.run("delete-session", "s1").code == 2
+    assert cli.json("delete-session", "s1", "--yes") == {"session": "s1", "deleted": 2}
+    assert names(cli) == ["other/c"]
+    cli.fails("delete-session", "s1", "--yes", error_type="SessionNotFound")
+    assert cli.json("delete-session", "s1", "--yes", "--missing-ok")["deleted"] == 0
+
+
+def test_sweep_by_ttl(cli: Cli, project: Path) -> None:
+    cli.snapshot(project, "README.md")
+    assert cli.json("sweep", "--ttl", "1h") == {"deleted": [], "dry_run": False}
+    time.sleep(0.05)
+    dry = cli.json("sweep", "--ttl", "0.01", "--dry-run")
+    assert dry == {"deleted": [{"session": "s1", "name": "n1"}], "dry_run": True}
+    assert names(cli) == ["s1/n1"]
+    assert cli.ok("sweep", "--ttl", "0s").stdout.splitlines()[0] == "deleted 1 snapshot"
+    assert names(cli) == []
+
+
+def test_sweep_keep_last(cli: Cli, project: Path) -> None:
+    for name in ("old", "mid", "new"):
+        cli.snapshot(project, "README.md", name=name)
+    deleted = cli.json("sweep", "--keep-last", "1")["deleted"]
+    assert sorted(pair["name"] for pair in deleted) == ["mid", "old"]
+    assert names(cli) == ["s1/new"]
+
+
+def test_sweep_removes_expired_snapshots(cli: Cli, project: Path) -> None:
+    cli.snapshot(project, "README.md", name="short", ttl=0.01)
+    cli.snapshot(project, "README.md", name="long")
+    time.sleep(0.05)
+    assert cli.json("sweep")["deleted"] == [{"session": "s1", "name": "short"}]
+
+
+def test_sweep_rejects_bad_arguments(cli: Cli, project: Path) -> None:
+    cli.snapshot(project, "README.md")
+    cli.fails("sweep", "--ttl", "7 days", code=2, error_type="UsageError")
+    cli.fails("sweep", "--keep-last", "-1", code=2, error_type="UsageError")
+
+
+def test_gc_frees_unreferenced_blobs(cli: Cli, project: Path) -> None:
+    cli.snapshot(project, "data")
+    cli.store().delete("s1", "n1")
+    dry = cli.json("gc", "--dry-run")
+    assert dry["dry_run"] is True and dry["blobs_deleted"] == 1
+    assert dry["bytes_freed"] == 2048
+    document = cli.json("gc")
+    assert set(document) >= {"blobs_deleted", "bytes_freed", "temp_files_removed", "skipped"}
+    assert document["blobs_deleted"] == 1 and document["skipped"] is False
+    assert cli.json("gc")["blobs_deleted"] == 0
+    assert cli.ok("gc").stdout.startswith("freed 0 blobs (0 B) and 0 temp files")
+
+
+def test_verify_ok(cli: Cli, project: Path) -> None:
+    cli.snapshot(project)
+    assert cli.ok("verify").stdout.startswith("checked 1 snapshot and 4 blobs: ok")
+    document = cli.json("verify", "--deep")
+    assert document["ok"] is True and document["problems"] == []
+    assert set(document) >= {"ok", "problems", "garbage", "snapshots_checked", "blobs_checked"}
+
+
+def _manifest(root: Path) -> Path:
+    (manifest,) = root.glob("sessions/*/*/manifest")
+    return manifest
+
+
+def test_corrupt_manifest(cli: Cli, project: Path) -> None:
+    cli.snapshot(project, "README.md")
+    cli.snapshot(project, "README.md", session="good")
+    (broken,) = [path for path in cli.root.glob("sessions/s1-*/*/manifest")]
+    broken.write_bytes(b"\x00garbage\xff" * 10)
+    cli.fails("show", "s1", "n1", error_type="CorruptManifestError")
+    listed = cli.run("--json", "list")
+    assert listed.code == 0
+    assert [info["session"] for info in listed.json()["snapshots"]] == ["good"]
+    assert listed.stderr.startswith("warning: ") and len(listed.stderr.splitlines()) == 1
+    gc = cli.run("-q", "gc")
+    assert gc.code == 0 and gc.stderr.startswith("warning: gc skipped: 1 corrupt manifest")
+    verified = cli.run("verify")
+    assert verified.code == 1
+    assert "problem:" in verified.stdout
+    assert verified.stderr.startswith("error: the store is damaged")
+    document = cli.json("verify", code=1)
+    assert document["ok"] is False and len(document["problems"]) == 1
+
+
+def test_corrupt_blob_is_found_by_deep_verify(cli: Cli, project: Path) -> None:
+    cli.snapshot(project, "README.md")
+    (blob,) = [path for path in cli.root.glob("blobs/*/*") if path.is_file()]
+    blob.chmod(0o600)
+    blob.write_bytes(b"tampered")
+    assert cli.json("verify", "--deep", code=1)["ok"] is False
+    cli.fails("cat", "s1", "n1", "README.md", error_type="CorruptBlobError")
+
+
+def test_missing_blob_is_found_by_verify(cli: Cli, project: Path) -> None:
+    cli.snapshot(project, "README.md")
+    (blob,) = [path for path in cli.root.glob("blobs/*/*") if path.is_file()]
+    blob.unlink()
+    problems = cli.json("verify", code=1)["problems"]
+    assert len(problems) == 1
+
+
+def test_unknown_format_is_refused(cli: Cli, project: Path) -> None:
+    cli.snapshot(project, "README.md")
+    (cli.root / "FORMAT").write_text("snapstore 99\n")
+    cli.fails("list", error_type="FormatError")
+
+
+def test_locked_store_times_out(cli: Cli, project: Path) -> None:
+    cli.snapshot(project, "README.md")
+    lock_path = cli.root / "locks" / "namespace"
+    with portalocker.Lock(str(lock_path), mode="a", flags=portalocker.LockFlags.EXCLUSIVE):
+        started = time.monotonic()
+        error = cli.fails(
+            "--lock-timeout", "0.2", "delete", "s1", "n1", "--yes", error_type="LockTimeout"
+        )
+        assert time.monotonic() - started < 10
+        assert "namespace" in error["message"]
+        result = cli.run(
+            "--lock-timeout", "0.2", "create", "s1", "n2", "README.md", "--base", str(project)
+        )
+        assert result.code == 1
+        assert result.stderr.startswith("error: could not take lock")
+        assert len(result.stderr.splitlines()) == 1
+    assert names(cli) == ["s1/n1"]

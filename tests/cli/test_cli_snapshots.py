@@ -1,0 +1,220 @@
+"""``create``, ``list``, ``show`` and ``cat``: output, JSON shapes and bad input."""
+
+from __future__ import annotations
+
+import base64
+import os
+import socket
+import sys
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+from clitools import Cli
+
+INFO_KEYS = {
+    "session",
+    "name",
+    "kind",
+    "created_at",
+    "expires_at",
+    "file_count",
+    "total_bytes",
+    "meta",
+    "base_dir",
+    "skipped",
+}
+ENTRY_KEYS = {"path", "kind", "mode", "size", "mtime_ns", "digest", "target"}
+
+
+def test_create_prints_a_summary(cli: Cli, project: Path) -> None:
+    result = cli.ok("create", "s1", "n1", "README.md", "src", "--base", str(project))
+    assert result.stdout.startswith("created s1/n1: 3 files, ")
+    assert "expires never" in result.stdout
+
+
+def test_create_json_shape(cli: Cli, project: Path) -> None:
+    info = cli.json(
+        "create",
+        "s1",
+        "n1",
+        "src",
+        "--base",
+        str(project),
+        "--meta",
+        "tool=editor",
+        "--meta",
+        "note=a=b",
+        "--ttl",
+        "15m",
+    )["snapshot"]
+    assert set(info) >= INFO_KEYS
+    assert info["session"] == "s1" and info["name"] == "n1" and info["kind"] == "files"
+    assert info["file_count"] == 2
+    assert info["meta"] == {"tool": "editor", "note": "a=b"}
+    assert info["base_dir"] == str(project)
+    created = datetime.fromisoformat(info["created_at"])
+    expires = datetime.fromisoformat(info["expires_at"])
+    assert abs((expires - created) - timedelta(minutes=15)) < timedelta(seconds=1)
+
+
+def test_create_relative_to_cwd_by_default(cli: Cli, project: Path) -> None:
+    result = cli.run("--json", "create", "s1", "n1", "project/README.md")
+    assert result.code == 0, result
+    assert result.json()["snapshot"]["base_dir"] == str(cli.cwd)
+
+
+def test_quiet_create_prints_nothing(cli: Cli, project: Path) -> None:
+    result = cli.ok("--quiet", "create", "s1", "n1", "src", "--base", str(project))
+    assert result.stdout == "" and result.stderr == ""
+
+
+@pytest.mark.parametrize("ttl", ["5x", "-1"])
+def test_create_rejects_bad_duration(cli: Cli, project: Path, ttl: str) -> None:
+    result = cli.run("create", "s1", "n1", "src", "--base", str(project), "--ttl", ttl)
+    assert result.code == 2
+    assert "invalid duration" in result.stderr
+    error = cli.fails("create", "s1", "n1", "src", "--ttl", ttl, code=2, error_type="UsageError")
+    assert "invalid duration" in error["message"]
+    assert not cli.root.exists()
+
+
+def test_create_rejects_bad_meta(cli: Cli, project: Path) -> None:
+    cli.fails("create", "s1", "n1", "src", "--meta", "novalue", code=2, error_type="UsageError")
+
+
+def test_create_rejects_missing_base(cli: Cli) -> None:
+    cli.fails("create", "s1", "n1", "x", "--base", "nowhere", code=2, error_type="UsageError")
+
+
+def test_create_needs_a_path(cli: Cli) -> None:
+    cli.fails("create", "s1", "n1", code=2, error_type="UsageError")
+
+
+def test_create_rejects_a_path_outside_the_base(cli: Cli, project: Path) -> None:
+    error = cli.fails("create", "s1", "n1", "../x", "--base", str(project))
+    assert error["type"] == "UnsafePathError"
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX special files")
+def test_create_refuses_an_unreadable_path(cli: Cli, project: Path) -> None:
+    with socket.socket(socket.AF_UNIX) as listener:
+        listener.bind(str(project / "control.sock"))
+        error = cli.fails("create", "s1", "n1", ".", "--base", str(project))
+        assert "control.sock" in error["message"]
+        skipped = cli.run("create", "s1", "n1", ".", "--base", str(project), "--skip-unreadable")
+    assert skipped.code == 0, skipped
+    assert "warning: skipped control.sock" in skipped.stderr
+    info = cli.json("show", "s1", "n1")["snapshot"]
+    assert [item["path"] for item in info["skipped"]] == ["control.sock"] or info["skipped"] == []
+
+
+@pytest.mark.skipif(
+    sys.platform == "win32" or os.geteuid() == 0, reason="needs POSIX permissions, not root"
+)
+def test_create_refuses_a_file_without_read_permission(cli: Cli, project: Path) -> None:
+    secret = project / "secret.txt"
+    secret.write_text("x")
+    secret.chmod(0)
+    try:
+        error = cli.fails("create", "s1", "n1", "secret.txt", "--base", str(project))
+    finally:
+        secret.chmod(0o600)
+    assert "secret.txt" in error["message"]
+
+
+def test_list_table(cli: Cli, project: Path) -> None:
+    cli.snapshot(project, "src", session="alpha", name="first")
+    cli.store().put_state("beta", "cursor", 7)
+    lines = cli.ok("list").stdout.splitlines()
+    assert lines[0].split() == ["SESSION", "NAME", "KIND", "FILES", "SIZE", "CREATED", "EXPIRES"]
+    assert lines[1].split()[:4] == ["alpha", "first", "files", "2"]
+    assert "just now" in lines[1] or "s ago" in lines[1]
+    assert lines[2].split()[:4] == ["beta", "cursor", "state", "-"]
+    assert lines[1].index("files") == lines[2].index("state") == lines[0].index("KIND")
+
+
+def test_list_json_oldest_first_and_session_filter(cli: Cli, project: Path) -> None:
+    for session, name in [("a", "one"), ("b", "two"), ("a", "three")]:
+        cli.snapshot(project, "README.md", session=session, name=name)
+    every = cli.json("list")["snapshots"]
+    assert [info["name"] for info in every] == ["one", "two", "three"]
+    assert all(set(info) >= INFO_KEYS for info in every)
+    only_a = cli.json("list", "a")["snapshots"]
+    assert [info["name"] for info in only_a] == ["one", "three"]
+    assert cli.json("list", "nobody") == {"snapshots": []}
+
+
+def test_list_of_an_empty_store(cli: Cli, project: Path) -> None:
+    cli.snapshot(project, "README.md")
+    cli.store().delete("s1", "n1")
+    result = cli.ok("list")
+    assert result.stdout == ""
+    assert "no snapshots" in result.stderr
+
+
+def test_show_human(cli: Cli, project: Path) -> None:
+    cli.snapshot(project, "README.md", "src", "NEW.md")
+    out = cli.ok("show", "s1", "n1").stdout
+    assert "snapshot: s1/n1" in out
+    assert f"base dir: {project}" in out
+    lines = out.splitlines()
+    header = next(line for line in lines if line.startswith("KIND"))
+    assert header.split() == ["KIND", "MODE", "SIZE", "DIGEST", "PATH"]
+    assert any(line.startswith("absent") and line.endswith("NEW.md") for line in lines)
+    assert any(line.startswith("dir") and line.endswith("src") for line in lines)
+
+
+def test_show_json_shape(cli: Cli, project: Path) -> None:
+    cli.snapshot(project, "README.md", "NEW.md")
+    document = cli.json("show", "s1", "n1")
+    assert set(document) == {"snapshot", "entries"}
+    entries = {entry["path"]: entry for entry in document["entries"]}
+    assert all(set(entry) == ENTRY_KEYS for entry in entries.values())
+    assert entries["README.md"]["kind"] == "file"
+    assert entries["README.md"]["size"] == len(b"# project\n")
+    assert len(entries["README.md"]["digest"]) == 64
+    assert entries["NEW.md"]["kind"] == "absent" and entries["NEW.md"]["digest"] is None
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="symlinks need privileges on Windows")
+def test_show_symlink(cli: Cli, project: Path) -> None:
+    (project / "link").symlink_to("README.md")
+    cli.snapshot(project, "link")
+    assert "link -> README.md" in cli.ok("show", "s1", "n1").stdout
+
+
+def test_show_state_value(cli: Cli) -> None:
+    cli.store().put_state("pipe", "cursor", {"row": 3})
+    document = cli.json("show", "pipe", "cursor")
+    assert document["snapshot"]["kind"] == "state"
+    assert document["value"] == {"row": 3}
+    assert '"row": 3' in cli.ok("show", "pipe", "cursor").stdout
+
+
+def test_show_missing_snapshot(cli: Cli, project: Path) -> None:
+    cli.snapshot(project, "README.md")
+    error = cli.fails("show", "s1", "nope", error_type="SnapshotNotFound")
+    assert error["message"] == "no snapshot 'nope' in session 's1'"
+
+
+def test_cat_writes_raw_bytes(cli: Cli, project: Path) -> None:
+    cli.snapshot(project)
+    (project / "data/blob.bin").write_bytes(b"changed")
+    result = cli.ok("cat", "s1", "n1", "data/blob.bin")
+    assert result.stdout_bytes == bytes(range(256)) * 8
+
+
+def test_cat_json_is_base64(cli: Cli, project: Path) -> None:
+    cli.snapshot(project)
+    document = cli.json("cat", "s1", "n1", "src/app.py")
+    assert document["path"] == "src/app.py" and document["size"] == 15
+    assert base64.b64decode(document["base64"]) == b"print('hello')\n"
+
+
+def test_cat_missing_path(cli: Cli, project: Path) -> None:
+    cli.snapshot(project, "README.md")
+    result = cli.run("cat", "s1", "n1", "nope.txt")
+    assert result.code == 1
+    assert result.stdout == ""
+    assert "nope.txt" in result.stderr and "Traceback" not in result.stderr
