@@ -1,0 +1,1 @@
+"""Shared machinery of the reliability suites: seam wrappers, scenarios and the checker."""

@@ -1,0 +1,211 @@
+"""The mutating operations the crash, power-loss and fault suites drive, on small trees.
+
+A scenario directory holds ``root`` (the store), ``src`` (files to snapshot) and ``target``
+(a restore target). ``prepare`` builds a template once per test; every run works on a fresh
+copy of it. ``run`` performs exactly one public operation through the given I/O seam.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from helpers.consistency import Expectation, fingerprints
+from helpers.seam import FastFileSystem
+from helpers.trees import Spec, copy_tree, read_tree, remove_tree, write_tree
+from snapstore import SnapStore
+from snapstore.durable import TEMP_PREFIX
+from snapstore.fsio import FileSystem
+
+SESSION = "s1"
+TREE_V1: Spec = {
+    "a.txt": b"alpha\n",
+    "dir/b.bin": bytes(range(256)) * 3,
+    "dir/sub/c.txt": b"charlie\n",
+    "link": "->a.txt",
+    "empty": None,
+    "run.sh": (b"#!/bin/sh\necho hi\n", 0o755),
+}
+TREE_V2: Spec = {
+    "a.txt": b"alpha, changed\n",
+    "dir/b.bin": bytes(range(256)) * 3,
+    "dir/new.txt": b"new file\n",
+    "link": "->dir/b.bin",
+    "empty": None,
+    "run.sh": (b"#!/bin/sh\necho hi\n", 0o700),
+    "extra/deep/file": b"only in v2\n",
+}
+
+
+def open_store(scenario_dir: Path, fs: FileSystem | None = None) -> SnapStore:
+    """The scenario's store, through ``fs``; short lock timeout (nothing else holds locks)."""
+    return SnapStore(scenario_dir / "root", fs=fs, lock_timeout=10)
+
+
+def _setup_store(scenario_dir: Path) -> SnapStore:
+    (scenario_dir / "target").mkdir(parents=True, exist_ok=True)
+    return SnapStore(scenario_dir / "root", durable=False)
+
+
+def _snapshot(store: SnapStore, scenario_dir: Path, name: str, spec: Spec, **kw: object) -> None:
+    src = scenario_dir / "src"
+    remove_tree(src)
+    write_tree(src, spec)
+    store.create(SESSION, name, ["."], base_dir=src, **kw)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One operation under test, with how to build its starting point."""
+
+    name: str
+    prepare: Callable[[Path], None]
+    run: Callable[[Path, FileSystem], object]
+    restores: bool = False
+
+
+def _prepare_init(scenario_dir: Path) -> None:
+    (scenario_dir / "target").mkdir(parents=True)
+
+
+def _run_init(scenario_dir: Path, fs: FileSystem) -> object:
+    return open_store(scenario_dir, fs)
+
+
+def _prepare_create(scenario_dir: Path) -> None:
+    store = _setup_store(scenario_dir)
+    _snapshot(store, scenario_dir, "base", TREE_V1)
+    remove_tree(scenario_dir / "src")
+    write_tree(scenario_dir / "src", TREE_V2)
+
+
+def _run_create(scenario_dir: Path, fs: FileSystem) -> object:
+    return open_store(scenario_dir, fs).create(
+        SESSION, "new", ["."], base_dir=scenario_dir / "src", meta={"why": "test"}
+    )
+
+
+def _run_overwrite(scenario_dir: Path, fs: FileSystem) -> object:
+    return open_store(scenario_dir, fs).create(
+        SESSION, "base", ["."], base_dir=scenario_dir / "src"
+    )
+
+
+def _run_create_after_dead_writer(scenario_dir: Path, fs: FileSystem) -> object:
+    """Another writer published a blob of the same bytes and died before its commit (so it
+    never flushed the blob's directory); this snapshot reuses that blob."""
+    open_store(scenario_dir, fs).blobs.put_bytes(b"alpha, changed\n")
+    return _run_create(scenario_dir, fs)
+
+
+def _run_create_after_dead_mkdir(scenario_dir: Path, fs: FileSystem) -> object:
+    """Another writer made the session's directory and died before flushing its parent;
+    this snapshot is the first one committed into it."""
+    store = open_store(scenario_dir, fs)
+    name_dir = os.path.dirname(store.catalog.manifest_path("s2", "new"))
+    fs.mkdir(os.path.dirname(name_dir), 0o755)
+    return store.create("s2", "new", ["."], base_dir=scenario_dir / "src")
+
+
+def _prepare_state(scenario_dir: Path) -> None:
+    store = _setup_store(scenario_dir)
+    store.put_state(SESSION, "cursor", {"row": 1, "etag": "abc"})
+
+
+def _run_state(scenario_dir: Path, fs: FileSystem) -> object:
+    return open_store(scenario_dir, fs).put_state(SESSION, "cursor", {"row": 2, "etag": "def"})
+
+
+def _prepare_delete(scenario_dir: Path) -> None:
+    store = _setup_store(scenario_dir)
+    _snapshot(store, scenario_dir, "a", TREE_V1)
+    _snapshot(store, scenario_dir, "b", TREE_V2)
+    store.put_state("s2", "cursor", 7)
+
+
+def _run_delete(scenario_dir: Path, fs: FileSystem) -> object:
+    return open_store(scenario_dir, fs).delete(SESSION, "a")
+
+
+def _run_delete_session(scenario_dir: Path, fs: FileSystem) -> object:
+    return open_store(scenario_dir, fs).delete_session(SESSION)
+
+
+def _prepare_sweep(scenario_dir: Path) -> None:
+    store = _setup_store(scenario_dir)
+    _snapshot(store, scenario_dir, "old-1", TREE_V1)
+    _snapshot(store, scenario_dir, "old-2", TREE_V2)
+    _snapshot(store, scenario_dir, "newest", TREE_V1)
+    store.put_state("s2", "expiring", 1, ttl=3600)
+    store.put_state("s2", "kept", 2)
+
+
+def _run_sweep(scenario_dir: Path, fs: FileSystem) -> object:
+    now = datetime.now(UTC) + timedelta(days=1)
+    return open_store(scenario_dir, fs).sweep(keep_last=1, now=now)
+
+
+def _prepare_gc(scenario_dir: Path) -> None:
+    store = _setup_store(scenario_dir)
+    _snapshot(store, scenario_dir, "kept", TREE_V1)
+    _snapshot(store, scenario_dir, "gone", {"unique.txt": b"garbage soon\n"})
+    _snapshot(store, scenario_dir, "kept", TREE_V2)
+    store.delete(SESSION, "gone")
+    (scenario_dir / "root" / "tmp" / f"{TEMP_PREFIX}stale").write_bytes(b"left by a crash")
+
+
+def _run_gc(scenario_dir: Path, fs: FileSystem) -> object:
+    return open_store(scenario_dir, fs).gc()
+
+
+def _prepare_restore(scenario_dir: Path) -> None:
+    store = _setup_store(scenario_dir)
+    _snapshot(store, scenario_dir, "snap", TREE_V1)
+    write_tree(scenario_dir / "target", TREE_V2)
+    (scenario_dir / "target" / "untracked.txt").write_bytes(b"not in the snapshot\n")
+
+
+def _run_restore(scenario_dir: Path, fs: FileSystem) -> object:
+    return open_store(scenario_dir, fs).restore(SESSION, "snap", scenario_dir / "target")
+
+
+SCENARIOS = [
+    Scenario("init", _prepare_init, _run_init),
+    Scenario("create", _prepare_create, _run_create),
+    Scenario("overwrite", _prepare_create, _run_overwrite),
+    Scenario("create_after_dead_writer", _prepare_create, _run_create_after_dead_writer),
+    Scenario("create_after_dead_mkdir", _prepare_create, _run_create_after_dead_mkdir),
+    Scenario("put_state", _prepare_state, _run_state),
+    Scenario("delete", _prepare_delete, _run_delete),
+    Scenario("delete_session", _prepare_delete, _run_delete_session),
+    Scenario("sweep", _prepare_sweep, _run_sweep),
+    Scenario("gc", _prepare_gc, _run_gc),
+    Scenario("restore", _prepare_restore, _run_restore, restores=True),
+]
+BY_NAME = {scenario.name: scenario for scenario in SCENARIOS}
+
+
+def template(scenario: Scenario, directory: Path) -> Path:
+    """Build the scenario's starting point under ``directory`` (resolved, so that paths the
+    recording layer reads back from /proc match)."""
+    path = Path(os.path.realpath(directory))
+    scenario.prepare(path)
+    return path
+
+
+def expectation(scenario: Scenario, template_dir: Path, scratch: Path) -> Expectation:
+    """Run the operation cleanly on a copy: what the store held before and after."""
+    copy_tree(template_dir, scratch)
+    old = fingerprints(scratch / "root")
+    old_target = read_tree(scratch / "target")
+    scenario.run(scratch, FastFileSystem())
+    expect = Expectation(old, fingerprints(scratch / "root"))
+    if scenario.restores:
+        expect.old_target = old_target
+        expect.new_target = read_tree(scratch / "target")
+        expect.restore_session = SESSION
+    remove_tree(scratch)
+    return expect

@@ -1,0 +1,85 @@
+"""Build and read small file trees, and describe them as plain comparable values."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+from collections.abc import Mapping
+from pathlib import Path
+
+from snapstore.durable import TEMP_PREFIX
+
+Node = tuple[object, ...]
+Tree = dict[str, Node]
+Spec = Mapping[str, "bytes | str | tuple[bytes, int] | None"]
+
+
+def write_tree(base: Path, spec: Spec) -> None:
+    """Make ``base`` hold ``spec``: bytes are files, ``(bytes, mode)`` files with a mode,
+    ``"->target"`` symlinks, ``None`` directories; existing paths not in ``spec`` stay."""
+    base.mkdir(parents=True, exist_ok=True)
+    for relative, value in sorted(spec.items()):
+        path = base / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.is_symlink() or path.is_file():
+            path.unlink()
+        if value is None:
+            path.mkdir(exist_ok=True)
+        elif isinstance(value, str):
+            os.symlink(value.removeprefix("->"), path)
+        elif isinstance(value, tuple):
+            path.write_bytes(value[0])
+            path.chmod(value[1])
+        else:
+            path.write_bytes(value)
+
+
+def read_tree(base: Path, *, with_temps: bool = False) -> Tree:
+    """Every path under ``base`` (never following symlinks) as ``path -> node``.
+
+    Files are ``("file", bytes, mode)``, symlinks ``("symlink", target)`` and directories
+    ``("dir", mode)``. Restore temp files are left out unless ``with_temps``.
+    """
+    found: Tree = {}
+    if not base.is_dir():
+        return found
+    for directory, dirs, files in os.walk(base):
+        for name in sorted(dirs + files):
+            if name.startswith(TEMP_PREFIX) and not with_temps:
+                continue
+            path = os.path.join(directory, name)
+            relative = os.path.relpath(path, base).replace(os.sep, "/")
+            info = os.lstat(path)
+            if stat.S_ISLNK(info.st_mode):
+                found[relative] = ("symlink", os.readlink(path))
+            elif stat.S_ISDIR(info.st_mode):
+                found[relative] = ("dir", stat.S_IMODE(info.st_mode))
+            else:
+                found[relative] = ("file", Path(path).read_bytes(), stat.S_IMODE(info.st_mode))
+    return found
+
+
+def temp_leftovers(base: Path) -> list[str]:
+    """Restore or staging temp files anywhere under ``base``."""
+    return sorted(
+        p for p in read_tree(base, with_temps=True) if Path(p).name.startswith(TEMP_PREFIX)
+    )
+
+
+def copy_tree(source: Path, destination: Path) -> None:
+    """Copy a scenario directory, keeping symlinks as links and file modes."""
+    shutil.copytree(source, destination, symlinks=True)
+
+
+def remove_tree(path: Path) -> None:
+    """Remove a directory tree, even where a test left read-only directories."""
+    if not path.exists():
+        return
+    for directory, dirs, _ in os.walk(path):
+        for name in dirs:
+            child = os.path.join(directory, name)
+            if not os.path.islink(child):
+                os.chmod(child, 0o700)
+    os.chmod(path, 0o700)
+    shutil.rmtree(path)
