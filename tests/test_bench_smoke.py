@@ -1,0 +1,28 @@
+"""The benchmark runs end to end on a tiny tree and writes every result key (no timings are
+asserted: this only keeps ``bench/run.py`` from rotting)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent.parent / "bench" / "run.py"
+
+
+def test_bench_smoke_run_writes_every_key(tmp_path: Path) -> None:
+    out = tmp_path / "result.json"
+    command = [sys.executable, str(BENCH), "--size", "tiny", "--reps", "1", "--snapshots", "20"]
+    command += ["--settle", "0", "--work", str(tmp_path / "work"), "--out", str(out)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "first snapshot" in done.stdout
+    result = json.loads(out.read_text())
+    assert set(result) >= {"meta", "medians", "samples", "scenarios", "targets"}
+    assert result["meta"]["files"] == 60
+    for operation in ("first", "changed", "unchanged", "restore_empty", "restore_in_place"):
+        assert "snapstore" in result["medians"][operation]
+    assert set(result["scenarios"]) == {"durability", "space", "memory", "concurrency", "list_open"}
+    numbers = {target["number"] for target in result["targets"]}
+    assert numbers >= {"1a", "1b", "2a", "2b", "3a", "3b", "4a", "4b", "5", "6", "7", "8"}
