@@ -28,15 +28,15 @@ def _call_trace(scenario: Scenario, template_dir: Path, scratch: Path) -> list[s
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.name)
-def test_kill_at_every_call(scenario: Scenario, tmp_path: Path) -> None:
-    template_dir = template(scenario, tmp_path / "template")
-    expect = expectation(scenario, template_dir, tmp_path / "reference")
-    trace = _call_trace(scenario, template_dir, tmp_path / "count")
+def test_kill_at_every_call(scenario: Scenario, scratch: Path) -> None:
+    template_dir = template(scenario, scratch / "template")
+    expect = expectation(scenario, template_dir, scratch / "reference")
+    trace = _call_trace(scenario, template_dir, scratch / "count")
     points = [(n, False) for n in range(1, len(trace) + 2)]
     points += [(n, True) for n, op in enumerate(trace, 1) if op == "write"]
     kills = mixed = 0
     for kill_at, torn in points:
-        work = tmp_path / f"kill-{kill_at}-{int(torn)}"
+        work = scratch / f"kill-{kill_at}-{int(torn)}"
         copy_tree(template_dir, work)
         completed = run_killed(scenario, work, kill_at, torn=torn)
         assert completed == (kill_at > len(trace)), f"call count changed at {kill_at}"

@@ -27,13 +27,13 @@ def recorded_model(scenario: Scenario, template_dir: Path, work: Path) -> PowerL
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.name)
-def test_power_loss_at_every_prefix(scenario: Scenario, tmp_path: Path) -> None:
-    template_dir = template(scenario, tmp_path / "template")
-    expect = expectation(scenario, template_dir, tmp_path / "reference")
-    model = recorded_model(scenario, template_dir, tmp_path / "recorded")
+def test_power_loss_at_every_prefix(scenario: Scenario, scratch: Path) -> None:
+    template_dir = template(scenario, scratch / "template")
+    expect = expectation(scenario, template_dir, scratch / "reference")
+    model = recorded_model(scenario, template_dir, scratch / "recorded")
     checked = 0
     for state in model.states(random_per_prefix=depth(2, 12)):
-        disk = tmp_path / f"state-{checked}"
+        disk = scratch / f"state-{checked}"
         materialize(state, disk)
         try:
             completed = state.prefix == len(model.events)

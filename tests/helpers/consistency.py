@@ -150,10 +150,10 @@ def _check_target(
     assert expect.old_target is not None and expect.new_target is not None
     normalize = (lambda tree: tree) if dir_modes else _without_dir_modes
     old, new = normalize(expect.old_target), normalize(expect.new_target)
-    actual = normalize(read_tree(target))
-    result.target_temp_files = [
-        p for p in read_tree(target, with_temps=True) if p not in read_tree(target)
-    ]
+    everything = read_tree(target, with_temps=True)
+    plain = read_tree(target)
+    actual = normalize(plain)
+    result.target_temp_files = [path for path in everything if path not in plain]
     if actual in (old, new):
         return
     result.mixed_target = True
