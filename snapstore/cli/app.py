@@ -15,6 +15,7 @@ from typing import Any, NoReturn, TextIO
 import click
 
 import snapstore
+from snapstore.checkpoint.cli import checkpoint_group
 from snapstore.cli.context import Settings
 from snapstore.cli.demo import demo
 from snapstore.cli.demo_bridges import demo_editor, demo_recover
@@ -78,6 +79,7 @@ for _command in (
     gc,
     verify,
     state,
+    checkpoint_group,
     demo,
     demo_editor,
     demo_recover,

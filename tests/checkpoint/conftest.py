@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from checkpoint_support import subprocess_env
 
 WORKER = Path(__file__).with_name("checkpoint_worker.py")
 
@@ -25,6 +26,7 @@ def start_worker(tmp_path: Path) -> Iterator[Callable[..., subprocess.Popen[byte
             [sys.executable, str(WORKER), *args],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
+            env=subprocess_env(),
         )
         started.append(process)
         return process
