@@ -45,6 +45,7 @@ def diff_lines(report: DiffReport, label: str, target: str) -> list[str]:
 @click.option(
     "--target",
     type=click.Path(file_okay=False, path_type=Path),
+    metavar="DIR",
     help="Compare this directory instead of the snapshot's base dir.",
 )
 @json_option
@@ -89,11 +90,13 @@ def restore_lines(report: RestoreReport, session: str, name: str) -> list[str]:
 @click.option(
     "--target",
     type=click.Path(file_okay=False, path_type=Path),
+    metavar="DIR",
     help="Restore into this directory instead of the snapshot's base dir.",
 )
 @click.option(
     "--path",
     "paths",
+    metavar="PATH",
     multiple=True,
     help="Restore only this path (a file or directory of the snapshot); repeatable.",
 )

@@ -42,6 +42,7 @@ def _files_cell(info: SnapshotInfo) -> str:
     "--base",
     "base_dir",
     type=click.Path(exists=True, file_okay=False, path_type=Path),
+    metavar="DIR",
     default=".",
     show_default=True,
     help="Directory the PATHS are relative to; restores go back here.",

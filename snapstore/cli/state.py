@@ -59,7 +59,10 @@ def get_value(settings: Settings, session: str, name: str, default: Any) -> None
 @json_option
 @pass_settings
 def set_value(settings: Settings, session: str, name: str, value: Any, ttl: float | None) -> None:
-    """Save VALUE (JSON, e.g. '{"cursor": 42}') as NAME in SESSION, replacing any old value."""
+    """Save the JSON VALUE as NAME in SESSION, replacing any old value.
+
+    Quote it for the shell: '{"cursor": 42}', '"etag-1"', 17.
+    """
     info = settings.store(create=True).put_state(session, name, value, ttl=ttl)
     line = f"saved {session}/{name} (expires {human_expiry(info.expires_at)})"
     settings.emit({"snapshot": info.to_dict(), "value": value}, [line], info=True)

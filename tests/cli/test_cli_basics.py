@@ -48,10 +48,6 @@ def test_unknown_command_is_a_usage_error_with_json_document(cli: Cli) -> None:
     assert "bogus" in error["message"]
 
 
-def test_unknown_option_is_a_usage_error(cli: Cli) -> None:
-    assert cli.run("list", "--frobnicate").code == 2
-
-
 def test_version(cli: Cli) -> None:
     result = cli.ok("--version")
     assert result.stdout.startswith("snapstore, version")

