@@ -34,6 +34,7 @@ EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 @click.option(
     "--root",
     type=click.Path(file_okay=False, path_type=Path),
+    metavar="DIR",
     envvar="SNAPSTORE_ROOT",
     default=".snapstore",
     show_default="$SNAPSTORE_ROOT, else ./.snapstore",
