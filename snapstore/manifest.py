@@ -46,12 +46,19 @@ def _checksum(*parts: bytes) -> bytes:
     return hasher.digest(length=CHECKSUM_BYTES)
 
 
-def _pack(value: Any, what: str) -> bytes:
+def _pack(value: Any, what: str, *, check_readable: bool = True) -> bytes:
+    """msgpack-encode ``value``; with ``check_readable``, also refuse what would not decode
+    back (map keys that are not strings), so nothing unreadable is ever committed."""
     try:
         packed = msgpack.packb(value, use_bin_type=True, strict_types=False)
     except (TypeError, ValueError, OverflowError) as error:
         raise InvalidValueError(f"{what} cannot be stored: {error}") from None
     assert isinstance(packed, bytes)
+    if check_readable:
+        try:
+            _unpack(packed, what)
+        except CorruptManifestError as error:
+            raise InvalidValueError(f"{what} cannot be stored: {error}") from None
     return packed
 
 
@@ -107,7 +114,11 @@ def encode(
             ]
         }
     header_bytes = _pack(header, "snapshot metadata")
-    body_bytes = _pack(body_value, "state value" if info.kind == "state" else "entries")
+    body_bytes = _pack(
+        body_value,
+        "state value" if info.kind == "state" else "entries",
+        check_readable=info.kind == "state",
+    )
     lengths = struct.pack("<IQ", len(header_bytes), len(body_bytes))
     prelude = PRELUDE.pack(
         MAGIC,

@@ -292,3 +292,12 @@ def test_missing_layout_directories_are_recreated(store: SnapStore, project: Pat
     (Path(store.root) / "tmp").rmdir()
     SnapStore(store.root).create("s", "n", ["README.md"], base_dir=project)
     assert store.read("s", "n", "README.md") == b"# sample\n"
+
+
+def test_values_that_would_not_read_back_are_refused_before_commit(store: SnapStore) -> None:
+    store.put_state("a", "b", {"ok": 1})
+    with pytest.raises(InvalidValueError):
+        store.put_state("a", "b", {1: "x"})
+    with pytest.raises(InvalidValueError):
+        store.put_state("a", "b", {"nested": {2: "x"}})
+    assert store.get_state("a", "b") == {"ok": 1}
