@@ -13,8 +13,6 @@ import time
 from collections.abc import Iterator
 from typing import IO
 
-import portalocker
-
 from snapstore.errors import LockTimeout
 
 _POLL_START = 0.001
@@ -32,6 +30,8 @@ class _Handle:
         """Unlock and close; in a forked child only close, leaving the parent's lock alone."""
         try:
             if self.pid == os.getpid():
+                import portalocker
+
                 portalocker.unlock(self.file)
         finally:
             self.file.close()
@@ -49,7 +49,10 @@ class FileLock:
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         return os.fdopen(fd, "r+b")
 
-    def _acquire(self, flags: portalocker.LockFlags, timeout: float | None) -> _Handle:
+    def _acquire(self, exclusive: bool, timeout: float | None) -> _Handle:
+        import portalocker  # deferred: its import costs ~40 ms, paid only by lock users
+
+        mode = portalocker.LockFlags.EXCLUSIVE if exclusive else portalocker.LockFlags.SHARED
         limit = self.timeout if timeout is None else timeout
         deadline = time.monotonic() + limit
         delay = _POLL_START
@@ -57,7 +60,7 @@ class FileLock:
         try:
             while True:
                 try:
-                    portalocker.lock(file, flags | portalocker.LockFlags.NON_BLOCKING)
+                    portalocker.lock(file, mode | portalocker.LockFlags.NON_BLOCKING)
                     break
                 except portalocker.exceptions.LockException:
                     remaining = deadline - time.monotonic()
@@ -73,7 +76,7 @@ class FileLock:
     @contextlib.contextmanager
     def exclusive(self, timeout: float | None = None) -> Iterator[None]:
         """Hold the lock alone (no other holder, shared or exclusive)."""
-        handle = self._acquire(portalocker.LockFlags.EXCLUSIVE, timeout)
+        handle = self._acquire(True, timeout)
         try:
             yield
         finally:
@@ -82,7 +85,7 @@ class FileLock:
     @contextlib.contextmanager
     def shared(self, timeout: float | None = None) -> Iterator[None]:
         """Hold the lock together with other shared holders, excluding exclusive ones."""
-        handle = self._acquire(portalocker.LockFlags.SHARED, timeout)
+        handle = self._acquire(False, timeout)
         try:
             yield
         finally:

@@ -7,7 +7,6 @@ import threading
 import time
 from pathlib import Path
 
-import portalocker
 import pytest
 
 from snapstore import LockTimeout, SnapStore
@@ -60,7 +59,7 @@ def test_threads_of_one_process_exclude_each_other(tmp_path: Path) -> None:
 def test_forked_child_does_not_release_the_parents_lock(tmp_path: Path) -> None:
     lock = FileLock(str(tmp_path / "l"), "namespace", timeout=0.1)
     probe = FileLock(str(tmp_path / "l"), "namespace", timeout=0.1)
-    handle = lock._acquire(portalocker.LockFlags.EXCLUSIVE, None)
+    handle = lock._acquire(True, None)
     pid = os.fork()
     if pid == 0:
         handle.release()
