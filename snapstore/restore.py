@@ -160,8 +160,9 @@ def make_plan(
     In ``complete`` directories, whatever the target holds beyond the snapshot is removed,
     except the directories in ``keep_out`` (by device and inode: the store's own root).
     Raises UnsafePathError for entries that would collide on a case-insensitive or
-    normalizing filesystem, and for a symlink or file in the target where a path needs a
-    parent directory the snapshot does not itself record.
+    normalizing filesystem, for entries beneath one that is not a directory, and for a
+    symlink or file in the target where a path needs a parent directory the snapshot does
+    not itself record.
     """
     entries = list(entries)
     collisions = find_collisions(e.path for e in entries)
@@ -171,6 +172,14 @@ def make_plan(
             f"snapshot paths would collide on a case-insensitive or normalizing filesystem: "
             f"{listed}; nothing was written"
         )
+    kinds = {entry.path: entry.kind for entry in entries}
+    for entry in entries:
+        for parent in parents(entry.path):
+            if kinds.get(parent, "dir") != "dir":
+                raise UnsafePathError(
+                    f"cannot restore {entry.path!r}: it lies beneath {parent!r}, which the "
+                    f"snapshot records as a {kinds[parent]}; nothing was written"
+                )
     plan = Plan(target)
     state: dict[str, CurrentKind | None] = {}
     fresh: set[str] = set()
