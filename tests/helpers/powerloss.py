@@ -14,8 +14,9 @@ The model (conservative, after ALICE and CrashMonkey):
 
 For a prefix of the log the replay builds several disks: all unsynced changes lost; every
 entry change kept but unsynced contents lost (the state a rename-before-fsync bug shows);
-everything kept (what ``kill -9`` leaves); and random mixes where the entry changes survive up
-to a random point of the journal and each unsynced file independently keeps old, new or torn
+everything kept (what ``kill -9`` leaves); each unsynced entry change dropped on its own; and
+random mixes where the entry changes survive up to a random point of the journal (or a random
+subset of them survives) and each unsynced file independently keeps old, new or torn
 contents. Directory modes are not modelled (they are metadata the checks do not compare).
 """
 
@@ -187,8 +188,15 @@ class PowerLossModel:
         (everything kept) or ``random`` (needs ``rng``)."""
         if policy == "random":
             assert rng is not None
-            cut = rng.randrange(prefix + 1)
-            names = self._names(prefix, lambda index: index < cut)
+            if rng.random() < 0.5:
+                cut = rng.randrange(prefix + 1)
+                names = self._names(prefix, lambda index: index < cut)
+            else:
+                kept = {index for index in range(prefix) if rng.random() < 0.5}
+                names = self._names(prefix, kept.__contains__)
+        elif policy.startswith("omit:"):
+            omitted = int(policy[5:])
+            names = self._names(prefix, lambda index: index != omitted)
         elif policy == "lost":
             names = self._names(prefix, lambda index: False)
         else:
@@ -215,7 +223,7 @@ class PowerLossModel:
         if now.kind != "file":
             return now
         synced = durable.get(key, Inode("file", b"", now.mode))
-        if policy == "kept" or synced == now:
+        if policy in ("kept",) or policy.startswith("omit:") or synced == now:
             return now
         if policy in ("lost", "entries"):
             return synced
@@ -226,14 +234,31 @@ class PowerLossModel:
         data = rng.choice((synced.data, now.data, now.data[: len(now.data) // 2]))
         return Inode("file", data, mode)
 
-    def states(self, *, random_per_prefix: int, seed: int = 0) -> Iterator[CrashState]:
+    def unsynced(self, prefix: int) -> list[int]:
+        """The entry changes among the first ``prefix`` events not yet made durable."""
+        found = []
+        for index in range(prefix):
+            synced = self.synced_at[index]
+            if self.events[index][0] in NAMESPACE_EVENTS and (synced is None or synced >= prefix):
+                found.append(index)
+        return found
+
+    def states(
+        self, *, random_per_prefix: int, omit_each: bool = False, seed: int = 0
+    ) -> Iterator[CrashState]:
         """Every distinct crash state over all prefixes of the log (the states after the last
-        event are kept apart: there the operation has returned and must be durable)."""
+        event are kept apart: there the operation has returned and must be durable).
+
+        Besides the fixed policies and ``random_per_prefix`` random mixes, each unsynced entry
+        change is dropped on its own (``omit:<index>``, all else kept): after the last event
+        always, at every prefix with ``omit_each``."""
         rng = random.Random(seed)
         seen: set[tuple[str, bool]] = set()
         for prefix in range(len(self.events) + 1):
             candidates = [self.state(prefix, p) for p in ("lost", "entries", "kept")]
             candidates += [self.state(prefix, "random", rng) for _ in range(random_per_prefix)]
+            if omit_each or prefix == len(self.events):
+                candidates += [self.state(prefix, f"omit:{i}") for i in self.unsynced(prefix)]
             for candidate in candidates:
                 fingerprint = (candidate.fingerprint(), prefix == len(self.events))
                 if fingerprint not in seen:
