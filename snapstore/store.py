@@ -406,6 +406,10 @@ class SnapStore:
     ) -> None:
         """Undo a failed restore into a directory it created: remove that directory."""
         failed = f"restore of {name!r} (session {session!r}) into {target_dir} failed: {error}"
+        if not os.path.lexists(target_dir):
+            raise RestoreError(
+                f"{failed}; it had not created the target directory yet", rolled_back=True
+            ) from error
         parent = os.path.dirname(target_dir)
         try:
             parent_fd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
