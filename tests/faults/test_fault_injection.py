@@ -56,6 +56,9 @@ def check_raised(error: BaseException, code: int, work: Path, stale: set[str]) -
 
 def check_target_unchanged(expect: Expectation, work: Path) -> None:
     """After a failed restore the target holds exactly what it held before, no temp file."""
+    if not expect.target_existed:
+        assert not (work / "target").exists(), "a failed restore left the new target behind"
+        return
     actual = read_tree(work / "target", with_temps=True)
     assert actual == expect.old_target, "a failed restore changed the target"
 

@@ -119,6 +119,10 @@ def _run_state(scenario_dir: Path, fs: FileSystem) -> object:
     return open_store(scenario_dir, fs).put_state(SESSION, "cursor", {"row": 2, "etag": "def"})
 
 
+def _run_new_state(scenario_dir: Path, fs: FileSystem) -> object:
+    return open_store(scenario_dir, fs).put_state("s3", "first", [1, "two"], ttl=60)
+
+
 def _prepare_delete(scenario_dir: Path) -> None:
     store = _setup_store(scenario_dir)
     _snapshot(store, scenario_dir, "a", TREE_V1)
@@ -168,6 +172,12 @@ def _prepare_restore(scenario_dir: Path) -> None:
     (scenario_dir / "target" / "untracked.txt").write_bytes(b"not in the snapshot\n")
 
 
+def _prepare_restore_new_target(scenario_dir: Path) -> None:
+    store = _setup_store(scenario_dir)
+    _snapshot(store, scenario_dir, "snap", TREE_V1)
+    (scenario_dir / "target").rmdir()
+
+
 def _run_restore(scenario_dir: Path, fs: FileSystem) -> object:
     return open_store(scenario_dir, fs).restore(SESSION, "snap", scenario_dir / "target")
 
@@ -183,7 +193,9 @@ SCENARIOS = [
     Scenario("delete_session", _prepare_delete, _run_delete_session),
     Scenario("sweep", _prepare_sweep, _run_sweep),
     Scenario("gc", _prepare_gc, _run_gc),
+    Scenario("put_state_new", _prepare_state, _run_new_state),
     Scenario("restore", _prepare_restore, _run_restore, restores=True),
+    Scenario("restore_new_target", _prepare_restore_new_target, _run_restore, restores=True),
 ]
 BY_NAME = {scenario.name: scenario for scenario in SCENARIOS}
 
@@ -201,11 +213,13 @@ def expectation(scenario: Scenario, template_dir: Path, scratch: Path) -> Expect
     copy_tree(template_dir, scratch)
     old = fingerprints(scratch / "root")
     old_target = read_tree(scratch / "target")
+    target_existed = (scratch / "target").is_dir()
     scenario.run(scratch, FastFileSystem())
     expect = Expectation(old, fingerprints(scratch / "root"))
     if scenario.restores:
         expect.old_target = old_target
         expect.new_target = read_tree(scratch / "target")
         expect.restore_session = SESSION
+        expect.target_existed = target_existed
     remove_tree(scratch)
     return expect
