@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno as errno_module
 import os
 import stat
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -122,18 +123,21 @@ class InjectedFault(OSError):
 
 
 class FailingFileSystem(HookedFileSystem):
-    """Raises ``OSError(errno)`` instead of performing call ``fail_at``; later calls succeed."""
+    """Raises ``OSError(errno)`` instead of performing call ``fail_at`` (or each of several
+    calls); the other calls succeed. ``fired`` names the first failed operation."""
 
-    def __init__(self, fail_at: int, errno: int = errno_module.EIO) -> None:
+    def __init__(self, fail_at: int | Collection[int], errno: int = errno_module.EIO) -> None:
         super().__init__()
-        self.fail_at = fail_at
+        self.fail_at = {fail_at} if isinstance(fail_at, int) else set(fail_at)
         self.errno = errno
         self.fired: str | None = None
+        self.failures = 0
 
     def before(self, operation: str, fd: int | None = None, data: Any = None) -> None:
         super().before(operation, fd, data)
-        if self.calls == self.fail_at:
-            self.fired = operation
+        if self.calls in self.fail_at:
+            self.fired = self.fired or operation
+            self.failures += 1
             raise InjectedFault(self.errno, f"injected {os.strerror(self.errno)} in {operation}")
 
 
