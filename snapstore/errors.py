@@ -43,6 +43,10 @@ class CorruptBlobError(SnapstoreError):
     """A blob's bytes do not hash to its digest."""
 
 
+class CorruptPackError(CorruptBlobError):
+    """A pack file or its index is damaged: truncated, failing its checksum, or malformed."""
+
+
 class MissingBlobError(SnapstoreError):
     """A manifest references a blob that is not in the blob store."""
 

@@ -2,16 +2,24 @@
 
 A file that changes while it is read (its size, mtime or inode moves between the stat before
 and the stat after) is read again, a bounded number of times, so a snapshot never records a
-torn mix of two versions under one digest's metadata.
+torn mix of two versions under one digest's metadata. Small files are read whole and handed
+to the create's batch (which packs them); large ones stream into a loose blob.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from snapstore.blobs import CHUNK_BYTES, LooseBlobStore
+import blake3
+
+from snapstore.batch import BlobBatch, is_small
+from snapstore.blobs import CHUNK_BYTES
 from snapstore.errors import SourceChangedError
+from snapstore.models import FileEntry, SkippedPath
+from snapstore.scan import ScanResult
+from snapstore.statcache import StatCache
 
 MAX_READ_ATTEMPTS = 3
 
@@ -24,38 +32,131 @@ class IngestedFile:
     size: int
     mode: int
     mtime_ns: int
+    stat: os.stat_result
 
 
 def _identity(info: os.stat_result) -> tuple[int, int, int, int, int]:
     return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
 
 
-def ingest_file(blobs: LooseBlobStore, path: str) -> IngestedFile:
-    """Stream ``path`` into the blob store while hashing it; raises SourceChangedError if it
-    never holds still, OSError if it cannot be read."""
+def _changed(path: str) -> SourceChangedError:
+    return SourceChangedError(
+        f"{path!r} kept changing while it was read ({MAX_READ_ATTEMPTS} attempts)"
+    )
+
+
+def ingest_file(batch: BlobBatch, path: str) -> IngestedFile:
+    """Store ``path``'s bytes through ``batch``; raises SourceChangedError if it never holds
+    still, OSError if it cannot be read."""
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
         before = os.fstat(fd)
-        writer = blobs.writer(before.st_size)
-        try:
-            for attempt in range(MAX_READ_ATTEMPTS):
-                if attempt:
-                    writer.reset()
-                    os.lseek(fd, 0, os.SEEK_SET)
-                    before = os.fstat(fd)
-                while chunk := os.read(fd, CHUNK_BYTES):
-                    writer.write(chunk)
-                after = os.fstat(fd)
-                if _identity(before) == _identity(after) and writer.size == after.st_size:
-                    break
-            else:
-                raise SourceChangedError(
-                    f"{path!r} kept changing while it was read ({MAX_READ_ATTEMPTS} attempts)"
-                )
-        except BaseException:
-            writer.abort()
-            raise
-        digest = writer.commit()
+        if is_small(before.st_size):
+            digest, after = _ingest_small(batch, fd, path, before)
+        else:
+            digest, after = _ingest_large(batch, fd, path, before)
     finally:
         os.close(fd)
-    return IngestedFile(digest, writer.size, after.st_mode & 0o7777, after.st_mtime_ns)
+    return IngestedFile(digest, after.st_size, after.st_mode & 0o7777, after.st_mtime_ns, after)
+
+
+def _read_exactly(fd: int, size: int) -> bytes:
+    """Up to ``size`` bytes from the start; fewer only if the file ends sooner. A file that
+    grew shows in the stat after the read."""
+    parts = []
+    remaining = size
+    while remaining > 0 and (chunk := os.read(fd, remaining)):
+        parts.append(chunk)
+        remaining -= len(chunk)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def _ingest_small(
+    batch: BlobBatch, fd: int, path: str, before: os.stat_result
+) -> tuple[bytes, os.stat_result]:
+    for attempt in range(MAX_READ_ATTEMPTS):
+        if attempt:
+            os.lseek(fd, 0, os.SEEK_SET)
+            before = os.fstat(fd)
+        data = _read_exactly(fd, before.st_size)
+        after = os.fstat(fd)
+        if _identity(before) == _identity(after) and len(data) == after.st_size:
+            break
+    else:
+        raise _changed(path)
+    digest = blake3.blake3(data).digest()
+    batch.add(digest, data)
+    return digest, after
+
+
+def _ingest_large(
+    batch: BlobBatch, fd: int, path: str, before: os.stat_result
+) -> tuple[bytes, os.stat_result]:
+    writer = batch.storage.writer(before.st_size)
+    try:
+        for attempt in range(MAX_READ_ATTEMPTS):
+            if attempt:
+                writer.reset()
+                os.lseek(fd, 0, os.SEEK_SET)
+                before = os.fstat(fd)
+            while chunk := os.read(fd, CHUNK_BYTES):
+                writer.write(chunk)
+            after = os.fstat(fd)
+            if _identity(before) == _identity(after) and writer.size == after.st_size:
+                break
+        else:
+            raise _changed(path)
+    except BaseException:
+        writer.abort()
+        raise
+    return writer.commit(), after
+
+
+def ingest_scan(
+    scanned: ScanResult,
+    batch: BlobBatch,
+    cache: StatCache,
+    *,
+    skip_unreadable: bool,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[FileEntry]:
+    """The entries of a scan, in path order, with every file's bytes stored through ``batch``.
+
+    A file whose stat matches the stat cache is not read again when its blob is stored; an
+    unreadable file raises, or with ``skip_unreadable`` is added to ``scanned.skipped``.
+    """
+    total = sum(1 for item in scanned.items if item.kind == "file")
+    entries: list[FileEntry] = []
+    done = 0
+    for item in sorted(scanned.items, key=lambda i: i.path):
+        if item.kind == "absent":
+            entries.append(FileEntry(item.path, "absent"))
+            continue
+        assert item.stat is not None
+        if item.kind != "file":
+            mode, mtime_ns = item.stat.st_mode & 0o7777, item.stat.st_mtime_ns
+            entries.append(FileEntry(item.path, item.kind, mode, 0, mtime_ns, target=item.target))
+            continue
+        info = item.stat
+        digest = cache.lookup(item.path, info)
+        if digest is not None and batch.claim(digest, info.st_size):
+            cache.keep(item.path)
+        else:
+            try:
+                stored = ingest_file(batch, item.absolute)
+            except OSError as error:
+                if not skip_unreadable:
+                    raise
+                scanned.skipped.append(SkippedPath(item.path, error.strerror or str(error)))
+                continue
+            digest, info = stored.digest, stored.stat
+            cache.record(item.path, info, digest)
+        entries.append(
+            FileEntry(
+                item.path, "file", info.st_mode & 0o7777, info.st_size, info.st_mtime_ns, digest
+            )
+        )
+        done += 1
+        if progress is not None:
+            progress(done, total)
+    return entries

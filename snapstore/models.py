@@ -137,6 +137,8 @@ class GcReport(_ToDict):
     temp_files_removed: int = 0
     skipped: bool = False
     reason: str | None = None
+    packs_deleted: int = 0
+    packs_written: int = 0
 
 
 @dataclass

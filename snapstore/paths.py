@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
 
 from snapstore.errors import UnsafePathError
 
@@ -39,6 +39,39 @@ def check_relative_path(path: object) -> str:
         if len(part.encode("utf-8")) > MAX_COMPONENT_BYTES:
             raise UnsafePathError(f"path {path!r} has a component over {MAX_COMPONENT_BYTES} bytes")
     return path
+
+
+def child_path(parent: str, name: str) -> str:
+    """``parent/name`` (``name`` alone under ``"."``), checked like check_relative_path.
+
+    ``parent`` must already be checked and ``name`` come from a directory listing (never
+    empty, ``.`` or ``..``, never holding ``/``); short plain names then need no full check.
+    """
+    path = name if parent == "." else f"{parent}/{name}"
+    if (
+        len(path) * 4 <= MAX_PATH_BYTES
+        and len(name) <= MAX_COMPONENT_BYTES
+        and name.isascii()
+        and "/" not in name
+        and "\\" not in name
+        and "\x00" not in name
+        and name not in (".", "..")
+        and not (parent == "." and _DRIVE.match(name))
+    ):
+        return path
+    return check_relative_path(path)
+
+
+def nearest_listed_ancestor(path: str, listed: Container[str]) -> str | None:
+    """The closest proper ancestor of ``path`` that ``listed`` holds, if any (no list built:
+    validators call this once per entry of large manifests)."""
+    cut = path.rfind("/")
+    while cut > 0:
+        parent = path[:cut]
+        if parent in listed:
+            return parent
+        cut = path.rfind("/", 0, cut)
+    return None
 
 
 def parents(path: str) -> list[str]:

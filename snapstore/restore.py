@@ -17,16 +17,18 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from snapstore.blobs import LooseBlobStore, new_hasher
+from snapstore.blobs import BlobStore, new_hasher
 from snapstore.durable import discard, ensure_dir, temp_name
 from snapstore.errors import SnapstoreError, UnsafePathError
 from snapstore.fsio import FileSystem
 from snapstore.models import FileEntry
-from snapstore.paths import check_relative_path, find_collisions, parents
+from snapstore.paths import check_relative_path, find_collisions, nearest_listed_ancestor, parents
+from snapstore.staging import StagedFiles
 
 Progress = Callable[[int, int], None]
 CurrentKind = Literal["file", "symlink", "dir", "other"]
 Operation = Literal["unchanged", "create", "replace", "chmod", "remove"]
+KnownDigest = Callable[[str, os.stat_result], bytes | None]
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
@@ -99,7 +101,8 @@ def _kind_of(info: os.stat_result) -> CurrentKind:
     return "other"
 
 
-def _same_content(path: str, entry: FileEntry) -> bool:
+def same_content(path: str, entry: FileEntry) -> bool:
+    """True if the file at ``path`` hashes to the entry's digest."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
@@ -154,15 +157,17 @@ def make_plan(
     complete: Iterable[str] = (),
     keep_out: Iterable[tuple[int, int]] = (),
     keep_special_bits: bool = False,
+    known_digest: KnownDigest | None = None,
 ) -> Plan:
     """Decide what restoring ``entries`` into ``target`` changes; writes nothing.
 
     In ``complete`` directories, whatever the target holds beyond the snapshot is removed,
     except the directories in ``keep_out`` (by device and inode: the store's own root).
-    Raises UnsafePathError for entries that would collide on a case-insensitive or
-    normalizing filesystem, for entries beneath one that is not a directory, and for a
-    symlink or file in the target where a path needs a parent directory the snapshot does
-    not itself record.
+    ``known_digest(path, lstat)`` may vouch for a target file's digest (the stat cache), so
+    that unchanged files are not hashed. Raises UnsafePathError for entries that would
+    collide on a case-insensitive or normalizing filesystem, for entries beneath one that is
+    not a directory, and for a symlink or file in the target where a path needs a parent
+    directory the snapshot does not itself record.
     """
     entries = list(entries)
     collisions = find_collisions(e.path for e in entries)
@@ -174,23 +179,25 @@ def make_plan(
         )
     kinds = {entry.path: entry.kind for entry in entries}
     for entry in entries:
-        for parent in parents(entry.path):
-            if kinds.get(parent, "dir") != "dir":
-                raise UnsafePathError(
-                    f"cannot restore {entry.path!r}: it lies beneath {parent!r}, which the "
-                    f"snapshot records as a {kinds[parent]}; nothing was written"
-                )
+        # The nearest listed ancestor suffices: if it is a dir, its own check covers the rest.
+        parent = nearest_listed_ancestor(entry.path, kinds)
+        if parent is not None and kinds[parent] != "dir":
+            raise UnsafePathError(
+                f"cannot restore {entry.path!r}: it lies beneath {parent!r}, which the "
+                f"snapshot records as a {kinds[parent]}; nothing was written"
+            )
     plan = Plan(target)
-    state: dict[str, CurrentKind | None] = {}
+    stats: dict[str, os.stat_result | None] = {}
     fresh: set[str] = set()
 
     def current_of(path: str) -> CurrentKind | None:
-        if path not in state:
+        if path not in stats:
             try:
-                state[path] = _kind_of(os.lstat(os.path.join(target, path)))
+                stats[path] = os.lstat(os.path.join(target, path))
             except FileNotFoundError:
-                state[path] = None
-        return state[path]
+                stats[path] = None
+        info = stats[path]
+        return None if info is None else _kind_of(info)
 
     for entry in entries:
         current: CurrentKind | None = None
@@ -215,7 +222,14 @@ def make_plan(
             )
         if not below_fresh:
             current = current_of(entry.path)
-        operation = _decide(entry, current, os.path.join(target, entry.path), keep_special_bits)
+        operation = _decide(
+            entry,
+            current,
+            stats.get(entry.path),
+            os.path.join(target, entry.path),
+            keep_special_bits,
+            known_digest,
+        )
         if operation in ("create", "replace", "remove"):
             fresh.add(entry.path)
         plan.actions.append(Action(entry, operation, current))
@@ -256,19 +270,29 @@ def _extra_paths(
 
 
 def _decide(
-    entry: FileEntry, current: CurrentKind | None, absolute: str, keep_special_bits: bool
+    entry: FileEntry,
+    current: CurrentKind | None,
+    info: os.stat_result | None,
+    absolute: str,
+    keep_special_bits: bool,
+    known_digest: KnownDigest | None,
 ) -> Operation:
     if entry.kind == "absent":
         return "unchanged" if current is None else "remove"
-    if current is None:
+    if current is None or info is None:
         return "create"
     if current != entry.kind:
         return "replace"
     if entry.kind == "symlink":
         return "unchanged" if os.readlink(absolute) == entry.target else "replace"
-    info = os.lstat(absolute)
-    if entry.kind == "file" and (info.st_size != entry.size or not _same_content(absolute, entry)):
-        return "replace"
+    if entry.kind == "file":
+        if info.st_size != entry.size:
+            return "replace"
+        known = None if known_digest is None else known_digest(entry.path, info)
+        if known is None and not same_content(absolute, entry):
+            return "replace"
+        if known is not None and known != entry.digest:
+            return "replace"
     if stat.S_IMODE(info.st_mode) != wanted_mode(entry, keep_special_bits):
         return "chmod"
     return "unchanged"
@@ -338,35 +362,6 @@ def remove_tree(fs: FileSystem, parent_fd: int, name: str) -> None:
     fs.rmdir(name, dir_fd=parent_fd)
 
 
-def _write_file(
-    fs: FileSystem,
-    blobs: LooseBlobStore,
-    parent_fd: int,
-    name: str,
-    entry: FileEntry,
-    mode: int,
-    durable: bool,
-) -> None:
-    assert entry.digest is not None
-    temp = temp_name()
-    fd = fs.open(
-        temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=parent_fd
-    )
-    try:
-        try:
-            for chunk in blobs.chunks(entry.digest):
-                fs.write(fd, chunk)
-            fs.fchmod(fd, mode)
-            if durable:
-                fs.fsync(fd)
-        finally:
-            fs.close(fd)
-        fs.replace(temp, name, src_dir_fd=parent_fd, dst_dir_fd=parent_fd)
-    except BaseException:
-        discard(fs, temp, dir_fd=parent_fd)
-        raise
-
-
 def _write_symlink(fs: FileSystem, parent_fd: int, name: str, target: str) -> None:
     temp = temp_name()
     fs.symlink(target, temp, dir_fd=parent_fd)
@@ -389,7 +384,7 @@ def _set_dir_mode(fs: FileSystem, parent_fd: int, name: str, mode: int, durable:
 
 def apply_plan(
     plan: Plan,
-    blobs: LooseBlobStore,
+    blobs: BlobStore,
     fs: FileSystem,
     *,
     durable: bool,
@@ -400,6 +395,7 @@ def apply_plan(
     modes of directories (last, so a read-only directory can still be filled)."""
     changes = plan.changes
     handles = _DirHandles(fs, plan.target, durable=durable)
+    staged = StagedFiles(fs, blobs, durable=durable)
     try:
         for action in sorted(changes, key=lambda a: a.entry.path, reverse=True):
             if action.clears_existing:
@@ -434,10 +430,11 @@ def apply_plan(
                     finally:
                         os.close(file_fd)
                 else:
-                    _write_file(fs, blobs, parent_fd, name, entry, mode, durable)
+                    staged.add(parent_fd, name, entry, mode)
                 handles.touched.add(parent)
             if progress is not None:
                 progress(done, len(changes))
+        staged.publish()
         for path, mode in sorted(dir_modes, reverse=True):
             parent, name = _split(path)
             _set_dir_mode(fs, handles.get(parent, create=False), name, mode, durable)
@@ -445,5 +442,8 @@ def apply_plan(
             for relative_dir in sorted(handles.touched):
                 with contextlib.suppress(FileNotFoundError):
                     fs.fsync(handles.get(relative_dir, create=False))
+    except BaseException:
+        staged.discard()
+        raise
     finally:
         handles.close()

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from snapstore.durable import TEMP_PREFIX
 from snapstore.errors import UnsafePathError
 from snapstore.models import EntryKind, SkippedPath
-from snapstore.paths import check_relative_path, parents
+from snapstore.paths import check_relative_path, child_path, parents
 
 
 @dataclass(frozen=True)
@@ -93,16 +93,17 @@ class Scanner:
         except OSError as error:
             self._problem(relative, error.strerror or str(error))
             return
-        self._add_found(relative, absolute, info, recursive)
-
-    def _add_found(
-        self, relative: str, absolute: str, info: os.stat_result, recursive: bool
-    ) -> None:
         try:
             check_relative_path(relative)
         except UnsafePathError as error:
             self._problem(relative, str(error))
             return
+        self._add_found(relative, absolute, info, recursive)
+
+    def _add_found(
+        self, relative: str, absolute: str, info: os.stat_result, recursive: bool
+    ) -> None:
+        """Record a path already checked to be a safe relative path."""
         if relative.rsplit("/", 1)[-1].startswith(TEMP_PREFIX):
             return
         if stat.S_ISLNK(info.st_mode):
@@ -131,7 +132,12 @@ class Scanner:
             self._problem(relative, error.strerror or str(error))
             return
         for child in children:
-            child_relative = child.name if relative == "." else f"{relative}/{child.name}"
+            try:
+                child_relative = child_path(relative, child.name)
+            except UnsafePathError as error:
+                name = child.name if relative == "." else f"{relative}/{child.name}"
+                self._problem(name, str(error))
+                continue
             try:
                 info = child.stat(follow_symlinks=False)
             except FileNotFoundError:
@@ -139,7 +145,10 @@ class Scanner:
             except OSError as error:
                 self._problem(child_relative, error.strerror or str(error))
                 continue
-            self._add_found(child_relative, child.path, info, True)
+            if stat.S_ISREG(info.st_mode) and not child.name.startswith(TEMP_PREFIX):
+                self._record(ScannedPath(child_relative, "file", child.path, info))
+            else:
+                self._add_found(child_relative, child.path, info, True)
 
     def _record(self, item: ScannedPath) -> None:
         if item.path not in self._seen:

@@ -11,8 +11,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
+from snapstore import packgc
 from snapstore import restore as restoring
-from snapstore.blobs import LooseBlobStore
+from snapstore.batch import BlobBatch
 from snapstore.catalog import Catalog
 from snapstore.durable import TEMP_PREFIX, write_atomic
 from snapstore.errors import (
@@ -27,15 +28,13 @@ from snapstore.errors import (
     SnapshotNotFound,
 )
 from snapstore.fsio import LOCAL, FileSystem
-from snapstore.ingest import ingest_file
+from snapstore.ingest import ingest_scan
 from snapstore.lock import FileLock, filesystem_type, is_untrusted_lock_filesystem
 from snapstore.manifest import Manifest, encode, expiry_ns, ns_to_time, time_to_ns
 from snapstore.models import (
     DiffReport,
-    FileEntry,
     GcReport,
     RestoreReport,
-    SkippedPath,
     Snapshot,
     SnapshotInfo,
     SweepReport,
@@ -43,6 +42,8 @@ from snapstore.models import (
 )
 from snapstore.naming import encode_name
 from snapstore.scan import Scanner, relative_to_base
+from snapstore.statcache import StatCache
+from snapstore.storage import BlobStorage
 from snapstore.sweep import choose_victims
 
 FORMAT_MAJOR = 1
@@ -89,10 +90,9 @@ class SnapStore:
         self.durable = durable
         self.fs = fs or LOCAL
         self._tmp_dir = os.path.join(self.root, "tmp")
+        self._cache_dir = os.path.join(self.root, "cache")
         self._open_layout()
-        self.blobs = LooseBlobStore(
-            os.path.join(self.root, "blobs"), self._tmp_dir, self.fs, durable=durable
-        )
+        self.blobs = BlobStorage(self.root, self._tmp_dir, self.fs, durable=durable)
         self.catalog = Catalog(
             os.path.join(self.root, "sessions"), self._tmp_dir, self.fs, durable=durable
         )
@@ -185,7 +185,7 @@ class SnapStore:
         meta_dict = dict(meta or {})
         seconds = ttl_seconds(ttl)
         expiry_ns(0, seconds)
-        with self._gc_lock.shared():
+        with self._blobs_in_use():
             return self._create_locked(
                 session,
                 name,
@@ -196,6 +196,13 @@ class SnapStore:
                 skip_unreadable=skip_unreadable,
                 progress=progress,
             )
+
+    @contextlib.contextmanager
+    def _blobs_in_use(self) -> Iterator[None]:
+        """Hold the gc lock shared, so no blob disappears, and see the packs on disk now."""
+        with self._gc_lock.shared():
+            self.blobs.refresh()
+            yield
 
     def _create_locked(
         self,
@@ -211,6 +218,7 @@ class SnapStore:
         progress: Progress | None = None,
     ) -> SnapshotInfo:
         """Scan, ingest and commit, with the gc lock already held shared."""
+        scan_start_ns = time.time_ns()
         root_info = os.stat(self.root)
         scanner = Scanner(
             base,
@@ -220,49 +228,24 @@ class SnapStore:
         for path in relative_paths:
             scanner.add(path, recursive=path not in shallow)
         scanned = scanner.result
-        files = [item for item in scanned.items if item.kind == "file"]
-        entries: list[FileEntry] = []
-        done = 0
-        for item in sorted(scanned.items, key=lambda i: i.path):
-            if item.kind == "file":
-                try:
-                    stored = ingest_file(self.blobs, item.absolute)
-                except OSError as error:
-                    if not skip_unreadable:
-                        raise
-                    scanned.skipped.append(_skipped(item.path, error))
-                    continue
-                entries.append(
-                    FileEntry(
-                        item.path, "file", stored.mode, stored.size, stored.mtime_ns, stored.digest
-                    )
-                )
-                done += 1
-                if progress is not None:
-                    progress(done, len(files))
-            elif item.kind == "absent":
-                entries.append(FileEntry(item.path, "absent"))
-            else:
-                assert item.stat is not None
-                entries.append(
-                    FileEntry(
-                        item.path,
-                        item.kind,
-                        item.stat.st_mode & 0o7777,
-                        0,
-                        item.stat.st_mtime_ns,
-                        target=item.target,
-                    )
-                )
-        self.blobs.sync()
+        cache = StatCache(self._cache_dir, self._tmp_dir, self.fs, base, scan_start_ns)
+        batch = BlobBatch(self.blobs)
+        try:
+            entries = ingest_scan(
+                scanned, batch, cache, skip_unreadable=skip_unreadable, progress=progress
+            )
+            batch.finish()
+        except BaseException:
+            batch.abort()
+            raise
         file_entries = [e for e in entries if e.kind == "file"]
         with self._namespace_lock.exclusive():
-            for entry in file_entries:
-                assert entry.digest is not None
-                if not self.blobs.has(entry.digest, expected_size=entry.size):
-                    raise MissingBlobError(
-                        f"blob {entry.digest.hex()} for {entry.path!r} vanished before commit"
-                    )
+            missing = self.blobs.first_missing(file_entries)
+            if missing is not None:
+                assert missing.digest is not None
+                raise MissingBlobError(
+                    f"blob {missing.digest.hex()} for {missing.path!r} vanished before commit"
+                )
             created_ns = time.time_ns()
             info = SnapshotInfo(
                 session=session,
@@ -284,6 +267,7 @@ class SnapStore:
                 entries=tuple(entries),
             )
             self.catalog.commit(session, name, data)
+        cache.save(keep_unseen=relative_paths != ["."] or bool(shallow))
         return info
 
     def get(self, session: str, name: str) -> Snapshot:
@@ -305,7 +289,7 @@ class SnapStore:
 
     def read(self, session: str, name: str, path: str) -> bytes:
         """One file's bytes from a snapshot, verified against its digest."""
-        with self._gc_lock.shared():
+        with self._blobs_in_use():
             manifest = self._files_manifest(session, name)
             (entry,) = restoring.select_entries(manifest.entries, [path])[:1]
             if entry.kind != "file" or entry.digest is None:
@@ -343,7 +327,7 @@ class SnapStore:
         so the restore can be undone; if any step fails the target is put back from it and
         RestoreError says whether that rollback succeeded.
         """
-        with self._gc_lock.shared():
+        with self._blobs_in_use():
             manifest = self._files_manifest(session, name)
             target_dir = os.path.abspath(os.fspath(target or manifest.info.base_dir))
             plan = self._plan(manifest, target_dir, paths, keep_special_bits)
@@ -391,6 +375,7 @@ class SnapStore:
         """What restoring (part of) a snapshot into ``target_dir`` changes; writes nothing."""
         selected = restoring.select_entries(manifest.entries, paths)
         root_info = os.stat(self.root)
+        cache = StatCache(self._cache_dir, self._tmp_dir, self.fs, target_dir, time.time_ns())
         return restoring.make_plan(
             selected,
             target_dir,
@@ -399,6 +384,7 @@ class SnapStore:
             ),
             keep_out=[(root_info.st_dev, root_info.st_ino)],
             keep_special_bits=keep_special_bits,
+            known_digest=cache.lookup,
         )
 
     def _remove_new_target(
@@ -546,14 +532,23 @@ class SnapStore:
                         f"was deleted (run verify): {corrupt[0]}"
                     )
                     return report
-                for digest in list(self.blobs.iter_digests()):
+                self.blobs.refresh()
+                loose = self.blobs.loose
+                for digest in list(loose.iter_digests()):
                     if digest in referenced:
                         continue
                     if dry_run:
-                        report.bytes_freed += self.blobs.size(digest)
+                        report.bytes_freed += loose.size(digest)
                     else:
-                        report.bytes_freed += self.blobs.delete(digest)
+                        report.bytes_freed += loose.delete(digest)
                     report.blobs_deleted += 1
+                packed = packgc.collect(self.blobs, referenced, dry_run=dry_run)
+                report.blobs_deleted += packed.blobs_deleted
+                report.bytes_freed += packed.bytes_freed
+                report.packs_deleted = packed.packs_deleted
+                report.packs_written = packed.packs_written
+                if packed.problems:
+                    report.reason = "; ".join(packed.problems)
                 if not dry_run:
                     with self._namespace_lock.exclusive():
                         self.catalog.tidy()
@@ -597,7 +592,7 @@ class SnapStore:
         """Check every committed snapshot: manifests decode, referenced blobs exist (and, with
         ``deep``, hash right). Temp files and unreferenced blobs are listed as garbage."""
         report = VerifyReport()
-        with self._gc_lock.shared():
+        with self._blobs_in_use():
             referenced: dict[bytes, int] = {}
             for item in self.catalog.scan():
                 report.snapshots_checked += 1
@@ -621,9 +616,23 @@ class SnapStore:
                     report.problems.append(problem)
                 if progress is not None:
                     progress(done, len(referenced))
+            packs = self.blobs.packs
+            report.problems.extend(packs.broken().values())
+            report.problems.extend(packs.check_sizes())
             report.garbage.extend(self._temp_files())
+            loose = self.blobs.loose
             report.garbage.extend(
-                self.blobs.path(d) for d in self.blobs.iter_digests() if d not in referenced
+                loose.path(d) for d in loose.iter_digests() if d not in referenced
+            )
+            report.garbage.extend(packs.orphans())
+            dead: dict[str, int] = {}
+            for pack_id, _, _ in packgc.plan(packs.indexes(), set(referenced)).dead(
+                set(referenced)
+            ):
+                dead[pack_id] = dead.get(pack_id, 0) + 1
+            report.garbage.extend(
+                f"{packs.pack_path(pack_id)} ({count} unreferenced blobs)"
+                for pack_id, count in sorted(dead.items())
             )
         report.ok = not report.problems
         return report
@@ -682,10 +691,6 @@ class SnapStore:
 
 def _optional_time(ns: int | None) -> datetime | None:
     return None if ns is None else ns_to_time(ns)
-
-
-def _skipped(path: str, error: OSError) -> SkippedPath:
-    return SkippedPath(path, error.strerror or str(error))
 
 
 def _restore_report(plan: restoring.Plan, dry_run: bool) -> RestoreReport:

@@ -1,0 +1,201 @@
+"""The pack format alone: many small blobs in one immutable file, found through an index.
+
+A pack (``packs/<id>.pack``) is a magic followed by records ``digest | size | bytes``; its
+index (``packs/<id>.idx``) lists every record's digest, offset and size, sorted by digest,
+and ends with a checksum. Both are written in ``tmp/``, flushed and renamed into place through
+the I/O seam: the pack first, the index after it, so an index never names a missing pack.
+Creating one file per blob costs far more than hashing it; a pack turns thousands of small
+blobs into two files and two fsyncs. Byte layout: docs/format.md, "Packs".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import struct
+from dataclasses import dataclass
+
+import blake3
+
+from snapstore.durable import create_temp, discard, write_atomic
+from snapstore.errors import CorruptPackError
+from snapstore.fsio import FileSystem
+
+PACK_MAGIC = b"SNAPPAK\x01"
+INDEX_MAGIC = b"SNAPIDX\x01"
+RECORD_HEAD = struct.Struct("<32sQ")
+INDEX_HEAD = struct.Struct("<8sIQ")
+INDEX_ENTRY = struct.Struct("<32sQQ")
+CHECKSUM_BYTES = 16
+PACK_SUFFIX = ".pack"
+INDEX_SUFFIX = ".idx"
+WRITE_BUFFER_BYTES = 1 << 20
+MAX_INDEX_ENTRIES = 10_000_000
+
+
+def new_pack_id() -> str:
+    """A fresh pack name: 32 random hex digits (two writers never pick the same one)."""
+    return secrets.token_hex(16)
+
+
+def is_pack_id(name: str) -> bool:
+    """True for a string shaped like a pack id."""
+    return len(name) == 32 and all(c in "0123456789abcdef" for c in name)
+
+
+@dataclass(frozen=True)
+class PackIndex:
+    """A decoded, validated index: where each digest's bytes lie in pack ``pack_id``."""
+
+    pack_id: str
+    pack_size: int
+    entries: dict[bytes, tuple[int, int]]
+    """digest -> (offset of the blob's bytes in the pack, size)."""
+
+    @property
+    def total_bytes(self) -> int:
+        """The bytes of all blobs in the pack."""
+        return sum(size for _, size in self.entries.values())
+
+
+def _checksum(data: bytes | memoryview) -> bytes:
+    return blake3.blake3(data).digest(length=CHECKSUM_BYTES)
+
+
+def encode_index(entries: dict[bytes, tuple[int, int]], pack_size: int) -> bytes:
+    """The index file's bytes for a pack of ``pack_size`` bytes holding ``entries``."""
+    parts = [INDEX_HEAD.pack(INDEX_MAGIC, len(entries), pack_size)]
+    parts.extend(
+        INDEX_ENTRY.pack(digest, offset, size) for digest, (offset, size) in sorted(entries.items())
+    )
+    body = b"".join(parts)
+    return body + _checksum(body)
+
+
+def decode_index(pack_id: str, data: bytes) -> PackIndex:
+    """Decode and validate an index file; raises CorruptPackError naming the pack."""
+
+    def corrupt(why: str) -> CorruptPackError:
+        return CorruptPackError(f"pack index {pack_id}{INDEX_SUFFIX} is corrupt: {why}")
+
+    if len(data) < INDEX_HEAD.size + CHECKSUM_BYTES:
+        raise corrupt("it is truncated")
+    magic, count, pack_size = INDEX_HEAD.unpack_from(data)
+    if magic != INDEX_MAGIC:
+        raise corrupt("bad magic (not a snapstore pack index, or a newer format)")
+    if count > MAX_INDEX_ENTRIES:
+        raise corrupt(f"it claims {count} entries")
+    end = INDEX_HEAD.size + count * INDEX_ENTRY.size
+    if len(data) != end + CHECKSUM_BYTES:
+        raise corrupt(f"{len(data)} bytes where {count} entries need {end + CHECKSUM_BYTES}")
+    view = memoryview(data)
+    if _checksum(view[:end]) != data[end:]:
+        raise corrupt("checksum mismatch")
+    entries: dict[bytes, tuple[int, int]] = {}
+    previous = b""
+    floor = len(PACK_MAGIC) + RECORD_HEAD.size
+    for digest, offset, size in INDEX_ENTRY.iter_unpack(view[INDEX_HEAD.size : end]):
+        if digest <= previous:
+            raise corrupt("entries are not sorted by digest")
+        if offset < floor or offset + size > pack_size:
+            raise corrupt(f"blob {digest.hex()} lies outside the pack")
+        entries[digest] = (offset, size)
+        previous = digest
+    return PackIndex(pack_id, pack_size, entries)
+
+
+def read_index(packs_dir: str, pack_id: str) -> PackIndex:
+    """Read and decode ``packs/<id>.idx``; OSError if it cannot be read."""
+    fd = os.open(os.path.join(packs_dir, pack_id + INDEX_SUFFIX), os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        size = os.fstat(fd).st_size
+        chunks = []
+        while size > 0 and (chunk := os.read(fd, size)):
+            chunks.append(chunk)
+            size -= len(chunk)
+    finally:
+        os.close(fd)
+    return decode_index(pack_id, b"".join(chunks))
+
+
+class PackWriter:
+    """Streams blobs into a new pack in ``tmp/``; ``publish`` puts it and its index in place.
+
+    ``abort`` (or any failure) removes the temp file; nothing is ever visible in ``packs/``
+    before its bytes are flushed.
+    """
+
+    def __init__(self, fs: FileSystem, tmp_dir: str, packs_dir: str, *, durable: bool) -> None:
+        self.fs = fs
+        self.tmp_dir = tmp_dir
+        self.packs_dir = packs_dir
+        self.durable = durable
+        self.pack_id = new_pack_id()
+        self.entries: dict[bytes, tuple[int, int]] = {}
+        self.size = len(PACK_MAGIC)
+        self._buffer = bytearray(PACK_MAGIC)
+        self._fd, self._temp_path = create_temp(fs, tmp_dir)
+        self._open = True
+
+    def __contains__(self, digest: bytes) -> bool:
+        return digest in self.entries
+
+    def add(self, digest: bytes, data: bytes | memoryview) -> None:
+        """Append one blob (already hashed to ``digest``); a repeated digest is skipped."""
+        if digest in self.entries:
+            return
+        self._buffer += RECORD_HEAD.pack(digest, len(data))
+        self.entries[digest] = (self.size + RECORD_HEAD.size, len(data))
+        self.size += RECORD_HEAD.size + len(data)
+        if len(data) >= WRITE_BUFFER_BYTES:
+            self._flush()
+            self.fs.write(self._fd, data)
+        else:
+            self._buffer += data
+            if len(self._buffer) >= WRITE_BUFFER_BYTES:
+                self._flush()
+
+    def _flush(self) -> None:
+        if self._buffer:
+            self.fs.write(self._fd, bytes(self._buffer))
+            self._buffer = bytearray()
+
+    def publish(self) -> PackIndex:
+        """Flush the pack, rename it into ``packs/``, flush that directory, then write the
+        index the same way; returns the index. On failure nothing of the pack is published
+        except, possibly, the pack file alone (an unindexed pack is garbage for gc)."""
+        try:
+            self._flush()
+            self.fs.fchmod(self._fd, 0o444)
+            if self.durable:
+                self.fs.fsync(self._fd)
+            self._close()
+            pack_path = os.path.join(self.packs_dir, self.pack_id + PACK_SUFFIX)
+            self.fs.replace(self._temp_path, pack_path)
+        except BaseException:
+            self.abort()
+            raise
+        # The pack's name must be durable before an index can name it.
+        if self.durable:
+            self.fs.fsync_dir(self.packs_dir)
+        write_atomic(
+            self.fs,
+            os.path.join(self.packs_dir, self.pack_id + INDEX_SUFFIX),
+            encode_index(self.entries, self.size),
+            tmp_dir=self.tmp_dir,
+            durable=self.durable,
+            mode=0o444,
+        )
+        return PackIndex(self.pack_id, self.size, dict(self.entries))
+
+    def _close(self) -> None:
+        if self._open:
+            self._open = False
+            self.fs.close(self._fd)
+
+    def abort(self) -> None:
+        """Drop the unpublished pack."""
+        with contextlib.suppress(OSError):
+            self._close()
+        discard(self.fs, self._temp_path)

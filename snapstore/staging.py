@@ -1,0 +1,86 @@
+"""Restored files, written to temp names beside their destinations and published in batches:
+write a batch, flush each file, then rename each into place.
+
+Flushing files one by one right after writing each makes the disk idle while the next one is
+written; asking the kernel to start writeback as soon as a file is written, and only waiting
+for it a batch later, keeps the disk busy and costs a fraction of the time. Every file is
+still flushed before its rename (a rename must never publish bytes a power cut can lose).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass
+
+from snapstore.blobs import BlobStore
+from snapstore.durable import discard, temp_name
+from snapstore.fsio import FileSystem, start_writeback
+from snapstore.models import FileEntry
+
+BATCH_FILES = 64
+BATCH_BYTES = 32 << 20
+_CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+
+
+@dataclass
+class _Staged:
+    parent_fd: int
+    temp: str
+    name: str
+    fd: int | None
+
+
+class StagedFiles:
+    """Files waiting for their flush and rename. Parent descriptors must stay open until
+    ``publish``; after any failure call ``discard``."""
+
+    def __init__(self, fs: FileSystem, blobs: BlobStore, *, durable: bool) -> None:
+        self.fs = fs
+        self.blobs = blobs
+        self.durable = durable
+        self._staged: list[_Staged] = []
+        self._bytes = 0
+
+    def add(self, parent_fd: int, name: str, entry: FileEntry, mode: int) -> None:
+        """Write ``entry``'s verified bytes to a temp file beside ``name``; publishes the
+        batch when it is full."""
+        assert entry.digest is not None
+        temp = temp_name()
+        fd = self.fs.open(temp, _CREATE_FLAGS, 0o600, dir_fd=parent_fd)
+        staged = _Staged(parent_fd, temp, name, fd)
+        self._staged.append(staged)
+        for chunk in self.blobs.chunks(entry.digest):
+            self.fs.write(fd, chunk)
+        self.fs.fchmod(fd, mode)
+        if self.durable:
+            start_writeback(fd)
+        self._bytes += entry.size
+        if len(self._staged) >= BATCH_FILES or self._bytes >= BATCH_BYTES:
+            self.publish()
+
+    def publish(self) -> None:
+        """Flush every staged file, then rename each into place, in order."""
+        for staged in self._staged:
+            assert staged.fd is not None
+            if self.durable:
+                self.fs.fsync(staged.fd)
+            fd, staged.fd = staged.fd, None
+            self.fs.close(fd)
+        while self._staged:
+            staged = self._staged[0]
+            self.fs.replace(
+                staged.temp, staged.name, src_dir_fd=staged.parent_fd, dst_dir_fd=staged.parent_fd
+            )
+            self._staged.pop(0)
+        self._bytes = 0
+
+    def discard(self) -> None:
+        """Close and remove every temp file not yet renamed into place."""
+        for staged in self._staged:
+            if staged.fd is not None:
+                with contextlib.suppress(OSError):
+                    self.fs.close(staged.fd)
+            discard(self.fs, staged.temp, dir_fd=staged.parent_fd)
+        self._staged.clear()
+        self._bytes = 0

@@ -1,0 +1,135 @@
+"""The stat cache: what each file of a base directory hashed to, keyed by its stat, so a
+snapshot does not re-read files that have not changed since the last one.
+
+An entry is (relative path) -> (size, mtime_ns, ctime_ns, inode, device, digest) and is used
+only when all five stat fields still match. A file whose mtime or ctime lies within
+``RACY_NS`` of the scan's start is never recorded: it could change again within the same
+timestamp tick and keep its stat (git's "racy" files). The cache is an optimization only:
+it lives in ``<root>/cache/``, is written atomically without fsync, and a cache that is
+missing, stale, torn or corrupt is ignored. A cached digest is used only if the blob exists.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import Any
+
+import blake3
+import msgpack
+
+from snapstore.durable import ensure_dir, write_atomic
+from snapstore.fsio import FileSystem
+
+MAGIC = b"SNAPSTC\x01"
+CHECKSUM_BYTES = 16
+RACY_NS = 2_000_000_000
+ENTRY_FIELDS = 6
+DIGEST_BYTES = 32
+
+
+def cache_name(base_dir: str) -> str:
+    """The cache file name for a base directory (one file per absolute base path)."""
+    return "stat-" + blake3.blake3(os.fsencode(base_dir)).hexdigest(length=16)
+
+
+class StatCache:
+    """The cache of one base directory, loaded once, updated by a scan, saved if changed.
+
+    Entries stay in their stored shape, ``[size, mtime_ns, ctime_ns, ino, dev, digest]``, and
+    are checked when looked up, so loading a large cache costs one msgpack decode.
+    """
+
+    def __init__(
+        self, cache_dir: str, tmp_dir: str, fs: FileSystem, base_dir: str, scan_start_ns: int
+    ) -> None:
+        self.cache_dir = cache_dir
+        self.tmp_dir = tmp_dir
+        self.fs = fs
+        self.path = os.path.join(cache_dir, cache_name(base_dir))
+        self.base_dir = base_dir
+        self.trust_before_ns = scan_start_ns - RACY_NS
+        self._old: dict[str, Any] = self._load()
+        self._new: dict[str, list[Any]] = {}
+        self._changed = False
+
+    def _load(self) -> dict[str, Any]:
+        try:
+            with open(self.path, "rb") as file:
+                data = file.read()
+        except OSError:
+            return {}
+        return decode(data, self.base_dir)
+
+    def lookup(self, relative: str, info: os.stat_result) -> bytes | None:
+        """The digest recorded for ``relative`` if its stat still matches, else None."""
+        found = self._old.get(relative)
+        if (
+            type(found) is list
+            and len(found) == ENTRY_FIELDS
+            and found[0] == info.st_size
+            and found[1] == info.st_mtime_ns
+            and found[2] == info.st_ctime_ns
+            and found[3] == info.st_ino
+            and found[4] == info.st_dev
+            and type(found[5]) is bytes
+            and len(found[5]) == DIGEST_BYTES
+        ):
+            return found[5]
+        return None
+
+    def keep(self, relative: str) -> None:
+        """Carry a looked-up, matching entry over unchanged (cheaper than ``record``)."""
+        self._new[relative] = self._old[relative]
+
+    def record(self, relative: str, info: os.stat_result, digest: bytes) -> None:
+        """Remember what ``relative`` (with stat ``info``) hashed to, unless it is racy."""
+        if max(info.st_mtime_ns, info.st_ctime_ns) >= self.trust_before_ns:
+            if relative in self._old:
+                self._changed = True
+            return
+        entry = [info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino, info.st_dev, digest]
+        self._new[relative] = entry
+        if not self._changed and self._old.get(relative) != entry:
+            self._changed = True
+
+    def save(self, *, keep_unseen: bool) -> None:
+        """Write the entries recorded by this scan (plus, with ``keep_unseen``, the loaded
+        ones it did not visit) if they differ from what was loaded; errors are ignored."""
+        if keep_unseen:
+            if not self._changed:
+                return
+            entries = {**self._old, **self._new}
+        else:
+            if not self._changed and len(self._new) == len(self._old):
+                return
+            entries = self._new
+        data = encode(entries, self.base_dir)
+        root = os.path.dirname(self.cache_dir)
+        with contextlib.suppress(OSError):
+            ensure_dir(self.fs, self.cache_dir, stop_at=root, durable=False)
+            write_atomic(self.fs, self.path, data, tmp_dir=self.tmp_dir, durable=False)
+
+
+def encode(entries: dict[str, Any], base_dir: str) -> bytes:
+    """The cache file: magic, checksum of the body, msgpack body ``[base_dir, entries]``."""
+    body = msgpack.packb([base_dir, entries], use_bin_type=True)
+    assert isinstance(body, bytes)
+    return MAGIC + blake3.blake3(body).digest(length=CHECKSUM_BYTES) + body
+
+
+def decode(data: bytes, base_dir: str) -> dict[str, Any]:
+    """The entries of a cache file, or nothing if it is torn, corrupt or another base's."""
+    head = len(MAGIC) + CHECKSUM_BYTES
+    if len(data) < head or data[: len(MAGIC)] != MAGIC:
+        return {}
+    body = data[head:]
+    if blake3.blake3(body).digest(length=CHECKSUM_BYTES) != data[len(MAGIC) : head]:
+        return {}
+    try:
+        stored_base, entries = msgpack.unpackb(body, raw=False, strict_map_key=True)
+    except Exception:  # any undecodable cache is only a cache miss
+        return {}
+    if stored_base != base_dir or not isinstance(entries, dict):
+        return {}
+    return entries

@@ -1,0 +1,221 @@
+"""Packs: small blobs of one create go into one pack plus index; readers, verify and gc find
+them by digest exactly as they find loose blobs, and damage is reported, never served."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from support import read_tree, write_tree
+
+from snapstore import CorruptBlobError, RestoreError, SnapStore
+from snapstore.batch import PACK_MIN_BLOBS, PACKED_MAX_BYTES
+from snapstore.errors import CorruptPackError
+from snapstore.fsio import LOCAL
+from snapstore.packgc import MERGE_SMALL_PACKS
+from snapstore.packs import PackWriter, decode_index, encode_index, read_index
+
+
+def many_files(base: Path, count: int, *, tag: str = "") -> dict[str, bytes]:
+    files = {f"d{i % 5}/f{i:03d}.txt": f"file {i} {tag}\n".encode() * (i + 1) for i in range(count)}
+    write_tree(base, files)
+    return files
+
+
+def pack_files(root: Path) -> list[str]:
+    return sorted(os.listdir(root / "packs"))
+
+
+def loose_count(root: Path) -> int:
+    return sum(len(files) for _, _, files in os.walk(root / "blobs"))
+
+
+def test_index_round_trip_and_validation() -> None:
+    entries = {bytes([i]) * 32: (56 + i * 100, 10) for i in range(5)}
+    data = encode_index(entries, 10_000)
+    assert decode_index("a" * 32, data).entries == entries
+    for broken in (data[:-1], data[:20], b"X" + data[1:], data[:30] + b"\xff" + data[31:]):
+        with pytest.raises(CorruptPackError):
+            decode_index("a" * 32, broken)
+    outside = encode_index({b"\x01" * 32: (56, 10_000)}, 100)
+    with pytest.raises(CorruptPackError, match="outside"):
+        decode_index("a" * 32, outside)
+
+
+def test_pack_writer_publishes_pack_then_index(tmp_path: Path) -> None:
+    (tmp_path / "tmp").mkdir()
+    (tmp_path / "packs").mkdir()
+    writer = PackWriter(LOCAL, str(tmp_path / "tmp"), str(tmp_path / "packs"), durable=True)
+    writer.add(b"\x02" * 32, b"two")
+    writer.add(b"\x01" * 32, b"one")
+    writer.add(b"\x01" * 32, b"one")
+    index = writer.publish()
+    assert sorted(os.listdir(tmp_path / "packs")) == [
+        index.pack_id + ".idx",
+        index.pack_id + ".pack",
+    ]
+    assert os.listdir(tmp_path / "tmp") == []
+    loaded = read_index(str(tmp_path / "packs"), index.pack_id)
+    assert loaded.entries == index.entries and len(loaded.entries) == 2
+    pack = (tmp_path / "packs" / (index.pack_id + ".pack")).read_bytes()
+    offset, size = loaded.entries[b"\x01" * 32]
+    assert pack[offset : offset + size] == b"one"
+
+
+def test_many_small_files_go_into_one_pack(store: SnapStore, root: Path, tmp_path: Path) -> None:
+    files = many_files(tmp_path / "p", PACK_MIN_BLOBS + 8)
+    (tmp_path / "p" / "big.bin").write_bytes(os.urandom(PACKED_MAX_BYTES + 10))
+    store.create("s", "a", ["."], base_dir=tmp_path / "p")
+    assert len(pack_files(root)) == 2
+    assert loose_count(root) == 1
+    assert store.read("s", "a", "d1/f001.txt") == files["d1/f001.txt"]
+    store.restore("s", "a", tmp_path / "out")
+    assert read_tree(tmp_path / "out") == read_tree(tmp_path / "p")
+    report = store.verify(deep=True)
+    assert report.ok and report.garbage == [] and report.blobs_checked == len(files) + 1
+
+
+def test_a_few_new_blobs_stay_loose(store: SnapStore, root: Path, tmp_path: Path) -> None:
+    many_files(tmp_path / "p", PACK_MIN_BLOBS - 1)
+    store.create("s", "a", ["."], base_dir=tmp_path / "p")
+    assert pack_files(root) == []
+    assert loose_count(root) == PACK_MIN_BLOBS - 1
+
+
+def test_second_snapshot_of_the_same_files_adds_no_pack(
+    store: SnapStore, root: Path, tmp_path: Path
+) -> None:
+    many_files(tmp_path / "p", 50)
+    store.create("s", "a", ["."], base_dir=tmp_path / "p")
+    store.create("s", "b", ["."], base_dir=tmp_path / "p")
+    store.create("t", "c", ["."], base_dir=tmp_path / "p")
+    assert len(pack_files(root)) == 2
+    assert len(list(store.blobs.iter_digests())) == 50
+
+
+def test_other_processes_packs_are_seen(root: Path, tmp_path: Path) -> None:
+    many_files(tmp_path / "p", 50)
+    reader = SnapStore(root)
+    reader.list()
+    SnapStore(root).create("s", "a", ["."], base_dir=tmp_path / "p")
+    assert reader.read("s", "a", "d0/f000.txt") == b"file 0 \n"
+    assert reader.verify().ok
+
+
+def _corrupt_pack_byte(root: Path) -> None:
+    (pack,) = (root / "packs").glob("*.pack")
+    pack.chmod(0o644)
+    data = bytearray(pack.read_bytes())
+    data[-3] ^= 0xFF
+    pack.write_bytes(bytes(data))
+
+
+def test_corrupt_packed_blob_is_detected_and_never_restored(
+    store: SnapStore, root: Path, tmp_path: Path
+) -> None:
+    many_files(tmp_path / "p", 40)
+    store.create("s", "a", ["."], base_dir=tmp_path / "p")
+    _corrupt_pack_byte(root)
+    assert store.verify().ok
+    deep = store.verify(deep=True)
+    assert not deep.ok and len(deep.problems) == 1
+    with pytest.raises(CorruptBlobError):
+        store.read("s", "a", "d4/f039.txt")
+    with pytest.raises(RestoreError) as caught:
+        store.restore("s", "a", tmp_path / "out")
+    assert caught.value.rolled_back
+    assert not (tmp_path / "out").exists()
+
+
+def test_truncated_pack_and_broken_index_are_problems(
+    store: SnapStore, root: Path, tmp_path: Path
+) -> None:
+    many_files(tmp_path / "p", 40)
+    store.create("s", "a", ["."], base_dir=tmp_path / "p")
+    (pack,) = (root / "packs").glob("*.pack")
+    pack.chmod(0o644)
+    pack.write_bytes(pack.read_bytes()[:-10])
+    report = SnapStore(root).verify()
+    assert not report.ok and any("index says" in p for p in report.problems)
+    with pytest.raises(CorruptPackError):
+        SnapStore(root).read("s", "a", "d4/f039.txt")
+    (index,) = (root / "packs").glob("*.idx")
+    index.chmod(0o644)
+    index.write_bytes(b"garbage")
+    report = SnapStore(root).verify()
+    assert not report.ok and any("pack index" in p for p in report.problems)
+    assert any("missing" in p for p in report.problems)
+    gc = SnapStore(root).gc()
+    assert not gc.skipped
+    assert index.exists() and pack.exists()
+
+
+def test_gc_deletes_unreferenced_packs_and_orphans(
+    store: SnapStore, root: Path, tmp_path: Path
+) -> None:
+    many_files(tmp_path / "p", 40)
+    store.create("s", "a", ["."], base_dir=tmp_path / "p")
+    (index,) = (root / "packs").glob("*.idx")
+    orphan = root / "packs" / ("f" * 32 + ".pack")
+    orphan.write_bytes(b"a pack whose writer died before its index")
+    assert str(orphan) in store.verify().garbage
+    store.delete("s", "a")
+    garbage = store.verify().garbage
+    assert any(index.stem in g and "40 unreferenced" in g for g in garbage)
+    dry = store.gc(dry_run=True)
+    assert dry.blobs_deleted == 40 and pack_files(root) != []
+    report = store.gc()
+    assert report.blobs_deleted == 40 and report.packs_deleted == 1
+    assert report.bytes_freed > 0
+    assert pack_files(root) == []
+    assert store.verify().garbage == []
+
+
+def test_gc_rewrites_a_pack_that_is_mostly_garbage(
+    store: SnapStore, root: Path, tmp_path: Path
+) -> None:
+    files = many_files(tmp_path / "p", 60)
+    store.create("s", "all", ["."], base_dir=tmp_path / "p")
+    store.create("s", "few", ["d0"], base_dir=tmp_path / "p")
+    (old,) = (root / "packs").glob("*.idx")
+    store.delete("s", "all")
+    report = store.gc()
+    assert report.packs_written == 1 and report.packs_deleted == 1
+    assert report.blobs_deleted == 48
+    (new,) = (root / "packs").glob("*.idx")
+    assert new != old
+    assert len(read_index(str(root / "packs"), new.stem).entries) == 12
+    fresh = SnapStore(root)
+    assert fresh.read("s", "few", "d0/f005.txt") == files["d0/f005.txt"]
+    report_after = fresh.verify(deep=True)
+    assert report_after.ok and report_after.garbage == []
+    assert fresh.gc().packs_written == 0
+
+
+def test_gc_keeps_a_pack_with_little_garbage(store: SnapStore, root: Path, tmp_path: Path) -> None:
+    many_files(tmp_path / "p", 60)
+    store.create("s", "all", ["."], base_dir=tmp_path / "p")
+    (tmp_path / "p" / "d0" / "f000.txt").unlink()
+    store.create("s", "most", ["."], base_dir=tmp_path / "p")
+    store.delete("s", "all")
+    before = pack_files(root)
+    report = store.gc()
+    assert report.packs_written == 0 and report.blobs_deleted == 0
+    assert pack_files(root) == before
+    assert store.verify().garbage == []
+
+
+def test_gc_merges_many_small_packs(store: SnapStore, root: Path, tmp_path: Path) -> None:
+    for round_ in range(MERGE_SMALL_PACKS):
+        many_files(tmp_path / f"p{round_}", PACK_MIN_BLOBS, tag=str(round_))
+        store.create("s", f"n{round_}", ["."], base_dir=tmp_path / f"p{round_}")
+    assert len(pack_files(root)) == 2 * MERGE_SMALL_PACKS
+    report = store.gc()
+    assert report.packs_written == 1 and report.packs_deleted == MERGE_SMALL_PACKS
+    assert report.blobs_deleted == 0
+    assert len(pack_files(root)) == 2
+    fresh = SnapStore(root)
+    assert fresh.verify(deep=True).ok
+    fresh.restore("s", "n3", tmp_path / "out")
+    assert read_tree(tmp_path / "out") == read_tree(tmp_path / "p3")

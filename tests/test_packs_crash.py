@@ -1,0 +1,196 @@
+"""Packs under kill -9 and power loss: the crash suites' checks, run on operations that write,
+reuse, read and rewrite packs (the core scenarios use trees too small to be packed).
+
+For every mutating call of each operation a forked child is killed just before it (and torn
+half-way through each write); every prefix of the recorded calls is replayed as the disks a
+power cut could leave. Each result must pass the full consistency check.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from crash.fork import run_killed
+from helpers.consistency import check_consistent
+from helpers.figures import depth
+from helpers.powerloss import PowerLossModel, capture, materialize
+from helpers.scenarios import SESSION, Scenario, expectation, open_store, template
+from helpers.scratch import scratch
+from helpers.seam import CountingFileSystem, RecordingFileSystem
+from helpers.trees import copy_tree, remove_tree, write_tree
+
+from snapstore import SnapStore
+from snapstore.batch import PACK_MIN_BLOBS
+from snapstore.fsio import FileSystem
+from snapstore.packs import PackWriter
+
+__all__ = ["scratch"]
+
+FILES = {f"d{i % 3}/f{i:02d}.txt": f"small file {i}\n".encode() * (i + 1) for i in range(34)}
+assert len(FILES) > PACK_MIN_BLOBS
+
+
+def _store(scenario_dir: Path) -> SnapStore:
+    (scenario_dir / "target").mkdir(parents=True, exist_ok=True)
+    return SnapStore(scenario_dir / "root", durable=False)
+
+
+def _prepare_packed_create(scenario_dir: Path) -> None:
+    store = _store(scenario_dir)
+    write_tree(scenario_dir / "old", {"a.txt": b"alpha\n"})
+    store.create(SESSION, "base", ["."], base_dir=scenario_dir / "old")
+    write_tree(scenario_dir / "src", FILES)
+
+
+def _run_packed_create(scenario_dir: Path, fs: FileSystem) -> object:
+    return open_store(scenario_dir, fs).create(SESSION, "new", ["."], base_dir=scenario_dir / "src")
+
+
+class _DiesBeforeFlushingNames(FileSystem):
+    """A writer that publishes through ``inner`` but dies before any directory fsync."""
+
+    def __init__(self, inner: FileSystem) -> None:
+        self.inner = inner
+
+    def open(self, path: str, flags: int, mode: int = 0o666, *, dir_fd: int | None = None) -> int:
+        return self.inner.open(path, flags, mode, dir_fd=dir_fd)
+
+    def write(self, fd: int, data: bytes | memoryview) -> None:
+        self.inner.write(fd, data)
+
+    def fsync(self, fd: int) -> None:
+        self.inner.fsync(fd)
+
+    def close(self, fd: int) -> None:
+        self.inner.close(fd)
+
+    def fchmod(self, fd: int, mode: int) -> None:
+        self.inner.fchmod(fd, mode)
+
+    def replace(
+        self, src: str, dst: str, *, src_dir_fd: int | None = None, dst_dir_fd: int | None = None
+    ) -> None:
+        self.inner.replace(src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd)
+
+    def unlink(self, path: str, *, dir_fd: int | None = None) -> None:
+        self.inner.unlink(path, dir_fd=dir_fd)
+
+    def fsync_dir(self, path: str, *, dir_fd: int | None = None) -> None:
+        pass
+
+
+def _run_create_reusing_dead_pack(scenario_dir: Path, fs: FileSystem) -> object:
+    """Another writer published a pack holding some of these blobs and died before flushing
+    ``packs/``; this snapshot reuses them, so it must flush ``packs/`` itself."""
+    import blake3
+
+    root = scenario_dir / "root"
+    dead = PackWriter(
+        _DiesBeforeFlushingNames(fs), str(root / "tmp"), str(root / "packs"), durable=True
+    )
+    for data in list(FILES.values())[:5]:
+        dead.add(blake3.blake3(data).digest(), data)
+    dead.publish()
+    write_tree(scenario_dir / "src", dict(list(FILES.items())[:5]))
+    return open_store(scenario_dir, fs).create(SESSION, "new", ["."], base_dir=scenario_dir / "src")
+
+
+def _prepare_empty(scenario_dir: Path) -> None:
+    _store(scenario_dir)
+
+
+def _prepare_pack_gc(scenario_dir: Path) -> None:
+    store = _store(scenario_dir)
+    write_tree(scenario_dir / "src", FILES)
+    store.create(SESSION, "all", ["."], base_dir=scenario_dir / "src")
+    store.create(SESSION, "few", ["d0"], base_dir=scenario_dir / "src")
+    store.delete(SESSION, "all")
+    write_tree(scenario_dir / "other", {k.replace("d", "e"): v + b"!" for k, v in FILES.items()})
+    store.create("s2", "gone", ["."], base_dir=scenario_dir / "other")
+    store.delete("s2", "gone")
+    (scenario_dir / "root" / "packs" / ("e" * 32 + ".pack")).write_bytes(b"orphan")
+
+
+def _run_gc(scenario_dir: Path, fs: FileSystem) -> object:
+    report = open_store(scenario_dir, fs).gc()
+    assert not report.skipped
+    return report
+
+
+def _prepare_restore_from_pack(scenario_dir: Path) -> None:
+    store = _store(scenario_dir)
+    write_tree(scenario_dir / "src", FILES)
+    store.create(SESSION, "snap", ["."], base_dir=scenario_dir / "src")
+    changed = {path: b"edited\n" for path in list(FILES)[:3]}
+    write_tree(scenario_dir / "target", {**FILES, **changed, "extra.txt": b"untracked\n"})
+
+
+def _run_restore(scenario_dir: Path, fs: FileSystem) -> object:
+    return open_store(scenario_dir, fs).restore(SESSION, "snap", scenario_dir / "target")
+
+
+SCENARIOS = [
+    Scenario("packed_create", _prepare_packed_create, _run_packed_create),
+    Scenario("create_reusing_dead_pack", _prepare_empty, _run_create_reusing_dead_pack),
+    Scenario("pack_gc", _prepare_pack_gc, _run_gc),
+    Scenario("restore_from_pack", _prepare_restore_from_pack, _run_restore, restores=True),
+]
+
+
+def _uses_packs(scenario_dir: Path) -> bool:
+    return any(name.endswith(".idx") for name in os.listdir(scenario_dir / "root" / "packs"))
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.name)
+def test_kill_at_every_call_with_packs(scenario: Scenario, scratch: Path) -> None:
+    template_dir = template(scenario, scratch / "template")
+    expect = expectation(scenario, template_dir, scratch / "reference")
+    copy_tree(template_dir, scratch / "count")
+    counting = CountingFileSystem()
+    scenario.run(scratch / "count", counting)
+    assert _uses_packs(scratch / "count")
+    trace = counting.trace
+    remove_tree(scratch / "count")
+    points = [(n, False) for n in range(1, len(trace) + 2)]
+    points += [(n, True) for n, op in enumerate(trace, 1) if op == "write"]
+    for kill_at, torn in points:
+        work = scratch / f"kill-{kill_at}-{int(torn)}"
+        copy_tree(template_dir, work)
+        completed = run_killed(scenario, work, kill_at, torn=torn)
+        assert completed == (kill_at > len(trace)), f"call count changed at {kill_at}"
+        try:
+            check_consistent(work, expect)
+        except AssertionError as error:
+            call = trace[kill_at - 1] if kill_at <= len(trace) else "none"
+            raise AssertionError(
+                f"{scenario.name}: killed before call {kill_at} ({'torn ' if torn else ''}"
+                f"{call}): {error}"
+            ) from error
+        remove_tree(work)
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.name)
+def test_power_loss_at_every_prefix_with_packs(scenario: Scenario, scratch: Path) -> None:
+    template_dir = template(scenario, scratch / "template")
+    expect = expectation(scenario, template_dir, scratch / "reference")
+    work = scratch / "recorded"
+    copy_tree(template_dir, work)
+    image = capture(work)
+    recorder = RecordingFileSystem()
+    scenario.run(work, recorder)
+    model = PowerLossModel(work, image, recorder.recording.events)
+    for checked, state in enumerate(model.states(random_per_prefix=depth(2, 12))):
+        disk = scratch / f"state-{checked}"
+        materialize(state, disk)
+        try:
+            completed = state.prefix == len(model.events)
+            check_consistent(disk, expect, dir_modes=False, completed=completed)
+        except AssertionError as error:
+            event = model.events[state.prefix - 1] if state.prefix else ("start",)
+            raise AssertionError(
+                f"{scenario.name}: power cut after {state.prefix}/{len(model.events)} events "
+                f"(last {event[:3]!r:.120}), policy {state.policy}: {error}"
+            ) from error
+        remove_tree(disk)
