@@ -1,17 +1,23 @@
 """The new blobs of one ``create``: small ones gathered into size-capped packs, large ones and
 batches too small to pay for a pack stored loose; then one flush before the commit.
 
-Like git's unpack limit, a pack is only written once ``PACK_MIN_BLOBS`` new small blobs have
-arrived; until then they wait in memory, and ``finish`` stores a short tail as loose blobs.
+Like git's unpack limit, a pack is only written once ``PACK_MIN_BLOBS`` new small blobs (or
+``PACK_MIN_BYTES`` of them) have arrived; until then they wait in memory, and ``finish``
+stores a short tail as loose blobs. A pack is one sequential write and one fsync however many
+blobs it holds, so blobs up to ``PACKED_MAX_BYTES`` go into packs; only larger ones stream
+into loose files of their own.
 """
 
 from __future__ import annotations
+
+import os
 
 from snapstore.packs import PackIndex, PackWriter
 from snapstore.storage import BlobStorage
 
 PACK_MIN_BLOBS = 32
-PACKED_MAX_BYTES = 1 << 20
+PACK_MIN_BYTES = 8 << 20
+PACKED_MAX_BYTES = 16 << 20
 PACK_MAX_BYTES = 256 << 20
 
 
@@ -29,9 +35,11 @@ class BlobBatch:
         self.storage = storage
         self.published: list[PackIndex] = []
         self._pending: list[tuple[bytes, bytes]] = []
+        self._pending_bytes = 0
         self._added: set[bytes] = set()
         self._writer: PackWriter | None = None
         self._flush_packs_dir = False
+        self._shards: dict[str, frozenset[str]] = {}
 
     def claim(self, digest: bytes, size: int) -> bool:
         """True if the blob is already stored with this size. The writer then counts on it,
@@ -42,10 +50,25 @@ class BlobBatch:
         if self.storage.packs.packed_size(digest) == size:
             self._flush_packs_dir = True
             return True
-        if self.storage.loose.has(digest, expected_size=size):
+        if self._maybe_loose(digest) and self.storage.loose.has(digest, expected_size=size):
             self.storage.loose.reuse(digest)
             return True
         return False
+
+    def _maybe_loose(self, digest: bytes) -> bool:
+        """Whether a loose file may hold the blob: one listing per shard directory per batch
+        instead of a stat per blob (a blob another writer adds meanwhile is merely stored
+        twice)."""
+        hex_digest = digest.hex()
+        names = self._shards.get(hex_digest[:2])
+        if names is None:
+            shard = os.path.join(self.storage.blobs_dir, hex_digest[:2])
+            try:
+                names = frozenset(os.listdir(shard))
+            except (FileNotFoundError, NotADirectoryError):
+                names = frozenset()
+            self._shards[hex_digest[:2]] = names
+        return hex_digest[2:] in names
 
     def add(self, digest: bytes, data: bytes) -> None:
         """Store a small blob already hashed to ``digest`` (unless it is stored already)."""
@@ -54,12 +77,14 @@ class BlobBatch:
         self._added.add(digest)
         if self._writer is None:
             self._pending.append((digest, data))
-            if len(self._pending) < PACK_MIN_BLOBS:
+            self._pending_bytes += len(data)
+            if len(self._pending) < PACK_MIN_BLOBS and self._pending_bytes < PACK_MIN_BYTES:
                 return
             self._writer = self._new_pack()
             for pending_digest, pending_data in self._pending:
                 self._writer.add(pending_digest, pending_data)
             self._pending.clear()
+            self._pending_bytes = 0
         else:
             self._writer.add(digest, data)
         if self._writer.size >= PACK_MAX_BYTES:
@@ -89,6 +114,7 @@ class BlobBatch:
             stored = self.storage.loose.put_bytes(data)
             assert stored == digest
             self._pending.pop(0)
+        self._pending_bytes = 0
         if self._flush_packs_dir and self.storage.durable:
             self.storage.fs.fsync_dir(self.storage.packs.packs_dir)
         self.storage.sync()
@@ -99,3 +125,4 @@ class BlobBatch:
             self._writer.abort()
             self._writer = None
         self._pending.clear()
+        self._pending_bytes = 0

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+from collections.abc import Sequence
 
 OPERATIONS = (
     "open",
@@ -34,6 +35,30 @@ def flush(fd: int) -> None:
         fcntl.fcntl(fd, fcntl.F_FULLFSYNC)
     else:
         os.fsync(fd)
+
+
+def _syncfs_reports_errors() -> bool:
+    """syncfs exists (Linux) and reports writeback errors (kernel 5.8 and later)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        major, minor = (int(part) for part in os.uname().release.split(".")[:2])
+    except ValueError:
+        return False
+    return (major, minor) >= (5, 8)
+
+
+def syncfs(fd: int) -> None:
+    """Flush every dirty page and inode of the filesystem holding ``fd`` (Linux ``syncfs``)."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.syncfs(fd) != 0:
+        error = ctypes.get_errno()
+        raise OSError(error, f"syncfs failed: {os.strerror(error)}")
+
+
+SYNCFS = _syncfs_reports_errors()
 
 
 def start_writeback(fd: int) -> None:
@@ -63,6 +88,23 @@ class FileSystem:
     def fsync(self, fd: int) -> None:
         """Flush a file's (or an open directory's) data to stable storage."""
         flush(fd)
+
+    def fsync_files(self, fds: Sequence[int]) -> None:
+        """Flush every file in ``fds``, as one ``fsync`` each would.
+
+        On Linux one ``syncfs`` per filesystem does it: a batch then costs about one flush
+        instead of one per file. A seam that overrides ``fsync`` (tests that record, fail or
+        kill at calls) sees one ``fsync`` call per file instead.
+        """
+        if type(self).fsync is not FileSystem.fsync or not SYNCFS:
+            for fd in fds:
+                self.fsync(fd)
+            return
+        by_device: dict[int, int] = {}
+        for fd in fds:
+            by_device.setdefault(os.fstat(fd).st_dev, fd)
+        for fd in by_device.values():
+            syncfs(fd)
 
     def close(self, fd: int) -> None:
         """Close a descriptor."""

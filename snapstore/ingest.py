@@ -35,8 +35,14 @@ class IngestedFile:
     stat: os.stat_result
 
 
-def _identity(info: os.stat_result) -> tuple[int, int, int, int, int]:
-    return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+def _same_version(before: os.stat_result, after: os.stat_result) -> bool:
+    return (
+        before.st_ino == after.st_ino
+        and before.st_size == after.st_size
+        and before.st_mtime_ns == after.st_mtime_ns
+        and before.st_ctime_ns == after.st_ctime_ns
+        and before.st_dev == after.st_dev
+    )
 
 
 def _changed(path: str) -> SourceChangedError:
@@ -80,7 +86,7 @@ def _ingest_small(
             before = os.fstat(fd)
         data = _read_exactly(fd, before.st_size)
         after = os.fstat(fd)
-        if _identity(before) == _identity(after) and len(data) == after.st_size:
+        if _same_version(before, after) and len(data) == after.st_size:
             break
     else:
         raise _changed(path)
@@ -102,7 +108,7 @@ def _ingest_large(
             while chunk := os.read(fd, CHUNK_BYTES):
                 writer.write(chunk)
             after = os.fstat(fd)
-            if _identity(before) == _identity(after) and writer.size == after.st_size:
+            if _same_version(before, after) and writer.size == after.st_size:
                 break
         else:
             raise _changed(path)

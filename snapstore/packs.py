@@ -20,7 +20,7 @@ import blake3
 
 from snapstore.durable import create_temp, discard, write_atomic
 from snapstore.errors import CorruptPackError
-from snapstore.fsio import FileSystem
+from snapstore.fsio import FileSystem, start_writeback
 
 PACK_MAGIC = b"SNAPPAK\x01"
 INDEX_MAGIC = b"SNAPIDX\x01"
@@ -31,6 +31,7 @@ CHECKSUM_BYTES = 16
 PACK_SUFFIX = ".pack"
 INDEX_SUFFIX = ".idx"
 WRITE_BUFFER_BYTES = 1 << 20
+WRITEBACK_BYTES = 8 << 20
 MAX_INDEX_ENTRIES = 10_000_000
 
 
@@ -134,9 +135,11 @@ class PackWriter:
         self.pack_id = new_pack_id()
         self.entries: dict[bytes, tuple[int, int]] = {}
         self.size = len(PACK_MAGIC)
-        self._buffer = bytearray(PACK_MAGIC)
+        self._buffer: list[bytes | memoryview] = [PACK_MAGIC]
+        self._buffered = len(PACK_MAGIC)
         self._fd, self._temp_path = create_temp(fs, tmp_dir)
         self._open = True
+        self._unflushed = 0
 
     def __contains__(self, digest: bytes) -> bool:
         return digest in self.entries
@@ -145,21 +148,32 @@ class PackWriter:
         """Append one blob (already hashed to ``digest``); a repeated digest is skipped."""
         if digest in self.entries:
             return
-        self._buffer += RECORD_HEAD.pack(digest, len(data))
+        self._buffer.append(RECORD_HEAD.pack(digest, len(data)))
+        self._buffered += RECORD_HEAD.size
         self.entries[digest] = (self.size + RECORD_HEAD.size, len(data))
         self.size += RECORD_HEAD.size + len(data)
         if len(data) >= WRITE_BUFFER_BYTES:
             self._flush()
-            self.fs.write(self._fd, data)
+            self._write(data)
         else:
-            self._buffer += data
-            if len(self._buffer) >= WRITE_BUFFER_BYTES:
+            self._buffer.append(data)
+            self._buffered += len(data)
+            if self._buffered >= WRITE_BUFFER_BYTES:
                 self._flush()
 
     def _flush(self) -> None:
         if self._buffer:
-            self.fs.write(self._fd, bytes(self._buffer))
-            self._buffer = bytearray()
+            self._write(b"".join(self._buffer))
+            self._buffer = []
+            self._buffered = 0
+
+    def _write(self, data: bytes | memoryview) -> None:
+        self.fs.write(self._fd, data)
+        self._unflushed += len(data)
+        if self.durable and self._unflushed >= WRITEBACK_BYTES:
+            # Let the disk work while blobs are still being read; the fsync then waits less.
+            start_writeback(self._fd)
+            self._unflushed = 0
 
     def publish(self) -> PackIndex:
         """Flush the pack, rename it into ``packs/``, flush that directory, then write the

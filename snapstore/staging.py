@@ -2,9 +2,10 @@
 write a batch, flush each file, then rename each into place.
 
 Flushing files one by one right after writing each makes the disk idle while the next one is
-written; asking the kernel to start writeback as soon as a file is written, and only waiting
-for it a batch later, keeps the disk busy and costs a fraction of the time. Every file is
-still flushed before its rename (a rename must never publish bytes a power cut can lose).
+written and pays a cache flush per file; asking the kernel to start writeback as soon as a
+file is written and flushing the batch at once (one ``syncfs`` on Linux) costs a fraction of
+the time. Every file is still flushed before its rename (a rename must never publish bytes a
+power cut can lose).
 """
 
 from __future__ import annotations
@@ -61,10 +62,10 @@ class StagedFiles:
 
     def publish(self) -> None:
         """Flush every staged file, then rename each into place, in order."""
+        if self.durable and self._staged:
+            self.fs.fsync_files([staged.fd for staged in self._staged if staged.fd is not None])
         for staged in self._staged:
             assert staged.fd is not None
-            if self.durable:
-                self.fs.fsync(staged.fd)
             fd, staged.fd = staged.fd, None
             self.fs.close(fd)
         while self._staged:
