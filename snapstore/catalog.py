@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -15,10 +16,12 @@ from dataclasses import dataclass
 from snapstore.durable import ensure_dir, write_atomic
 from snapstore.errors import CorruptManifestError, SnapshotNotFound
 from snapstore.fsio import FileSystem
+from snapstore.headercache import HeaderCache, identity_of
 from snapstore.manifest import Header, Manifest, decode, decode_header, header_bytes_needed
 from snapstore.naming import dir_name
 
 MANIFEST_FILE = "manifest"
+MANIFEST_SUFFIX = os.sep + MANIFEST_FILE
 HEADER_READ_BYTES = 4096
 
 
@@ -52,6 +55,8 @@ class Catalog:
         self.tmp_dir = tmp_dir
         self.fs = fs
         self.durable = durable
+        cache_dir = os.path.join(os.path.dirname(sessions_dir), "cache")
+        self.header_cache = HeaderCache(cache_dir, tmp_dir, fs)
 
     def manifest_path(self, session: str, name: str) -> str:
         """Where the manifest for (session, name) lives."""
@@ -90,16 +95,25 @@ class Catalog:
 
     def read_header(self, path: str) -> Header:
         """Decode and verify just the header of the manifest at ``path``."""
-        with open(path, "rb") as file:
-            size = os.fstat(file.fileno()).st_size
-            data = file.read(HEADER_READ_BYTES)
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            size = os.fstat(fd).st_size
+            data = os.read(fd, HEADER_READ_BYTES)
             needed = header_bytes_needed(data)
-            if needed > len(data):
-                data += file.read(needed - len(data))
+            while needed > len(data) and (more := os.read(fd, needed - len(data))):
+                data += more
+        finally:
+            os.close(fd)
         return decode_header(data, size)
 
     def manifest_paths(self, session: str | None = None) -> Iterator[str]:
         """Paths of every manifest file on disk now (of one session, or all)."""
+        for path in self._places(session):
+            if os.path.isfile(path):
+                yield path
+
+    def _places(self, session: str | None) -> Iterator[str]:
+        """Where a manifest of every name directory on disk now would be (not checked)."""
         if session is None:
             try:
                 session_dirs = sorted(os.listdir(self.sessions_dir))
@@ -113,39 +127,69 @@ class Catalog:
                 name_dirs = sorted(os.listdir(session_path))
             except (FileNotFoundError, NotADirectoryError):
                 continue
+            session_path += os.sep
             for name_dir in name_dirs:
-                path = os.path.join(session_path, name_dir, MANIFEST_FILE)
-                if os.path.isfile(path):
-                    yield path
+                yield session_path + name_dir + MANIFEST_SUFFIX
 
-    def scan(self, session: str | None = None) -> Iterator[ManifestFile | CorruptManifestError]:
-        """Every manifest on disk now (headers only), or the error for one that is corrupt."""
-        for path in self.manifest_paths(session):
+    def _checked_header(self, path: str) -> Header:
+        """The header at ``path``, which must sit in the directories its raw names map to."""
+        header = self.read_header(path)
+        name_dir = os.path.dirname(path)
+        session_dir = os.path.dirname(name_dir)
+        expected = (
+            dir_name(header.info.session, "session"),
+            dir_name(header.info.name, "snapshot name"),
+        )
+        if expected != (os.path.basename(session_dir), os.path.basename(name_dir)):
+            raise CorruptManifestError("it sits in a directory its names do not map to")
+        return header
+
+    def _cached_header(self, path: str) -> Header:
+        """The header at ``path``, decoded again only if the file's identity changed."""
+        info = os.stat(path)
+        if not stat.S_ISREG(info.st_mode):
+            raise FileNotFoundError(path)
+        identity = identity_of(info)
+        relative = path[len(self.sessions_dir) + 1 :]
+        header = self.header_cache.get(relative, identity)
+        if header is None:
+            header = self._checked_header(path)
+            self.header_cache.put(relative, identity, header)
+        return header
+
+    def scan(
+        self, session: str | None = None, *, cached: bool = False
+    ) -> Iterator[ManifestFile | CorruptManifestError]:
+        """Every manifest on disk now (headers only), or the error for one that is corrupt.
+
+        With ``cached``, a header decoded before (by this process or, through the header
+        cache file, another) is reused while its file keeps the same identity; see
+        ``headercache``. Never use ``cached`` to decide what to delete.
+        """
+        read = self._cached_header if cached else self._checked_header
+        for path in self._places(session):
             try:
-                header = self.read_header(path)
-                name_dir = os.path.dirname(path)
-                session_dir = os.path.dirname(name_dir)
-                expected = (
-                    dir_name(header.info.session, "session"),
-                    dir_name(header.info.name, "snapshot name"),
-                )
-                if expected != (os.path.basename(session_dir), os.path.basename(name_dir)):
-                    raise CorruptManifestError("it sits in a directory its names do not map to")
-            except FileNotFoundError:
+                header = read(path)
+            except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
                 continue
             except CorruptManifestError as error:
                 yield CorruptManifestError(f"corrupt manifest {path}: {error}")
                 continue
             yield ManifestFile(path, header)
 
-    def headers(self, session: str | None = None) -> list[ManifestFile]:
+    def headers(self, session: str | None = None, *, cached: bool = False) -> list[ManifestFile]:
         """Every valid manifest header, warning about (and skipping) corrupt ones."""
         found: list[ManifestFile] = []
-        for item in self.scan(session):
+        for item in self.scan(session, cached=cached):
             if isinstance(item, CorruptManifestError):
                 warnings.warn(str(item), CorruptManifestWarning, stacklevel=3)
             else:
                 found.append(item)
+        if cached:
+            if session is None:
+                skip = len(self.sessions_dir) + 1
+                self.header_cache.forget_except({item.path[skip:] for item in found})
+            self.header_cache.save()
         return found
 
     def commit(self, session: str, name: str, data: bytes) -> None:

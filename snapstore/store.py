@@ -279,13 +279,13 @@ class SnapStore:
         """Every valid snapshot (of one session, or all), oldest first; corrupt ones warn."""
         if session is not None:
             encode_name(session, "session")
-        found = self.catalog.headers(session)
+        found = self.catalog.headers(session, cached=True)
         found.sort(key=lambda m: (m.header.created_ns, m.header.info.session, m.header.info.name))
         return [m.header.info for m in found]
 
     def sessions(self) -> builtins.list[str]:
         """The sessions that hold at least one valid snapshot, sorted."""
-        return sorted({m.header.info.session for m in self.catalog.headers()})
+        return sorted({m.header.info.session for m in self.catalog.headers(cached=True)})
 
     def read(self, session: str, name: str, path: str) -> bytes:
         """One file's bytes from a snapshot, verified against its digest."""

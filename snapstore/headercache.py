@@ -1,0 +1,146 @@
+"""A cache of manifest headers, so ``list()`` need not open and decode every manifest.
+
+Each entry maps a manifest's path (relative to ``sessions/``) to the identity its file had
+(inode, size, mtime_ns, ctime_ns, device) and the header decoded from it then. An entry is
+used only while the file keeps that identity: a manifest is never changed in place, only
+replaced by a rename (a new inode), so a match means the same, already validated, bytes. The
+cache lives in memory and in ``<root>/cache/headers``, written atomically without fsync; a
+missing, torn or corrupt file only costs speed. It is never used to decide what to delete:
+sweep and gc read the manifests themselves.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import Any
+
+import blake3
+import msgpack
+
+from snapstore.durable import ensure_dir, write_atomic
+from snapstore.fsio import FileSystem
+from snapstore.manifest import Header, ns_to_time
+from snapstore.models import SkippedPath, SnapshotInfo
+
+MAGIC = b"SNAPHDC\x01"
+CHECKSUM_BYTES = 16
+Identity = tuple[int, int, int, int, int]
+
+
+def identity_of(info: os.stat_result) -> Identity:
+    """The stat fields that change whenever a manifest file is replaced or touched."""
+    return (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_dev)
+
+
+def _fields(header: Header) -> list[Any]:
+    info = header.info
+    return [
+        info.session,
+        info.name,
+        info.kind,
+        header.created_ns,
+        header.expires_ns,
+        info.file_count,
+        info.total_bytes,
+        info.meta,
+        info.base_dir,
+        [[s.path, s.error] for s in info.skipped],
+        list(info.roots),
+    ]
+
+
+def _header(fields: list[Any]) -> Header:
+    (session, name, kind, created_ns, expires_ns, count, total, meta, base, skipped, roots) = fields
+    info = SnapshotInfo(
+        session=session,
+        name=name,
+        kind=kind,
+        created_at=ns_to_time(created_ns),
+        expires_at=None if expires_ns is None else ns_to_time(expires_ns),
+        file_count=count,
+        total_bytes=total,
+        meta=meta,
+        base_dir=base,
+        skipped=tuple(SkippedPath(path, error) for path, error in skipped) if skipped else (),
+        roots=tuple(roots),
+    )
+    return Header(info, created_ns, expires_ns)
+
+
+class HeaderCache:
+    """Headers by manifest path, kept while the manifest keeps its identity."""
+
+    def __init__(self, cache_dir: str, tmp_dir: str, fs: FileSystem) -> None:
+        self.path = os.path.join(cache_dir, "headers")
+        self.cache_dir = cache_dir
+        self.tmp_dir = tmp_dir
+        self.fs = fs
+        self._loaded = False
+        self._stored: dict[str, list[Any]] = {}
+        self._headers: dict[str, tuple[Identity, Header]] = {}
+        self._dirty = False
+
+    def _load(self) -> None:
+        self._loaded = True
+        try:
+            with open(self.path, "rb") as file:
+                data = file.read()
+        except OSError:
+            return
+        head = len(MAGIC) + CHECKSUM_BYTES
+        body = data[head:]
+        if data[: len(MAGIC)] != MAGIC:
+            return
+        if blake3.blake3(body).digest(length=CHECKSUM_BYTES) != data[len(MAGIC) : head]:
+            return
+        with contextlib.suppress(Exception):
+            stored = msgpack.unpackb(body, raw=False, strict_map_key=True)
+            if isinstance(stored, dict):
+                self._stored = stored
+
+    def get(self, relative: str, identity: Identity) -> Header | None:
+        """The header recorded for the manifest at ``relative`` if it still has ``identity``."""
+        known = self._headers.get(relative)
+        if known is not None:
+            return known[1] if known[0] == identity else None
+        if not self._loaded:
+            self._load()
+        stored = self._stored.get(relative)
+        if stored is None or tuple(stored[:5]) != identity:
+            return None
+        try:
+            header = _header(stored[5])
+        except (TypeError, ValueError, OverflowError):
+            return None
+        self._headers[relative] = (identity, header)
+        return header
+
+    def put(self, relative: str, identity: Identity, header: Header) -> None:
+        """Remember the header just decoded from the manifest at ``relative``."""
+        self._headers[relative] = (identity, header)
+        self._stored[relative] = [*identity, _fields(header)]
+        self._dirty = True
+
+    def forget_except(self, seen: set[str]) -> None:
+        """Drop entries of manifests a full listing no longer found."""
+        if not self._loaded:
+            self._load()
+        for relative in [r for r in self._stored if r not in seen]:
+            del self._stored[relative]
+            self._headers.pop(relative, None)
+            self._dirty = True
+
+    def save(self) -> None:
+        """Write the cache file if it changed; errors are ignored (it is only a cache)."""
+        if not self._dirty:
+            return
+        self._dirty = False
+        with contextlib.suppress(Exception):
+            body = msgpack.packb(self._stored, use_bin_type=True)
+            checksum = blake3.blake3(body).digest(length=CHECKSUM_BYTES)
+            root = os.path.dirname(self.cache_dir)
+            ensure_dir(self.fs, self.cache_dir, stop_at=root, durable=False)
+            write_atomic(
+                self.fs, self.path, MAGIC + checksum + body, tmp_dir=self.tmp_dir, durable=False
+            )

@@ -1,0 +1,83 @@
+"""The header cache: list() reuses decoded headers only while each manifest file keeps its
+identity, so every listing still reflects the disk now, and a bad cache only costs speed."""
+
+from __future__ import annotations
+
+import os
+import warnings
+from pathlib import Path
+
+import pytest
+from support import write_tree
+
+from snapstore import SnapStore
+from snapstore.catalog import CorruptManifestWarning
+
+
+def _names(store: SnapStore) -> list[tuple[str, str, int]]:
+    return [(i.session, i.name, i.file_count) for i in store.list()]
+
+
+@pytest.fixture
+def base(tmp_path: Path) -> Path:
+    write_tree(tmp_path / "p", {"a.txt": "a", "b.txt": "b"})
+    return tmp_path / "p"
+
+
+def test_listing_follows_the_disk_across_processes(root: Path, base: Path) -> None:
+    lister = SnapStore(root)
+    writer = SnapStore(root)
+    writer.create("s", "one", ["a.txt"], base_dir=base)
+    assert _names(lister) == [("s", "one", 1)]
+    writer.create("s", "one", ["."], base_dir=base)
+    writer.create("t", "two", ["a.txt"], base_dir=base)
+    assert _names(lister) == [("s", "one", 2), ("t", "two", 1)]
+    writer.delete("t", "two")
+    assert _names(lister) == [("s", "one", 2)]
+    assert _names(SnapStore(root)) == [("s", "one", 2)]
+    assert lister.sessions() == ["s"]
+
+
+def test_a_fresh_store_reads_headers_from_the_cache_file(
+    root: Path, base: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = SnapStore(root)
+    for index in range(5):
+        store.create("s", f"n{index}", ["."], base_dir=base)
+    expected = store.list()
+    assert (root / "cache" / "headers").is_file()
+    fresh = SnapStore(root)
+    monkeypatch.setattr(fresh.catalog, "read_header", lambda path: pytest.fail("decoded"))
+    assert fresh.list() == expected
+
+
+@pytest.mark.parametrize("damage", [b"", b"junk", None])
+def test_a_damaged_cache_file_only_costs_speed(
+    root: Path, base: Path, damage: bytes | None
+) -> None:
+    store = SnapStore(root)
+    store.create("s", "one", ["."], base_dir=base)
+    expected = store.list()
+    cache = root / "cache" / "headers"
+    data = cache.read_bytes()
+    cache.write_bytes(data[:-1] + bytes([data[-1] ^ 1]) if damage is None else damage)
+    assert SnapStore(root).list() == expected
+
+
+def test_a_manifest_damaged_in_place_is_never_served_from_the_cache(root: Path, base: Path) -> None:
+    store = SnapStore(root)
+    store.create("s", "one", ["."], base_dir=base)
+    store.create("s", "two", ["."], base_dir=base)
+    store.list()
+    path = Path(store.catalog.manifest_path("s", "one"))
+    info = path.stat()
+    path.chmod(0o644)
+    data = bytearray(path.read_bytes())
+    data[60] ^= 0xFF
+    path.write_bytes(bytes(data))
+    os.utime(path, ns=(info.st_atime_ns, info.st_mtime_ns))
+    for lister in (store, SnapStore(root)):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert [i.name for i in lister.list()] == ["two"]
+        assert any(issubclass(w.category, CorruptManifestWarning) for w in caught)
