@@ -85,20 +85,21 @@ class StoreMachine(RuleBasedStateMachine):
             snapshot = self.store.get(*key)
         except SnapshotNotFound:
             return None
+        expires = snapshot.info.expires_at is not None
         if snapshot.info.kind == "state":
-            return Entry("state", 0, value=self.store.get_state(*key))
+            return Entry("state", 0, value=self.store.get_state(*key), expires=expires)
         files = {
             e.path: self.store.read(key[0], key[1], e.path)
             for e in snapshot.entries
             if e.kind == "file"
         }
-        return Entry("files", 0, files=files)
+        return Entry("files", 0, files=files, expires=expires)
 
     @staticmethod
     def _same(actual: Entry | None, expected: Entry | None) -> bool:
         if actual is None or expected is None:
             return actual is expected
-        if actual.kind != expected.kind:
+        if (actual.kind, actual.expires) != (expected.kind, expected.expires):
             return False
         if actual.kind == "state":
             return bool(actual.value == expected.value)
@@ -258,7 +259,7 @@ class StoreMachine(RuleBasedStateMachine):
 
 
 StoreMachine.TestCase.settings = settings(
-    max_examples=depth(100, 2000),
+    max_examples=depth(100, 1000),
     stateful_step_count=depth(25, 50),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],

@@ -34,7 +34,7 @@ def test_kill_at_every_call(scenario: Scenario, scratch: Path) -> None:
     trace = _call_trace(scenario, template_dir, scratch / "count")
     points = [(n, False) for n in range(1, len(trace) + 2)]
     points += [(n, True) for n, op in enumerate(trace, 1) if op == "write"]
-    kills = mixed = 0
+    kills = torn_kills = mixed = 0
     for kill_at, torn in points:
         work = scratch / f"kill-{kill_at}-{int(torn)}"
         copy_tree(template_dir, work)
@@ -48,6 +48,13 @@ def test_kill_at_every_call(scenario: Scenario, scratch: Path) -> None:
                 f"{trace[kill_at - 1] if kill_at <= len(trace) else 'none'}): {error}"
             ) from error
         kills += not completed
+        torn_kills += torn
         mixed += result.mixed_target
         remove_tree(work)
-    record("crash", operation=scenario.name, crash_points=kills, mixed_targets=mixed)
+    record(
+        "crash",
+        operation=scenario.name,
+        crash_points=kills,
+        torn_writes=torn_kills,
+        mixed_targets=mixed,
+    )
