@@ -18,7 +18,7 @@ import msgpack
 
 from snapstore.errors import CorruptManifestError, InvalidValueError, UnsafePathError
 from snapstore.models import ENTRY_KINDS, FileEntry, SkippedPath, SnapshotInfo, SnapshotKind
-from snapstore.paths import check_relative_path, parents
+from snapstore.paths import check_relative_path, nearest_listed_ancestor
 
 MAGIC = b"SNAPMAN\x01"
 FORMAT_VERSION = 1
@@ -253,16 +253,19 @@ def header_bytes_needed(prelude_bytes: bytes) -> int:
 
 
 def _decode_entry(raw: Any) -> FileEntry:
-    _require(isinstance(raw, list) and len(raw) == 7, "entry is not a 7-item array")
+    _require(type(raw) is list and len(raw) == 7, "entry is not a 7-item array")
     path, kind, mode, size, mtime_ns, digest, target = raw
     try:
         check_relative_path(path)
     except UnsafePathError as error:
         raise CorruptManifestError(f"unsafe entry path: {error}") from None
     _require(kind in ENTRY_KINDS, f"entry {path!r} has unknown kind {kind!r}")
-    _require(_is_int(mode, 0, 0o7777), f"entry {path!r} has bad mode")
-    _require(_is_int(size), f"entry {path!r} has bad size")
-    _require(_is_int(mtime_ns, -(2**63), 2**63 - 1), f"entry {path!r} has bad mtime")
+    # type() is int: msgpack decodes integers as plain int, never bool or a subclass.
+    _require(type(mode) is int and 0 <= mode <= 0o7777, f"entry {path!r} has bad mode")
+    _require(type(size) is int and 0 <= size < 2**64, f"entry {path!r} has bad size")
+    _require(
+        type(mtime_ns) is int and -(2**63) <= mtime_ns < 2**63, f"entry {path!r} has bad mtime"
+    )
     if kind == "file":
         _require(
             isinstance(digest, bytes) and len(digest) == DIGEST_BYTES,
@@ -288,11 +291,12 @@ def _decode_entries(body: Any, info: SnapshotInfo) -> tuple[FileEntry, ...]:
     kinds = {entry.path: entry.kind for entry in entries}
     _require(len(kinds) == len(entries), "manifest lists a path twice")
     for entry in entries:
-        for parent in parents(entry.path):
-            _require(
-                kinds.get(parent, "dir") == "dir",
-                f"entry {entry.path!r} lies beneath {parent!r}, which is a {kinds.get(parent)}",
-            )
+        # The nearest listed ancestor suffices: if it is a dir, its own check covers the rest.
+        parent = nearest_listed_ancestor(entry.path, kinds)
+        _require(
+            parent is None or kinds[parent] == "dir",
+            f"entry {entry.path!r} lies beneath {parent!r}, which is a {kinds.get(parent or '')}",
+        )
     files = [e for e in entries if e.kind == "file"]
     _require(info.file_count == len(files), "file count does not match the entries")
     _require(info.total_bytes == sum(e.size for e in files), "total size does not match")

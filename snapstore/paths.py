@@ -19,6 +19,13 @@ def check_relative_path(path: object) -> str:
     Refused: non-strings, empty, NUL, backslashes, absolute, drive or UNC paths, and empty,
     ``.`` or ``..`` components.
     """
+    if type(path) is str and _is_plain(path):
+        return path
+    return check_relative_path_fully(path)
+
+
+def check_relative_path_fully(path: object) -> str:
+    """check_relative_path without its fast path for plain paths (the full rules)."""
     if not isinstance(path, str) or not path:
         raise UnsafePathError(f"path must be a non-empty string, got {path!r}")
     if "\x00" in path:
@@ -39,6 +46,17 @@ def check_relative_path(path: object) -> str:
         if len(part.encode("utf-8")) > MAX_COMPONENT_BYTES:
             raise UnsafePathError(f"path {path!r} has a component over {MAX_COMPONENT_BYTES} bytes")
     return path
+
+
+def _is_plain(path: str) -> bool:
+    """A cheap sufficient test for the common case: a short ASCII path with no backslash,
+    NUL or drive, and no empty, ``.`` or ``..`` component (large manifests hold thousands)."""
+    if not (0 < len(path) <= MAX_COMPONENT_BYTES and path.isascii()):
+        return False
+    if path[0] == "/" or path[1:2] == ":" or "\\" in path or "\x00" in path:
+        return False
+    wrapped = f"/{path}/"
+    return "//" not in wrapped and "/./" not in wrapped and "/../" not in wrapped
 
 
 def child_path(parent: str, name: str) -> str:
@@ -82,6 +100,8 @@ def parents(path: str) -> list[str]:
 
 def fold(path: str) -> str:
     """A path as a case-insensitive, normalizing filesystem would compare it."""
+    if path.isascii():
+        return path.lower()
     return unicodedata.normalize("NFC", path).casefold()
 
 
@@ -91,7 +111,10 @@ def find_collisions(paths: Iterable[str]) -> list[tuple[str, str]]:
     every: set[str] = set()
     for path in paths:
         every.add(path)
-        every.update(parents(path))
+        cut = path.rfind("/")
+        while cut > 0 and path[:cut] not in every:
+            every.add(path[:cut])
+            cut = path.rfind("/", 0, cut)
     seen: dict[str, str] = {}
     collisions: list[tuple[str, str]] = []
     for path in sorted(every):

@@ -29,6 +29,9 @@ Progress = Callable[[int, int], None]
 CurrentKind = Literal["file", "symlink", "dir", "other"]
 Operation = Literal["unchanged", "create", "replace", "chmod", "remove"]
 KnownDigest = Callable[[str, os.stat_result], bytes | None]
+_READY = "ready"
+_FRESH = "fresh"
+_Chain = str | tuple[str, CurrentKind]
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
@@ -169,7 +172,8 @@ def make_plan(
     not a directory, and for a symlink or file in the target where a path needs a parent
     directory the snapshot does not itself record.
     """
-    entries = list(entries)
+    # Path order: a directory's own action is decided before anything beneath it.
+    entries = sorted(entries, key=lambda e: e.path)
     collisions = find_collisions(e.path for e in entries)
     if collisions:
         listed = ", ".join(f"{a!r} ~ {b!r}" for a, b in collisions[:5])
@@ -190,43 +194,54 @@ def make_plan(
     stats: dict[str, os.stat_result | None] = {}
     fresh: set[str] = set()
 
+    prefix = os.path.join(target, "")
+
     def current_of(path: str) -> CurrentKind | None:
         if path not in stats:
             try:
-                stats[path] = os.lstat(os.path.join(target, path))
+                stats[path] = os.lstat(prefix + path)
             except FileNotFoundError:
                 stats[path] = None
         info = stats[path]
         return None if info is None else _kind_of(info)
 
+    chains: dict[str, _Chain] = {"": _READY}
+
+    def chain_of(directory: str) -> _Chain:
+        """Whether ``directory`` and its ancestors are plain directories in the target now
+        (ready), will be created by this plan (fresh), or hold a non-directory (unsafe).
+        Ancestors are judged outermost first, so the first problem up the path wins."""
+        pending = []
+        while directory not in chains:
+            pending.append(directory)
+            directory = directory.rpartition("/")[0]
+        state = chains[directory]
+        for directory in reversed(pending):
+            if state == _READY:
+                kind = current_of(directory) if directory not in fresh else None
+                if kind is None:
+                    state = _FRESH
+                elif kind != "dir":
+                    state = (directory, kind)
+            chains[directory] = state
+        return state
+
     for entry in entries:
         current: CurrentKind | None = None
-        unsafe_parent = None
-        below_fresh = False
-        for parent in parents(entry.path):
-            if parent in fresh:
-                below_fresh = True
-                break
-            kind = current_of(parent)
-            if kind is None:
-                below_fresh = True
-                break
-            if kind != "dir":
-                unsafe_parent = (parent, kind)
-                break
-        if unsafe_parent is not None:
-            parent, kind = unsafe_parent
+        state = chain_of(entry.path.rpartition("/")[0])
+        if isinstance(state, tuple):
+            parent, kind = state
             raise UnsafePathError(
                 f"cannot restore {entry.path!r}: {parent!r} in the target is a {kind}, not a "
                 "directory, and the snapshot does not record it; nothing was written"
             )
-        if not below_fresh:
+        if state == _READY:
             current = current_of(entry.path)
         operation = _decide(
             entry,
             current,
             stats.get(entry.path),
-            os.path.join(target, entry.path),
+            prefix + entry.path,
             keep_special_bits,
             known_digest,
         )

@@ -1,0 +1,56 @@
+"""The fast paths of path checking accept exactly what the full rules accept."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from snapstore.errors import UnsafePathError
+from snapstore.paths import (
+    check_relative_path,
+    check_relative_path_fully,
+    child_path,
+    find_collisions,
+    fold,
+)
+
+PIECES = st.sampled_from(
+    ["a", "B", ".", "..", "", "/", "\\", "\x00", "C:", "é", "ß", " ", "x" * 300]
+)
+PATHS = st.lists(PIECES, max_size=8).map("".join) | st.text(max_size=40)
+
+
+def _verdict(check: object, path: object) -> str | None:
+    try:
+        return check(path)  # type: ignore[operator, no-any-return]
+    except UnsafePathError:
+        return None
+
+
+@given(PATHS)
+def test_fast_check_agrees_with_the_full_rules(path: str) -> None:
+    assert _verdict(check_relative_path, path) == _verdict(check_relative_path_fully, path)
+
+
+@given(PATHS, PATHS)
+def test_child_path_agrees_with_the_full_rules(parent: str, name: str) -> None:
+    if _verdict(check_relative_path_fully, parent) is None and parent != ".":
+        return
+    if not name or "/" in name or name in (".", ".."):
+        return
+    joined = name if parent == "." else f"{parent}/{name}"
+    assert _verdict(lambda n: child_path(parent, n), name) == _verdict(
+        check_relative_path_fully, joined
+    )
+
+
+@given(st.text(max_size=20))
+def test_fold_of_ascii_is_the_full_fold(path: str) -> None:
+    import unicodedata
+
+    assert fold(path) == unicodedata.normalize("NFC", path).casefold()
+
+
+def test_collisions_are_found_between_parents_too() -> None:
+    assert find_collisions(["Dir/a", "dir/b"]) == [("Dir", "dir")]
+    assert find_collisions(["a/b/c", "a/b/d", "a/B"]) == [("a/B", "a/b")]
