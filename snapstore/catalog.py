@@ -151,10 +151,10 @@ class Catalog:
             raise FileNotFoundError(path)
         identity = identity_of(info)
         relative = path[len(self.sessions_dir) + 1 :]
-        header = self.header_cache.get(relative, identity)
+        header = self.header_cache.get(path, relative, identity)
         if header is None:
             header = self._checked_header(path)
-            self.header_cache.put(relative, identity, header)
+            self.header_cache.put(path, relative, identity, header)
         return header
 
     def scan(
@@ -188,7 +188,8 @@ class Catalog:
         if cached:
             if session is None:
                 skip = len(self.sessions_dir) + 1
-                self.header_cache.forget_except({item.path[skip:] for item in found})
+                seen = {item.path[skip:] for item in found}
+                self.header_cache.forget_except(self.sessions_dir, seen)
             self.header_cache.save()
         return found
 

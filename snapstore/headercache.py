@@ -27,6 +27,10 @@ MAGIC = b"SNAPHDC\x01"
 CHECKSUM_BYTES = 16
 Identity = tuple[int, int, int, int, int]
 
+_DECODED: dict[str, tuple[Identity, Header]] = {}
+"""Headers decoded in this process, by absolute manifest path: shared by every ``SnapStore``
+of the process (the in-process cache docs/concurrency.md allows: keyed by file identity)."""
+
 
 def identity_of(info: os.stat_result) -> Identity:
     """The stat fields that change whenever a manifest file is replaced or touched."""
@@ -78,7 +82,6 @@ class HeaderCache:
         self.fs = fs
         self._loaded = False
         self._stored: dict[str, list[Any]] = {}
-        self._headers: dict[str, tuple[Identity, Header]] = {}
         self._dirty = False
 
     def _load(self) -> None:
@@ -99,11 +102,12 @@ class HeaderCache:
             if isinstance(stored, dict):
                 self._stored = stored
 
-    def get(self, relative: str, identity: Identity) -> Header | None:
-        """The header recorded for the manifest at ``relative`` if it still has ``identity``."""
-        known = self._headers.get(relative)
-        if known is not None:
-            return known[1] if known[0] == identity else None
+    def get(self, path: str, relative: str, identity: Identity) -> Header | None:
+        """The header recorded for the manifest at ``path`` (``relative`` to ``sessions/``)
+        if it still has ``identity``."""
+        known = _DECODED.get(path)
+        if known is not None and known[0] == identity:
+            return known[1]
         if not self._loaded:
             self._load()
         stored = self._stored.get(relative)
@@ -113,23 +117,26 @@ class HeaderCache:
             header = _header(stored[5])
         except (TypeError, ValueError, OverflowError):
             return None
-        self._headers[relative] = (identity, header)
+        _DECODED[path] = (identity, header)
         return header
 
-    def put(self, relative: str, identity: Identity, header: Header) -> None:
-        """Remember the header just decoded from the manifest at ``relative``."""
-        self._headers[relative] = (identity, header)
+    def put(self, path: str, relative: str, identity: Identity, header: Header) -> None:
+        """Remember the header just decoded from the manifest at ``path``."""
+        _DECODED[path] = (identity, header)
         self._stored[relative] = [*identity, _fields(header)]
         self._dirty = True
 
-    def forget_except(self, seen: set[str]) -> None:
-        """Drop entries of manifests a full listing no longer found."""
+    def forget_except(self, sessions_dir: str, seen: set[str]) -> None:
+        """Drop entries of manifests a full listing of ``sessions_dir`` no longer found."""
         if not self._loaded:
             self._load()
         for relative in [r for r in self._stored if r not in seen]:
             del self._stored[relative]
-            self._headers.pop(relative, None)
             self._dirty = True
+        prefix = os.path.join(sessions_dir, "")
+        for path in [p for p in _DECODED if p.startswith(prefix)]:
+            if path[len(prefix) :] not in seen:
+                _DECODED.pop(path, None)
 
     def save(self) -> None:
         """Write the cache file if it changed; errors are ignored (it is only a cache)."""

@@ -130,11 +130,17 @@ def ingest_scan(
 
     A file whose stat matches the stat cache is not read again when its blob is stored; an
     unreadable file raises, or with ``skip_unreadable`` is added to ``scanned.skipped``.
+    ``scanned.items`` is consumed.
     """
     total = sum(1 for item in scanned.items if item.kind == "file")
     entries: list[FileEntry] = []
     done = 0
-    for item in sorted(scanned.items, key=lambda i: i.path):
+    # Consume the scan from the end of a reversed list, so each item (and its stat) is freed
+    # once its entry exists: a large tree's scan would otherwise double the peak memory.
+    pending, scanned.items = scanned.items, []
+    pending.sort(key=lambda i: i.path, reverse=True)
+    while pending:
+        item = pending.pop()
         if item.kind == "absent":
             entries.append(FileEntry(item.path, "absent"))
             continue

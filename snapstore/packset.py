@@ -113,6 +113,11 @@ class PackSet:
         offset, size = index.entries[digest]
         return Location(index.pack_id, offset, size)
 
+    def by_digest(self) -> dict[bytes, PackIndex]:
+        """The index holding each packed digest (a snapshot of the current view; read only)."""
+        self._ensure_loaded()
+        return self._where
+
     def packed_size(self, digest: bytes) -> int | None:
         """The size of a packed blob, or None if no pack holds it (cheaper than locate)."""
         self._ensure_loaded()

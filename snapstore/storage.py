@@ -45,12 +45,14 @@ class BlobStorage:
 
     def first_missing(self, entries: Iterable[FileEntry]) -> FileEntry | None:
         """The first file entry whose blob is not stored with the entry's size, if any."""
-        packed_size = self.packs.packed_size
+        where = self.packs.by_digest()
         for entry in entries:
-            assert entry.digest is not None
-            if packed_size(entry.digest) != entry.size and not self.loose.has(
-                entry.digest, entry.size
-            ):
+            digest = entry.digest
+            assert digest is not None
+            index = where.get(digest)
+            if index is not None and index.entries[digest][1] == entry.size:
+                continue
+            if not self.loose.has(digest, entry.size):
                 return entry
         return None
 

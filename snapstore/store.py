@@ -28,6 +28,7 @@ from snapstore.errors import (
     SnapshotNotFound,
 )
 from snapstore.fsio import LOCAL, FileSystem
+from snapstore.gcpause import gc_paused
 from snapstore.ingest import ingest_scan
 from snapstore.lock import FileLock, filesystem_type, is_untrusted_lock_filesystem
 from snapstore.manifest import Manifest, encode, expiry_ns, ns_to_time, time_to_ns
@@ -185,7 +186,7 @@ class SnapStore:
         meta_dict = dict(meta or {})
         seconds = ttl_seconds(ttl)
         expiry_ns(0, seconds)
-        with self._blobs_in_use():
+        with self._blobs_in_use(), gc_paused():
             return self._create_locked(
                 session,
                 name,
@@ -279,7 +280,8 @@ class SnapStore:
         """Every valid snapshot (of one session, or all), oldest first; corrupt ones warn."""
         if session is not None:
             encode_name(session, "session")
-        found = self.catalog.headers(session, cached=True)
+        with gc_paused():
+            found = self.catalog.headers(session, cached=True)
         found.sort(key=lambda m: (m.header.created_ns, m.header.info.session, m.header.info.name))
         return [m.header.info for m in found]
 
@@ -327,7 +329,7 @@ class SnapStore:
         so the restore can be undone; if any step fails the target is put back from it and
         RestoreError says whether that rollback succeeded.
         """
-        with self._blobs_in_use():
+        with self._blobs_in_use(), gc_paused():
             manifest = self._files_manifest(session, name)
             target_dir = os.path.abspath(os.fspath(target or manifest.info.base_dir))
             plan = self._plan(manifest, target_dir, paths, keep_special_bits)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from support import write_tree
 
-from snapstore import SnapStore
+from snapstore import SnapStore, headercache
 from snapstore.catalog import CorruptManifestWarning
 
 
@@ -46,6 +46,7 @@ def test_a_fresh_store_reads_headers_from_the_cache_file(
         store.create("s", f"n{index}", ["."], base_dir=base)
     expected = store.list()
     assert (root / "cache" / "headers").is_file()
+    headercache._DECODED.clear()
     fresh = SnapStore(root)
     monkeypatch.setattr(fresh.catalog, "read_header", lambda path: pytest.fail("decoded"))
     assert fresh.list() == expected
@@ -61,6 +62,7 @@ def test_a_damaged_cache_file_only_costs_speed(
     cache = root / "cache" / "headers"
     data = cache.read_bytes()
     cache.write_bytes(data[:-1] + bytes([data[-1] ^ 1]) if damage is None else damage)
+    headercache._DECODED.clear()
     assert SnapStore(root).list() == expected
 
 
@@ -77,6 +79,8 @@ def test_a_manifest_damaged_in_place_is_never_served_from_the_cache(root: Path, 
     path.write_bytes(bytes(data))
     os.utime(path, ns=(info.st_atime_ns, info.st_mtime_ns))
     for lister in (store, SnapStore(root)):
+        if lister is not store:
+            headercache._DECODED.clear()
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             assert [i.name for i in lister.list()] == ["two"]
