@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
 
 from snapstore.fsio import FileSystem
 
@@ -13,7 +12,7 @@ TEMP_PREFIX = ".snapstore-tmp-"
 
 def temp_name() -> str:
     """A fresh, unguessable temp file name (staging files and restore temps share the prefix)."""
-    return TEMP_PREFIX + secrets.token_hex(8)
+    return TEMP_PREFIX + os.urandom(8).hex()
 
 
 def discard(fs: FileSystem, path: str, *, dir_fd: int | None = None) -> None:

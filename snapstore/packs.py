@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
 import struct
 from dataclasses import dataclass
 
@@ -37,7 +36,7 @@ MAX_INDEX_ENTRIES = 10_000_000
 
 def new_pack_id() -> str:
     """A fresh pack name: 32 random hex digits (two writers never pick the same one)."""
-    return secrets.token_hex(16)
+    return os.urandom(16).hex()
 
 
 def is_pack_id(name: str) -> bool:

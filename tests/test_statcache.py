@@ -18,9 +18,9 @@ def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     opened: list[str] = []
     real = ingest.ingest_file
 
-    def counting(batch: object, path: str) -> object:
+    def counting(batch: object, path: str, scanned: object = None) -> object:
         opened.append(os.path.basename(path))
-        return real(batch, path)  # type: ignore[arg-type]
+        return real(batch, path, scanned)  # type: ignore[arg-type]
 
     monkeypatch.setattr(ingest, "ingest_file", counting)
     return opened
