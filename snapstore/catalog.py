@@ -186,11 +186,9 @@ class Catalog:
             else:
                 found.append(item)
         if cached:
-            if session is None:
-                skip = len(self.sessions_dir) + 1
-                seen = {item.path[skip:] for item in found}
-                self.header_cache.forget_except(self.sessions_dir, seen)
-            self.header_cache.save()
+            skip = len(self.sessions_dir) + 1
+            seen = {item.path[skip:] for item in found} if session is None else None
+            self.header_cache.finish(self.sessions_dir, seen)
         return found
 
     def commit(self, session: str, name: str, data: bytes) -> None:

@@ -85,6 +85,7 @@ class HeaderCache:
         self._dirty = False
 
     def _load(self) -> None:
+        """Read the cache file once; entries put before that take precedence."""
         self._loaded = True
         try:
             with open(self.path, "rb") as file:
@@ -100,6 +101,7 @@ class HeaderCache:
         with contextlib.suppress(Exception):
             stored = msgpack.unpackb(body, raw=False, strict_map_key=True)
             if isinstance(stored, dict):
+                stored.update(self._stored)
                 self._stored = stored
 
     def get(self, path: str, relative: str, identity: Identity) -> Header | None:
@@ -126,23 +128,23 @@ class HeaderCache:
         self._stored[relative] = [*identity, _fields(header)]
         self._dirty = True
 
-    def forget_except(self, sessions_dir: str, seen: set[str]) -> None:
-        """Drop entries of manifests a full listing of ``sessions_dir`` no longer found."""
-        if not self._loaded:
-            self._load()
-        for relative in [r for r in self._stored if r not in seen]:
-            del self._stored[relative]
-            self._dirty = True
-        prefix = os.path.join(sessions_dir, "")
-        for path in [p for p in _DECODED if p.startswith(prefix)]:
-            if path[len(prefix) :] not in seen:
-                _DECODED.pop(path, None)
-
-    def save(self) -> None:
-        """Write the cache file if it changed; errors are ignored (it is only a cache)."""
+    def finish(self, sessions_dir: str, seen: set[str] | None) -> None:
+        """After a listing: with ``seen`` (a full listing of ``sessions_dir``), forget the
+        manifests no longer there; then write the cache file if this listing decoded
+        anything new. Errors are ignored: it is only a cache."""
+        if seen is not None:
+            prefix = os.path.join(sessions_dir, "")
+            for path in [p for p in _DECODED if p.startswith(prefix)]:
+                if path[len(prefix) :] not in seen:
+                    _DECODED.pop(path, None)
         if not self._dirty:
             return
         self._dirty = False
+        if not self._loaded:
+            self._load()
+        if seen is not None:
+            for relative in [r for r in self._stored if r not in seen]:
+                del self._stored[relative]
         with contextlib.suppress(Exception):
             body = msgpack.packb(self._stored, use_bin_type=True)
             checksum = blake3.blake3(body).digest(length=CHECKSUM_BYTES)

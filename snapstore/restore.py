@@ -454,9 +454,11 @@ def apply_plan(
             parent, name = _split(path)
             _set_dir_mode(fs, handles.get(parent, create=False), name, mode, durable)
         if durable:
+            touched = []
             for relative_dir in sorted(handles.touched):
                 with contextlib.suppress(FileNotFoundError):
-                    fs.fsync(handles.get(relative_dir, create=False))
+                    touched.append(handles.get(relative_dir, create=False))
+            fs.fsync_files(touched)
     except BaseException:
         staged.discard()
         raise
