@@ -11,15 +11,12 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from snapstore import packgc
+from snapstore import maintenance, packgc
 from snapstore import restore as restoring
 from snapstore.batch import BlobBatch
 from snapstore.catalog import Catalog
-from snapstore.durable import TEMP_PREFIX, write_atomic
 from snapstore.errors import (
-    CorruptBlobError,
     CorruptManifestError,
-    FormatError,
     InvalidValueError,
     LockTimeout,
     MissingBlobError,
@@ -30,6 +27,7 @@ from snapstore.errors import (
 from snapstore.fsio import LOCAL, FileSystem
 from snapstore.gcpause import gc_paused
 from snapstore.ingest import ingest_scan
+from snapstore.layout import open_layout
 from snapstore.lock import FileLock, filesystem_type, is_untrusted_lock_filesystem
 from snapstore.manifest import Manifest, encode, expiry_ns, ns_to_time, time_to_ns
 from snapstore.models import (
@@ -47,9 +45,6 @@ from snapstore.statcache import StatCache
 from snapstore.storage import BlobStorage
 from snapstore.sweep import choose_victims
 
-FORMAT_MAJOR = 1
-FORMAT_TEXT = f"snapstore format {FORMAT_MAJOR}\n"
-LAYOUT_DIRS = ("locks", "blobs", "packs", "sessions", "tmp")
 PRE_RESTORE = "pre-restore"
 Progress = Callable[[int, int], None]
 Duration = float | int | timedelta
@@ -92,7 +87,7 @@ class SnapStore:
         self.fs = fs or LOCAL
         self._tmp_dir = os.path.join(self.root, "tmp")
         self._cache_dir = os.path.join(self.root, "cache")
-        self._open_layout()
+        open_layout(self.root, self.fs, durable=durable)
         self.blobs = BlobStorage(self.root, self._tmp_dir, self.fs, durable=durable)
         self.catalog = Catalog(
             os.path.join(self.root, "sessions"), self._tmp_dir, self.fs, durable=durable
@@ -111,49 +106,6 @@ class SnapStore:
 
     def __repr__(self) -> str:
         return f"SnapStore({self.root!r})"
-
-    def _open_layout(self) -> None:
-        """Create the layout of a new root, or check the format marker of an existing one."""
-        marker = os.path.join(self.root, "FORMAT")
-        try:
-            with open(marker, encoding="utf-8") as file:
-                text = file.read()
-        except FileNotFoundError:
-            text = None
-        if text is not None:
-            self._check_format(text)
-            self._make_layout_dirs()
-            return
-        os.makedirs(self.root, exist_ok=True)
-        strangers = set(os.listdir(self.root)) - set(LAYOUT_DIRS) - {"FORMAT"}
-        if strangers:
-            raise FormatError(
-                f"{self.root} is not a snapstore root (no FORMAT marker, and it holds "
-                f"{sorted(strangers)[:3]}); refusing to use it"
-            )
-        self._make_layout_dirs()
-        write_atomic(
-            self.fs, marker, FORMAT_TEXT.encode(), tmp_dir=self._tmp_dir, durable=self.durable
-        )
-
-    def _make_layout_dirs(self) -> None:
-        """Create whichever layout directories are missing (all of them, for a new root)."""
-        for name in LAYOUT_DIRS:
-            path = os.path.join(self.root, name)
-            if not os.path.isdir(path):
-                with contextlib.suppress(FileExistsError):
-                    self.fs.mkdir(path, 0o755)
-
-    def _check_format(self, text: str) -> None:
-        words = text.split()
-        if len(words) < 3 or words[:2] != ["snapstore", "format"]:
-            raise FormatError(f"{self.root}/FORMAT is not a snapstore format marker")
-        major = words[2].split(".")[0]
-        if major != str(FORMAT_MAJOR):
-            raise FormatError(
-                f"{self.root} has snapstore format {words[2]}; this version reads format "
-                f"{FORMAT_MAJOR} only"
-            )
 
     # ----------------------------------------------------------------- create and read
 
@@ -525,8 +477,8 @@ class SnapStore:
         report = GcReport()
         try:
             with self._gc_lock.exclusive():
-                referenced, corrupt = self._referenced_digests()
-                report.temp_files_removed = self._clean_temp(dry_run)
+                referenced, corrupt = maintenance.referenced_digests(self.catalog)
+                report.temp_files_removed = maintenance.clean_temp(self.fs, self._tmp_dir, dry_run)
                 if corrupt:
                     report.skipped = True
                     report.reason = (
@@ -559,61 +511,23 @@ class SnapStore:
             report.reason = f"the store is busy: {error}"
         return report
 
-    def _referenced_digests(self) -> tuple[set[bytes], builtins.list[str]]:
-        referenced: set[bytes] = set()
-        corrupt: builtins.list[str] = []
-        for item in self.catalog.scan():
-            if isinstance(item, CorruptManifestError):
-                corrupt.append(str(item))
-                continue
-            try:
-                manifest = self.catalog.read_path(item.path)
-            except FileNotFoundError:
-                continue
-            except CorruptManifestError as error:
-                corrupt.append(str(error))
-                continue
-            referenced.update(e.digest for e in manifest.entries if e.digest is not None)
-        return referenced, corrupt
-
-    def _temp_files(self) -> Iterator[str]:
-        for entry in os.listdir(self._tmp_dir):
-            yield os.path.join(self._tmp_dir, entry)
-
-    def _clean_temp(self, dry_run: bool) -> int:
-        removed = 0
-        for path in list(self._temp_files()):
-            if os.path.basename(path).startswith(TEMP_PREFIX):
-                if not dry_run:
-                    with contextlib.suppress(FileNotFoundError):
-                        self.fs.unlink(path)
-                removed += 1
-        return removed
-
     def verify(self, *, deep: bool = False, progress: Progress | None = None) -> VerifyReport:
         """Check every committed snapshot: manifests decode, referenced blobs exist (and, with
         ``deep``, hash right). Temp files and unreferenced blobs are listed as garbage."""
         report = VerifyReport()
         with self._blobs_in_use():
             referenced: dict[bytes, int] = {}
-            for item in self.catalog.scan():
+            for manifest in maintenance.committed_manifests(self.catalog):
                 report.snapshots_checked += 1
-                if isinstance(item, CorruptManifestError):
-                    report.problems.append(str(item))
-                    continue
-                try:
-                    manifest = self.catalog.read_path(item.path)
-                except FileNotFoundError:
-                    continue
-                except CorruptManifestError as error:
-                    report.problems.append(str(error))
+                if isinstance(manifest, CorruptManifestError):
+                    report.problems.append(str(manifest))
                     continue
                 for entry in manifest.entries:
                     if entry.digest is not None:
                         referenced[entry.digest] = entry.size
             for done, (digest, size) in enumerate(sorted(referenced.items()), 1):
                 report.blobs_checked += 1
-                problem = self._check_blob(digest, size, deep)
+                problem = maintenance.check_blob(self.blobs, digest, size, deep=deep)
                 if problem:
                     report.problems.append(problem)
                 if progress is not None:
@@ -621,7 +535,7 @@ class SnapStore:
             packs = self.blobs.packs
             report.problems.extend(packs.broken().values())
             report.problems.extend(packs.check_sizes())
-            report.garbage.extend(self._temp_files())
+            report.garbage.extend(maintenance.temp_files(self._tmp_dir))
             loose = self.blobs.loose
             report.garbage.extend(
                 loose.path(d) for d in loose.iter_digests() if d not in referenced
@@ -638,16 +552,6 @@ class SnapStore:
             )
         report.ok = not report.problems
         return report
-
-    def _check_blob(self, digest: bytes, size: int, deep: bool) -> str | None:
-        try:
-            if self.blobs.size(digest) != size:
-                return f"blob {digest.hex()} has the wrong size (expected {size} bytes)"
-            if deep:
-                self.blobs.verify(digest)
-        except (MissingBlobError, CorruptBlobError) as error:
-            return str(error)
-        return None
 
     # ----------------------------------------------------------------- state values
 
