@@ -15,10 +15,10 @@ import pytest
 from crash.fork import run_killed
 from helpers.consistency import check_consistent
 from helpers.figures import depth
-from helpers.powerloss import PowerLossModel, capture, materialize
+from helpers.replay import check_every_power_cut, recorded_model
 from helpers.scenarios import SESSION, Scenario, expectation, open_store, template
 from helpers.scratch import scratch
-from helpers.seam import CountingFileSystem, RecordingFileSystem
+from helpers.seam import CountingFileSystem
 from helpers.trees import copy_tree, remove_tree, write_tree
 
 from snapstore import SnapStore
@@ -175,22 +175,5 @@ def test_kill_at_every_call_with_packs(scenario: Scenario, scratch: Path) -> Non
 def test_power_loss_at_every_prefix_with_packs(scenario: Scenario, scratch: Path) -> None:
     template_dir = template(scenario, scratch / "template")
     expect = expectation(scenario, template_dir, scratch / "reference")
-    work = scratch / "recorded"
-    copy_tree(template_dir, work)
-    image = capture(work)
-    recorder = RecordingFileSystem()
-    scenario.run(work, recorder)
-    model = PowerLossModel(work, image, recorder.recording.events)
-    for checked, state in enumerate(model.states(random_per_prefix=depth(2, 12))):
-        disk = scratch / f"state-{checked}"
-        materialize(state, disk)
-        try:
-            completed = state.prefix == len(model.events)
-            check_consistent(disk, expect, dir_modes=False, completed=completed)
-        except AssertionError as error:
-            event = model.events[state.prefix - 1] if state.prefix else ("start",)
-            raise AssertionError(
-                f"{scenario.name}: power cut after {state.prefix}/{len(model.events)} events "
-                f"(last {event[:3]!r:.120}), policy {state.policy}: {error}"
-            ) from error
-        remove_tree(disk)
+    model = recorded_model(scenario, template_dir, scratch / "recorded")
+    check_every_power_cut(scenario, model, expect, scratch, random_per_prefix=depth(2, 12))
