@@ -40,6 +40,7 @@ class BlobBatch:
         self._writer: PackWriter | None = None
         self._flush_packs_dir = False
         self._shards: dict[str, frozenset[str]] = {}
+        self._packed_size = storage.packs.packed_size
 
     def claim(self, digest: bytes, size: int) -> bool:
         """True if the blob is already stored with this size. The writer then counts on it,
@@ -47,7 +48,7 @@ class BlobBatch:
         doing so)."""
         if digest in self._added:
             return True
-        if self.storage.packs.packed_size(digest) == size:
+        if self._packed_size(digest) == size:
             self._flush_packs_dir = True
             return True
         if self._maybe_loose(digest) and self.storage.loose.has(digest, expected_size=size):

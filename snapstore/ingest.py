@@ -11,14 +11,16 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from operator import itemgetter
 
 import blake3
 
 from snapstore.batch import BlobBatch, is_small
 from snapstore.blobs import CHUNK_BYTES
 from snapstore.errors import SourceChangedError
-from snapstore.models import FileEntry, SkippedPath
-from snapstore.scan import ScanResult
+from snapstore.manifest import EntryRow
+from snapstore.models import SkippedPath
+from snapstore.scan import ScanResult, sorted_rows
 from snapstore.statcache import StatCache
 
 MAX_READ_ATTEMPTS = 3
@@ -131,50 +133,28 @@ def ingest_scan(
     *,
     skip_unreadable: bool,
     progress: Callable[[int, int], None] | None = None,
-) -> list[FileEntry]:
-    """The entries of a scan, in path order, with every file's bytes stored through ``batch``.
+) -> list[EntryRow]:
+    """All the manifest rows of a scan, sorted by path, after reading and storing through
+    ``batch`` every file the scan could not reuse.
 
-    A file whose stat matches the stat cache is not read again when its blob is stored; an
-    unreadable file raises, or with ``skip_unreadable`` is added to ``scanned.skipped``.
-    ``scanned.items`` is consumed.
+    An unreadable file raises, or with ``skip_unreadable`` is added to ``scanned.skipped``.
+    ``scanned.to_read`` is consumed, each file's stat freed once its row exists.
     """
-    total = sum(1 for item in scanned.items if item.kind == "file")
-    entries: list[FileEntry] = []
-    done = 0
-    # Consume the scan from the end of a reversed list, so each item (and its stat) is freed
-    # once its entry exists: a large tree's scan would otherwise double the peak memory.
-    pending, scanned.items = scanned.items, []
-    pending.sort(key=lambda i: i.path, reverse=True)
-    while pending:
-        item = pending.pop()
-        if item.kind == "absent":
-            entries.append(FileEntry(item.path, "absent"))
+    to_read, scanned.to_read = scanned.to_read, []
+    to_read.sort(key=itemgetter(0), reverse=True)  # packs hold blobs in path order
+    rows = scanned.rows
+    total = len(to_read)
+    while to_read:
+        path, absolute, info = to_read.pop()
+        try:
+            stored = ingest_file(batch, absolute, info)
+        except OSError as error:
+            if not skip_unreadable:
+                raise
+            scanned.skipped.append(SkippedPath(path, error.strerror or str(error)))
             continue
-        assert item.stat is not None
-        if item.kind != "file":
-            mode, mtime_ns = item.stat.st_mode & 0o7777, item.stat.st_mtime_ns
-            entries.append(FileEntry(item.path, item.kind, mode, 0, mtime_ns, target=item.target))
-            continue
-        info = item.stat
-        digest = cache.lookup(item.path, info)
-        if digest is not None and batch.claim(digest, info.st_size):
-            cache.keep(item.path)
-        else:
-            try:
-                stored = ingest_file(batch, item.absolute, info)
-            except OSError as error:
-                if not skip_unreadable:
-                    raise
-                scanned.skipped.append(SkippedPath(item.path, error.strerror or str(error)))
-                continue
-            digest, info = stored.digest, stored.stat
-            cache.record(item.path, info, digest)
-        entries.append(
-            FileEntry(
-                item.path, "file", info.st_mode & 0o7777, info.st_size, info.st_mtime_ns, digest
-            )
-        )
-        done += 1
+        cache.record(path, stored.stat, stored.digest)
+        rows.append((path, "file", stored.mode, stored.size, stored.mtime_ns, stored.digest, None))
         if progress is not None:
-            progress(done, total)
-    return entries
+            progress(total - len(to_read), total)
+    return sorted_rows(rows, overlapping=scanned.overlapping)

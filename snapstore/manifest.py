@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import struct
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -17,7 +18,14 @@ import blake3
 import msgpack
 
 from snapstore.errors import CorruptManifestError, InvalidValueError, UnsafePathError
-from snapstore.models import ENTRY_KINDS, FileEntry, SkippedPath, SnapshotInfo, SnapshotKind
+from snapstore.models import (
+    ENTRY_KINDS,
+    EntryKind,
+    FileEntry,
+    SkippedPath,
+    SnapshotInfo,
+    SnapshotKind,
+)
 from snapstore.paths import check_relative_path, nearest_listed_ancestor
 
 MAGIC = b"SNAPMAN\x01"
@@ -28,6 +36,16 @@ MAX_HEADER_BYTES = 16 * 1024 * 1024
 MAX_ENTRIES = 5_000_000
 DIGEST_BYTES = 32
 SNAPSHOT_KINDS: tuple[SnapshotKind, ...] = ("files", "state")
+
+EntryRow = tuple[str, EntryKind, int, int, int, bytes | None, str | None]
+"""One entry as the manifest body stores it: path, kind, mode, size, mtime_ns, digest, target.
+``create`` builds these directly: a large snapshot would spend more on FileEntry objects than
+on scanning."""
+
+
+def entry_rows(entries: Iterable[FileEntry]) -> list[EntryRow]:
+    """FileEntry objects as manifest rows."""
+    return [(e.path, e.kind, e.mode, e.size, e.mtime_ns, e.digest, e.target) for e in entries]
 
 
 @dataclass(frozen=True)
@@ -87,7 +105,7 @@ def encode(
     *,
     created_ns: int,
     expires_ns: int | None,
-    entries: tuple[FileEntry, ...] = (),
+    rows: Sequence[EntryRow] = (),
     value: Any = None,
 ) -> bytes:
     """Serialize a manifest; raises InvalidValueError for metadata or values msgpack refuses."""
@@ -108,11 +126,7 @@ def encode(
     if info.kind == "state":
         body_value: dict[str, Any] = {"value": value}
     else:
-        body_value = {
-            "entries": [
-                [e.path, e.kind, e.mode, e.size, e.mtime_ns, e.digest, e.target] for e in entries
-            ]
-        }
+        body_value = {"entries": rows}
     header_bytes = _pack(header, "snapshot metadata")
     body_bytes = _pack(
         body_value,

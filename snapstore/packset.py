@@ -18,7 +18,14 @@ import blake3
 
 from snapstore.errors import CorruptBlobError, CorruptPackError, MissingBlobError
 from snapstore.fsio import FileSystem
-from snapstore.packs import INDEX_SUFFIX, PACK_SUFFIX, PackIndex, is_pack_id, read_index
+from snapstore.packs import (
+    INDEX_SUFFIX,
+    PACK_SUFFIX,
+    PackIndex,
+    forget_indexes,
+    is_pack_id,
+    read_index,
+)
 
 MAX_OPEN_PACKS = 16
 
@@ -66,6 +73,7 @@ class PackSet:
     def refresh(self) -> None:
         """Re-list ``packs/``: load indexes that appeared, forget packs that went away."""
         indexed, packed = self._listed()
+        forget_indexes(self.packs_dir, indexed)
         with self._lock:
             for gone in set(self._indexes) - indexed:
                 del self._indexes[gone]
@@ -120,7 +128,8 @@ class PackSet:
 
     def packed_size(self, digest: bytes) -> int | None:
         """The size of a packed blob, or None if no pack holds it (cheaper than locate)."""
-        self._ensure_loaded()
+        if not self._loaded:
+            self.refresh()
         index = self._where.get(digest)
         return None if index is None else index.entries[digest][1]
 

@@ -80,6 +80,27 @@ def child_path(parent: str, name: str) -> str:
     return check_relative_path(path)
 
 
+def plain_names(parent: str, names: list[str]) -> bool:
+    """True if ``parent/name`` passes child_path's fast test for every one of ``names``,
+    checked in bulk (one directory's listing at a time). Never true at the top level, where a
+    name could look like a drive."""
+    if parent == "." or not names:
+        return False
+    joined = "".join(names)
+    longest = max(map(len, names))
+    return (
+        joined.isascii()
+        and "/" not in joined
+        and "\\" not in joined
+        and "\x00" not in joined
+        and "." not in names
+        and ".." not in names
+        and "" not in names
+        and longest <= MAX_COMPONENT_BYTES
+        and (len(parent) + 1 + longest) * 4 <= MAX_PATH_BYTES
+    )
+
+
 def nearest_listed_ancestor(path: str, listed: Container[str]) -> str | None:
     """The closest proper ancestor of ``path`` that ``listed`` holds, if any (no list built:
     validators call this once per entry of large manifests)."""

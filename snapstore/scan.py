@@ -1,36 +1,53 @@
-"""Collect the file set a snapshot records: walk requested paths without following symlinks."""
+"""Collect the file set a snapshot records: walk requested paths without following symlinks.
+
+The scan turns what needs no reading (directories, symlinks, absent paths, and files the
+caller's ``reuse`` hook vouches for) straight into manifest rows, and lists only the files
+whose bytes must be read. One pass, one tuple per path: on a large tree the per-file Python
+work, not the disk, is what an unchanged snapshot costs.
+"""
 
 from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from operator import itemgetter
+from stat import S_ISREG
 
 from snapstore.durable import TEMP_PREFIX
 from snapstore.errors import UnsafePathError
-from snapstore.models import EntryKind, SkippedPath
-from snapstore.paths import check_relative_path, child_path, parents
+from snapstore.manifest import EntryRow
+from snapstore.models import SkippedPath
+from snapstore.paths import check_relative_path, child_path, parents, plain_names
+
+Reuse = Callable[[str, os.stat_result], EntryRow | None]
+"""Given a regular file's path and lstat, its finished row if its bytes need no reading."""
 
 
-class ScannedPath(NamedTuple):
-    """One path found by the scan, with the lstat it was found with (None for ``absent``).
-    A named tuple: a scan makes one per file, and tuples are several times cheaper to build."""
-
-    path: str
-    kind: EntryKind
-    absolute: str
-    stat: os.stat_result | None = None
-    target: str | None = None
+FileToRead = tuple[str, str, os.stat_result]
+"""A regular file whose bytes the snapshot must read: (path, absolute path, the lstat it was
+found with). A plain tuple: a scan may make one per file."""
 
 
 @dataclass
 class ScanResult:
-    """Everything a scan found, plus the paths it could not record."""
+    """Everything a scan found, plus the paths it could not record. ``rows`` and
+    ``to_read`` are in no particular order and may name a path twice (when requested paths
+    overlap: ``overlapping`` says so)."""
 
-    items: list[ScannedPath] = field(default_factory=list)
+    rows: list[EntryRow] = field(default_factory=list)
+    to_read: list[FileToRead] = field(default_factory=list)
     skipped: list[SkippedPath] = field(default_factory=list)
+    overlapping: bool = False
+
+
+def sorted_rows(rows: list[EntryRow], *, overlapping: bool) -> list[EntryRow]:
+    """``rows`` sorted by path in place, each path once (as first found when overlapping)."""
+    rows.sort(key=itemgetter(0))
+    if overlapping:
+        return [row for i, row in enumerate(rows) if i == 0 or rows[i - 1][0] != row[0]]
+    return rows
 
 
 class UnreadablePathError(OSError):
@@ -49,6 +66,10 @@ def relative_to_base(base_dir: str, path: str | os.PathLike[str]) -> str:
     return relative.replace(os.sep, "/")
 
 
+def _read_everything(path: str, info: os.stat_result) -> EntryRow | None:
+    return None
+
+
 class Scanner:
     """Walks paths under a base directory, skipping the store's own root and temp files."""
 
@@ -58,12 +79,14 @@ class Scanner:
         *,
         exclude_dirs: Iterable[tuple[int, int]] = (),
         skip_unreadable: bool = False,
+        reuse: Reuse = _read_everything,
     ) -> None:
         self.base_dir = base_dir
         self.exclude_dirs = set(exclude_dirs)
         self.skip_unreadable = skip_unreadable
+        self.reuse = reuse
         self.result = ScanResult()
-        self._seen: set[str] = set()
+        self._added = False
 
     def _problem(self, path: str, message: str) -> None:
         if not self.skip_unreadable:
@@ -72,6 +95,8 @@ class Scanner:
 
     def add(self, relative: str, *, recursive: bool = True) -> None:
         """Record ``relative`` (``"."`` for the whole base) and, for directories, what is below."""
+        self.result.overlapping = self._added
+        self._added = True
         if relative == ".":
             self._walk_children(".", self.base_dir)
             return
@@ -89,7 +114,7 @@ class Scanner:
         try:
             info = os.lstat(absolute)
         except FileNotFoundError:
-            self._record(ScannedPath(relative, "absent", absolute))
+            self.result.rows.append((relative, "absent", 0, 0, 0, None, None))
             return
         except OSError as error:
             self._problem(relative, error.strerror or str(error))
@@ -107,39 +132,55 @@ class Scanner:
         """Record a path already checked to be a safe relative path."""
         if relative.rsplit("/", 1)[-1].startswith(TEMP_PREFIX):
             return
-        if stat.S_ISLNK(info.st_mode):
+        mode = info.st_mode
+        if stat.S_ISLNK(mode):
             try:
                 target = os.readlink(absolute)
             except OSError as error:
                 self._problem(relative, error.strerror or str(error))
                 return
-            self._record(ScannedPath(relative, "symlink", absolute, info, target))
-        elif stat.S_ISDIR(info.st_mode):
+            self.result.rows.append(
+                (relative, "symlink", mode & 0o7777, 0, info.st_mtime_ns, None, target)
+            )
+        elif stat.S_ISDIR(mode):
             if (info.st_dev, info.st_ino) in self.exclude_dirs:
                 return
-            self._record(ScannedPath(relative, "dir", absolute, info))
+            self.result.rows.append(
+                (relative, "dir", mode & 0o7777, 0, info.st_mtime_ns, None, None)
+            )
             if recursive:
                 self._walk_children(relative, absolute)
-        elif stat.S_ISREG(info.st_mode):
-            self._record(ScannedPath(relative, "file", absolute, info))
+        elif S_ISREG(mode):
+            self._add_file(relative, absolute, info)
         else:
             self._problem(relative, "not a regular file, directory or symlink")
+
+    def _add_file(self, relative: str, absolute: str, info: os.stat_result) -> None:
+        row = self.reuse(relative, info)
+        if row is None:
+            self.result.to_read.append((relative, absolute, info))
+        else:
+            self.result.rows.append(row)
 
     def _walk_children(self, relative: str, absolute: str) -> None:
         try:
             with os.scandir(absolute) as listing:
-                children = sorted(listing, key=lambda entry: entry.name)
+                children = list(listing)
         except OSError as error:
             self._problem(relative, error.strerror or str(error))
             return
-        seen, items = self._seen, self.result.items
+        checked = plain_names(relative, [child.name for child in children])
+        prefix = relative + "/"
         for child in children:
-            try:
-                child_relative = child_path(relative, child.name)
-            except UnsafePathError as error:
-                name = child.name if relative == "." else f"{relative}/{child.name}"
-                self._problem(name, str(error))
-                continue
+            if checked:
+                child_relative = prefix + child.name
+            else:
+                try:
+                    child_relative = child_path(relative, child.name)
+                except UnsafePathError as error:
+                    name = child.name if relative == "." else prefix + child.name
+                    self._problem(name, str(error))
+                    continue
             try:
                 info = child.stat(follow_symlinks=False)
             except FileNotFoundError:
@@ -147,14 +188,7 @@ class Scanner:
             except OSError as error:
                 self._problem(child_relative, error.strerror or str(error))
                 continue
-            if stat.S_ISREG(info.st_mode) and not child.name.startswith(TEMP_PREFIX):
-                if child_relative not in seen:
-                    seen.add(child_relative)
-                    items.append(ScannedPath(child_relative, "file", child.path, info))
+            if S_ISREG(info.st_mode) and not child.name.startswith(TEMP_PREFIX):
+                self._add_file(child_relative, child.path, info)
             else:
                 self._add_found(child_relative, child.path, info, True)
-
-    def _record(self, item: ScannedPath) -> None:
-        if item.path not in self._seen:
-            self._seen.add(item.path)
-            self.result.items.append(item)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Callable
 from typing import Any
 
 import blake3
@@ -20,12 +21,21 @@ import msgpack
 
 from snapstore.durable import ensure_dir, write_atomic
 from snapstore.fsio import FileSystem
+from snapstore.manifest import EntryRow
+from snapstore.scan import Reuse
 
 MAGIC = b"SNAPSTC\x01"
 CHECKSUM_BYTES = 16
 RACY_NS = 2_000_000_000
 ENTRY_FIELDS = 6
 DIGEST_BYTES = 32
+MAX_REMEMBERED = 8
+
+_LOADED: dict[str, tuple[tuple[int, int, int, int, int], dict[str, Any]]] = {}
+"""Cache files decoded in this process, by path, with the identity (inode, size, mtime,
+ctime, device) their file had: a bridge that snapshots again finds its entries decoded. The
+file is only ever replaced by a rename, so an unchanged identity means unchanged bytes. The
+dicts are never modified once stored here."""
 
 
 def cache_name(base_dir: str) -> str:
@@ -50,37 +60,64 @@ class StatCache:
         self.base_dir = base_dir
         self.trust_before_ns = scan_start_ns - RACY_NS
         self._old: dict[str, Any] = self._load()
-        self._new: dict[str, list[Any]] = {}
+        self._new: dict[str, Any] = {}
         self._changed = False
 
     def _load(self) -> dict[str, Any]:
         try:
             with open(self.path, "rb") as file:
+                info = os.fstat(file.fileno())
+                identity = (
+                    info.st_ino,
+                    info.st_size,
+                    info.st_mtime_ns,
+                    info.st_ctime_ns,
+                    info.st_dev,
+                )
+                remembered = _LOADED.get(self.path)
+                if remembered is not None and remembered[0] == identity:
+                    return remembered[1]
                 data = file.read()
         except OSError:
             return {}
-        return decode(data, self.base_dir)
+        entries = decode(data, self.base_dir)
+        _LOADED.pop(self.path, None)
+        if len(_LOADED) >= MAX_REMEMBERED:
+            del _LOADED[next(iter(_LOADED))]
+        _LOADED[self.path] = (identity, entries)
+        return entries
 
     def lookup(self, relative: str, info: os.stat_result) -> bytes | None:
         """The digest recorded for ``relative`` if its stat still matches, else None."""
-        found = self._old.get(relative)
-        if (
-            type(found) is list
-            and len(found) == ENTRY_FIELDS
-            and found[0] == info.st_size
-            and found[1] == info.st_mtime_ns
-            and found[2] == info.st_ctime_ns
-            and found[3] == info.st_ino
-            and found[4] == info.st_dev
-            and type(found[5]) is bytes
-            and len(found[5]) == DIGEST_BYTES
-        ):
-            return found[5]
-        return None
+        return _digest_if_matching(self._old.get(relative), info)
 
     def keep(self, relative: str) -> None:
         """Carry a looked-up, matching entry over unchanged (cheaper than ``record``)."""
         self._new[relative] = self._old[relative]
+
+    def reuse_hook(self, claim: Callable[[bytes, int], bool]) -> Reuse:
+        """The scan hook that gives an unchanged file's manifest row without reading it: its
+        stat matches its entry (as ``lookup``) and ``claim`` confirms the blob is stored.
+        Runs once per file of every snapshot, so ``lookup`` and ``keep`` are inlined."""
+        old, kept = self._old, self._new
+
+        def reuse(path: str, info: os.stat_result) -> EntryRow | None:
+            found = old.get(path)
+            digest = _digest_if_matching(found, info)
+            if digest is None or not claim(digest, info.st_size):
+                return None
+            kept[path] = found
+            return (
+                path,
+                "file",
+                info.st_mode & 0o7777,
+                info.st_size,
+                info.st_mtime_ns,
+                digest,
+                None,
+            )
+
+        return reuse
 
     def record(self, relative: str, info: os.stat_result, digest: bytes) -> None:
         """Remember what ``relative`` (with stat ``info``) hashed to, unless it is racy."""
@@ -109,6 +146,23 @@ class StatCache:
         with contextlib.suppress(OSError):
             ensure_dir(self.fs, self.cache_dir, stop_at=root, durable=False)
             write_atomic(self.fs, self.path, data, tmp_dir=self.tmp_dir, durable=False)
+
+
+def _digest_if_matching(found: Any, info: os.stat_result) -> bytes | None:
+    """The digest of a stored entry whose stat fields all equal ``info``'s, else None."""
+    if (
+        type(found) is list
+        and len(found) == ENTRY_FIELDS
+        and found[0] == info.st_size
+        and found[1] == info.st_mtime_ns
+        and found[2] == info.st_ctime_ns
+        and found[3] == info.st_ino
+        and found[4] == info.st_dev
+        and type(found[5]) is bytes
+        and len(found[5]) == DIGEST_BYTES
+    ):
+        return found[5]
+    return None
 
 
 def encode(entries: dict[str, Any], base_dir: str) -> bytes:

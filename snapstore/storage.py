@@ -10,7 +10,7 @@ from collections.abc import Iterable, Iterator
 from snapstore.blobs import BlobWriter, LooseBlobStore, new_hasher
 from snapstore.errors import CorruptBlobError, MissingBlobError
 from snapstore.fsio import FileSystem
-from snapstore.models import FileEntry
+from snapstore.manifest import EntryRow
 from snapstore.packset import PackSet
 
 
@@ -43,17 +43,16 @@ class BlobStorage:
             return True
         return self.loose.has(digest, expected_size)
 
-    def first_missing(self, entries: Iterable[FileEntry]) -> FileEntry | None:
-        """The first file entry whose blob is not stored with the entry's size, if any."""
-        where = self.packs.by_digest()
-        for entry in entries:
-            digest = entry.digest
+    def first_missing(self, file_rows: Iterable[EntryRow]) -> EntryRow | None:
+        """The first file row whose blob is not stored with the row's size, if any."""
+        where = self.packs.by_digest().get
+        for row in file_rows:
+            digest = row[5]
             assert digest is not None
-            index = where.get(digest)
-            if index is not None and index.entries[digest][1] == entry.size:
-                continue
-            if not self.loose.has(digest, entry.size):
-                return entry
+            index = where(digest)
+            stored = index is not None and index.entries[digest][1] == row[3]
+            if not stored and not self.loose.has(digest, row[3]):
+                return row
         return None
 
     def writer(self, size_hint: int = 0) -> BlobWriter:

@@ -173,32 +173,32 @@ class SnapStore:
         """Scan, ingest and commit, with the gc lock already held shared."""
         scan_start_ns = time.time_ns()
         root_info = os.stat(self.root)
+        cache = StatCache(self._cache_dir, self._tmp_dir, self.fs, base, scan_start_ns)
+        batch = BlobBatch(self.blobs)
         scanner = Scanner(
             base,
             exclude_dirs=[(root_info.st_dev, root_info.st_ino)],
             skip_unreadable=skip_unreadable,
+            reuse=cache.reuse_hook(batch.claim),
         )
-        for path in relative_paths:
-            scanner.add(path, recursive=path not in shallow)
-        scanned = scanner.result
-        cache = StatCache(self._cache_dir, self._tmp_dir, self.fs, base, scan_start_ns)
-        batch = BlobBatch(self.blobs)
         try:
-            entries = ingest_scan(
+            for path in relative_paths:
+                scanner.add(path, recursive=path not in shallow)
+            scanned = scanner.result
+            rows = ingest_scan(
                 scanned, batch, cache, skip_unreadable=skip_unreadable, progress=progress
             )
             batch.finish()
         except BaseException:
             batch.abort()
             raise
-        file_entries = [e for e in entries if e.kind == "file"]
+        file_rows = [row for row in rows if row[1] == "file"]
         with self._namespace_lock.exclusive():
-            missing = self.blobs.first_missing(file_entries)
+            missing = self.blobs.first_missing(file_rows)
             if missing is not None:
-                assert missing.digest is not None
-                raise MissingBlobError(
-                    f"blob {missing.digest.hex()} for {missing.path!r} vanished before commit"
-                )
+                path, _, _, _, _, digest, _ = missing
+                assert digest is not None
+                raise MissingBlobError(f"blob {digest.hex()} for {path!r} vanished before commit")
             created_ns = time.time_ns()
             info = SnapshotInfo(
                 session=session,
@@ -206,18 +206,15 @@ class SnapStore:
                 kind="files",
                 created_at=ns_to_time(created_ns),
                 expires_at=_optional_time(expiry_ns(created_ns, ttl)),
-                file_count=len(file_entries),
-                total_bytes=sum(e.size for e in file_entries),
+                file_count=len(file_rows),
+                total_bytes=sum(row[3] for row in file_rows),
                 meta=meta,
                 base_dir=base,
                 skipped=tuple(sorted(scanned.skipped, key=lambda s: s.path)),
                 roots=tuple(sorted({p for p in relative_paths if p not in shallow})),
             )
             data = encode(
-                info,
-                created_ns=created_ns,
-                expires_ns=expiry_ns(created_ns, ttl),
-                entries=tuple(entries),
+                info, created_ns=created_ns, expires_ns=expiry_ns(created_ns, ttl), rows=rows
             )
             self.catalog.commit(session, name, data)
         cache.save(keep_unseen=relative_paths != ["."] or bool(shallow))

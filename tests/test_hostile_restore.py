@@ -31,7 +31,7 @@ from snapstore import (
     SnapstoreError,
     UnsafePathError,
 )
-from snapstore.manifest import CHECKSUM_BYTES, MAGIC, PRELUDE, encode
+from snapstore.manifest import CHECKSUM_BYTES, MAGIC, PRELUDE, encode, entry_rows
 from snapstore.models import FileEntry, SnapshotInfo
 from snapstore.restore import make_plan
 
@@ -94,7 +94,7 @@ def manifest(entries: list[FileEntry], *, session: str = "s", name: str = "evil"
         base_dir="/nonexistent",
         roots=(".",),
     )
-    return encode(info, created_ns=1, expires_ns=None, entries=tuple(entries))
+    return encode(info, created_ns=1, expires_ns=None, rows=entry_rows(entries))
 
 
 def frame(header: bytes, body: bytes) -> bytes:

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from snapstore.errors import CorruptManifestError, InvalidValueError
-from snapstore.manifest import decode, decode_header, encode
+from snapstore.manifest import decode, decode_header, encode, entry_rows
 from snapstore.models import FileEntry, SnapshotInfo
 
 DIGEST = bytes(range(32))
@@ -29,7 +29,9 @@ def sample(entries: tuple[FileEntry, ...] = ()) -> bytes:
         base_dir="/base",
         roots=(".",),
     )
-    return encode(info, created_ns=1_700_000_000_000_000_000, expires_ns=None, entries=entries)
+    return encode(
+        info, created_ns=1_700_000_000_000_000_000, expires_ns=None, rows=entry_rows(entries)
+    )
 
 
 ENTRIES = (

@@ -12,6 +12,7 @@ from snapstore.paths import (
     child_path,
     find_collisions,
     fold,
+    plain_names,
 )
 
 PIECES = st.sampled_from(
@@ -42,6 +43,24 @@ def test_child_path_agrees_with_the_full_rules(parent: str, name: str) -> None:
     assert _verdict(lambda n: child_path(parent, n), name) == _verdict(
         check_relative_path_fully, joined
     )
+
+
+@given(PATHS, st.lists(PATHS, max_size=5))
+def test_plain_names_accepts_only_what_the_full_rules_accept(parent: str, names: list[str]) -> None:
+    if _verdict(check_relative_path_fully, parent) is None and parent != ".":
+        return
+    if plain_names(parent, names):
+        for name in names:
+            assert check_relative_path_fully(f"{parent}/{name}") == f"{parent}/{name}"
+
+
+def test_plain_names_takes_the_common_case_and_leaves_the_rest() -> None:
+    assert plain_names("src/app", ["main.py", "util.py", ".hidden", "a b"])
+    assert not plain_names(".", ["main.py"])
+    assert not plain_names("src", ["é.py"])
+    assert not plain_names("src", ["a\\b"])
+    assert not plain_names("src", ["x" * 256])
+    assert not plain_names("src", [])
 
 
 @given(st.text(max_size=20))
