@@ -15,8 +15,9 @@ from dataclasses import dataclass
 
 from snapstore.durable import ensure_dir, write_atomic
 from snapstore.errors import CorruptManifestError, SnapshotNotFound
+from snapstore.filememo import identity_of
 from snapstore.fsio import FileSystem
-from snapstore.headercache import HeaderCache, identity_of
+from snapstore.headercache import HeaderCache
 from snapstore.manifest import Header, Manifest, decode, decode_header, header_bytes_needed
 from snapstore.naming import dir_name
 

@@ -19,22 +19,17 @@ import blake3
 import msgpack
 
 from snapstore.durable import ensure_dir, write_atomic
+from snapstore.filememo import Identity
 from snapstore.fsio import FileSystem
 from snapstore.manifest import Header, ns_to_time
 from snapstore.models import SkippedPath, SnapshotInfo
 
 MAGIC = b"SNAPHDC\x01"
 CHECKSUM_BYTES = 16
-Identity = tuple[int, int, int, int, int]
 
 _DECODED: dict[str, tuple[Identity, Header]] = {}
 """Headers decoded in this process, by absolute manifest path: shared by every ``SnapStore``
 of the process (the in-process cache docs/concurrency.md allows: keyed by file identity)."""
-
-
-def identity_of(info: os.stat_result) -> Identity:
-    """The stat fields that change whenever a manifest file is replaced or touched."""
-    return (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_dev)
 
 
 def _fields(header: Header) -> list[Any]:

@@ -19,6 +19,7 @@ import blake3
 
 from snapstore.durable import create_temp, discard, write_atomic
 from snapstore.errors import CorruptPackError
+from snapstore.filememo import FileMemo
 from snapstore.fsio import FileSystem, start_writeback
 
 PACK_MAGIC = b"SNAPPAK\x01"
@@ -105,40 +106,22 @@ def decode_index(pack_id: str, data: bytes) -> PackIndex:
     return PackIndex(pack_id, pack_size, entries)
 
 
-_READ: dict[str, tuple[tuple[int, int, int, int, int], PackIndex]] = {}
-"""Indexes decoded in this process, by path, with the identity (inode, size, mtime, ctime,
-device) their file had: indexes are immutable, so a new ``SnapStore`` of the same root need
-not decode them again. ``forget_indexes`` drops those of packs that went away."""
+_DECODED: FileMemo[PackIndex] = FileMemo()
+"""Indexes decoded in this process: indexes are immutable, so a new ``SnapStore`` of the same
+root need not decode them again. ``forget_indexes`` drops those of packs that went away."""
 
 
 def read_index(packs_dir: str, pack_id: str) -> PackIndex:
     """Read and decode ``packs/<id>.idx``; OSError if it cannot be read."""
     path = os.path.join(packs_dir, pack_id + INDEX_SUFFIX)
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        info = os.fstat(fd)
-        identity = (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_dev)
-        remembered = _READ.get(path)
-        if remembered is not None and remembered[0] == identity:
-            return remembered[1]
-        size = info.st_size
-        chunks = []
-        while size > 0 and (chunk := os.read(fd, size)):
-            chunks.append(chunk)
-            size -= len(chunk)
-    finally:
-        os.close(fd)
-    index = decode_index(pack_id, b"".join(chunks))
-    _READ[path] = (identity, index)
-    return index
+    return _DECODED.read(path, lambda data: decode_index(pack_id, data))
 
 
 def forget_indexes(packs_dir: str, keep: set[str]) -> None:
-    """Drop remembered indexes of ``packs_dir`` whose pack id is not in ``keep``."""
+    """Forget the decoded indexes of ``packs_dir`` whose pack id is not in ``keep``."""
+    wanted = {os.path.join(packs_dir, pack_id + INDEX_SUFFIX) for pack_id in keep}
     prefix = os.path.join(packs_dir, "")
-    for path in [p for p in _READ if p.startswith(prefix)]:
-        if path[len(prefix) : -len(INDEX_SUFFIX)] not in keep:
-            del _READ[path]
+    _DECODED.forget(lambda path: path in wanted or not path.startswith(prefix))
 
 
 class PackWriter:

@@ -20,6 +20,7 @@ import blake3
 import msgpack
 
 from snapstore.durable import ensure_dir, write_atomic
+from snapstore.filememo import FileMemo
 from snapstore.fsio import FileSystem
 from snapstore.manifest import EntryRow
 from snapstore.scan import Reuse
@@ -31,11 +32,9 @@ ENTRY_FIELDS = 6
 DIGEST_BYTES = 32
 MAX_REMEMBERED = 8
 
-_LOADED: dict[str, tuple[tuple[int, int, int, int, int], dict[str, Any]]] = {}
-"""Cache files decoded in this process, by path, with the identity (inode, size, mtime,
-ctime, device) their file had: a bridge that snapshots again finds its entries decoded. The
-file is only ever replaced by a rename, so an unchanged identity means unchanged bytes. The
-dicts are never modified once stored here."""
+_DECODED: FileMemo[dict[str, Any]] = FileMemo(limit=MAX_REMEMBERED)
+"""Cache files decoded in this process (a bridge snapshotting again finds its entries
+decoded). The dicts stored here are never modified."""
 
 
 def cache_name(base_dir: str) -> str:
@@ -65,27 +64,9 @@ class StatCache:
 
     def _load(self) -> dict[str, Any]:
         try:
-            with open(self.path, "rb") as file:
-                info = os.fstat(file.fileno())
-                identity = (
-                    info.st_ino,
-                    info.st_size,
-                    info.st_mtime_ns,
-                    info.st_ctime_ns,
-                    info.st_dev,
-                )
-                remembered = _LOADED.get(self.path)
-                if remembered is not None and remembered[0] == identity:
-                    return remembered[1]
-                data = file.read()
+            return _DECODED.read(self.path, lambda data: decode(data, self.base_dir))
         except OSError:
             return {}
-        entries = decode(data, self.base_dir)
-        _LOADED.pop(self.path, None)
-        if len(_LOADED) >= MAX_REMEMBERED:
-            del _LOADED[next(iter(_LOADED))]
-        _LOADED[self.path] = (identity, entries)
-        return entries
 
     def lookup(self, relative: str, info: os.stat_result) -> bytes | None:
         """The digest recorded for ``relative`` if its stat still matches, else None."""
@@ -146,6 +127,7 @@ class StatCache:
         with contextlib.suppress(OSError):
             ensure_dir(self.fs, self.cache_dir, stop_at=root, durable=False)
             write_atomic(self.fs, self.path, data, tmp_dir=self.tmp_dir, durable=False)
+            _DECODED.remember(self.path, entries)
 
 
 def _digest_if_matching(found: Any, info: os.stat_result) -> bytes | None:

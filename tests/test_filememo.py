@@ -1,0 +1,73 @@
+"""The per-process memo of decoded files: a value is reused only while its file keeps its
+identity, so a file replaced or rewritten in place is always read again."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from snapstore.filememo import FileMemo
+
+
+def _decoder(calls: list[bytes]):  # type: ignore[no-untyped-def]
+    def decode(data: bytes) -> str:
+        calls.append(data)
+        return data.decode()
+
+    return decode
+
+
+def test_an_unchanged_file_is_decoded_once(tmp_path: Path) -> None:
+    path = tmp_path / "f"
+    path.write_bytes(b"one")
+    calls: list[bytes] = []
+    memo: FileMemo[str] = FileMemo()
+    assert memo.read(str(path), _decoder(calls)) == "one"
+    assert memo.read(str(path), _decoder(calls)) == "one"
+    assert calls == [b"one"]
+
+
+def test_a_replaced_or_rewritten_file_is_read_again(tmp_path: Path) -> None:
+    path = tmp_path / "f"
+    path.write_bytes(b"one")
+    calls: list[bytes] = []
+    memo: FileMemo[str] = FileMemo()
+    memo.read(str(path), _decoder(calls))
+    (tmp_path / "g").write_bytes(b"two")
+    os.replace(tmp_path / "g", path)
+    assert memo.read(str(path), _decoder(calls)) == "two"
+    before = os.stat(path)
+    time.sleep(0.05)  # past the kernel's coarse timestamp tick
+    with open(path, "r+b") as file:  # same size, mtime put back: the ctime still moves
+        file.write(b"TWO")
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert memo.read(str(path), _decoder(calls)) == "TWO"
+    assert calls == [b"one", b"two", b"TWO"]
+
+
+def test_a_missing_file_raises_and_a_written_one_is_remembered(tmp_path: Path) -> None:
+    memo: FileMemo[str] = FileMemo()
+    with pytest.raises(FileNotFoundError):
+        memo.read(str(tmp_path / "nothing"), _decoder([]))
+    path = tmp_path / "f"
+    path.write_bytes(b"written")
+    memo.remember(str(path), "as written")
+    assert memo.read(str(path), _decoder([])) == "as written"
+
+
+def test_the_limit_drops_the_oldest_and_forget_drops_what_is_asked(tmp_path: Path) -> None:
+    memo: FileMemo[str] = FileMemo(limit=2)
+    calls: list[bytes] = []
+    paths = []
+    for name in "abc":
+        (tmp_path / name).write_bytes(name.encode())
+        paths.append(str(tmp_path / name))
+        memo.read(paths[-1], _decoder(calls))
+    memo.read(paths[0], _decoder(calls))
+    assert calls == [b"a", b"b", b"c", b"a"]
+    memo.forget(lambda path: path != paths[2])
+    memo.read(paths[2], _decoder(calls))
+    assert calls[-1] == b"c" and len(calls) == 5
