@@ -40,15 +40,17 @@ class BlobBatch:
         self._writer: PackWriter | None = None
         self._flush_packs_dir = False
         self._shards: dict[str, frozenset[str]] = {}
-        self._packed_size = storage.packs.packed_size
+        self._packed = storage.packs.by_digest()
 
     def claim(self, digest: bytes, size: int) -> bool:
-        """True if the blob is already stored with this size. The writer then counts on it,
-        so ``finish`` flushes the directory that names it (its writer may have died before
+        """True if the blob is already stored with this size (in a pack this process saw
+        when the batch began, or one it published since). The writer then counts on it, so
+        ``finish`` flushes the directory that names it (its writer may have died before
         doing so)."""
         if digest in self._added:
             return True
-        if self._packed_size(digest) == size:
+        index = self._packed.get(digest)
+        if index is not None and index.entries[digest][1] == size:
             self._flush_packs_dir = True
             return True
         if self._maybe_loose(digest) and self.storage.loose.has(digest, expected_size=size):

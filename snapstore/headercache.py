@@ -22,7 +22,7 @@ from snapstore.durable import ensure_dir, write_atomic
 from snapstore.filememo import Identity
 from snapstore.fsio import FileSystem
 from snapstore.manifest import Header, ns_to_time
-from snapstore.models import SkippedPath, SnapshotInfo
+from snapstore.models import SkippedPath, SnapshotInfo, frozen_from_fields
 
 MAGIC = b"SNAPHDC\x01"
 CHECKSUM_BYTES = 16
@@ -51,20 +51,25 @@ def _fields(header: Header) -> list[Any]:
 
 def _header(fields: list[Any]) -> Header:
     (session, name, kind, created_ns, expires_ns, count, total, meta, base, skipped, roots) = fields
-    info = SnapshotInfo(
-        session=session,
-        name=name,
-        kind=kind,
-        created_at=ns_to_time(created_ns),
-        expires_at=None if expires_ns is None else ns_to_time(expires_ns),
-        file_count=count,
-        total_bytes=total,
-        meta=meta,
-        base_dir=base,
-        skipped=tuple(SkippedPath(path, error) for path, error in skipped) if skipped else (),
-        roots=tuple(roots),
+    info = frozen_from_fields(
+        SnapshotInfo,
+        {
+            "session": session,
+            "name": name,
+            "kind": kind,
+            "created_at": ns_to_time(created_ns),
+            "expires_at": None if expires_ns is None else ns_to_time(expires_ns),
+            "file_count": count,
+            "total_bytes": total,
+            "meta": meta,
+            "base_dir": base,
+            "skipped": tuple(SkippedPath(p, e) for p, e in skipped) if skipped else (),
+            "roots": tuple(roots),
+        },
     )
-    return Header(info, created_ns, expires_ns)
+    return frozen_from_fields(
+        Header, {"info": info, "created_ns": created_ns, "expires_ns": expires_ns}
+    )
 
 
 class HeaderCache:

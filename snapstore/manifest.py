@@ -25,6 +25,7 @@ from snapstore.models import (
     SkippedPath,
     SnapshotInfo,
     SnapshotKind,
+    frozen_from_fields,
 )
 from snapstore.paths import check_relative_path, nearest_listed_ancestor
 
@@ -294,7 +295,18 @@ def _decode_entry(raw: Any) -> FileEntry:
         )
     else:
         _require(target is None, f"{kind} entry {path!r} carries a link target")
-    return FileEntry(path, kind, mode, size, mtime_ns, digest, target)
+    return frozen_from_fields(
+        FileEntry,
+        {
+            "path": path,
+            "kind": kind,
+            "mode": mode,
+            "size": size,
+            "mtime_ns": mtime_ns,
+            "digest": digest,
+            "target": target,
+        },
+    )
 
 
 def _decode_entries(body: Any, info: SnapshotInfo) -> tuple[FileEntry, ...]:

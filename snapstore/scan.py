@@ -169,6 +169,7 @@ class Scanner:
         except OSError as error:
             self._problem(relative, error.strerror or str(error))
             return
+        rows, to_read, reuse = self.result.rows, self.result.to_read, self.reuse
         checked = plain_names(relative, [child.name for child in children])
         prefix = relative + "/"
         for child in children:
@@ -189,6 +190,10 @@ class Scanner:
                 self._problem(child_relative, error.strerror or str(error))
                 continue
             if S_ISREG(info.st_mode) and not child.name.startswith(TEMP_PREFIX):
-                self._add_file(child_relative, child.path, info)
+                row = reuse(child_relative, info)  # _add_file, inlined for the common case
+                if row is None:
+                    to_read.append((child_relative, child.path, info))
+                else:
+                    rows.append(row)
             else:
                 self._add_found(child_relative, child.path, info, True)

@@ -84,6 +84,8 @@ class StatCache:
 
         def reuse(path: str, info: os.stat_result) -> EntryRow | None:
             found = old.get(path)
+            if found is None:
+                return None
             digest = _digest_if_matching(found, info)
             if digest is None or not claim(digest, info.st_size):
                 return None

@@ -9,6 +9,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime, timedelta
+from operator import itemgetter
 from typing import Any
 
 from snapstore import maintenance, packgc
@@ -207,7 +208,7 @@ class SnapStore:
                 created_at=ns_to_time(created_ns),
                 expires_at=_optional_time(expiry_ns(created_ns, ttl)),
                 file_count=len(file_rows),
-                total_bytes=sum(row[3] for row in file_rows),
+                total_bytes=sum(map(itemgetter(3), file_rows)),
                 meta=meta,
                 base_dir=base,
                 skipped=tuple(sorted(scanned.skipped, key=lambda s: s.path)),

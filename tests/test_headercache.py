@@ -85,3 +85,16 @@ def test_a_manifest_damaged_in_place_is_never_served_from_the_cache(root: Path, 
             warnings.simplefilter("always")
             assert [i.name for i in lister.list()] == ["two"]
         assert any(issubclass(w.category, CorruptManifestWarning) for w in caught)
+
+
+def test_headers_from_the_cache_file_equal_decoded_ones(
+    store: SnapStore, root: Path, tmp_path: Path
+) -> None:
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p" / "f.txt").write_text("x")
+    store.create("s", "a", ["."], base_dir=tmp_path / "p", meta={"k": 1}, ttl=60)
+    decoded = store.get("s", "a").info
+    store.list()
+    headercache._DECODED.clear()
+    (listed,) = SnapStore(root).list()
+    assert vars(listed) == vars(decoded)

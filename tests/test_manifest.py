@@ -125,3 +125,9 @@ def test_arbitrary_bytes_after_a_valid_prelude(tail: bytes) -> None:
     data = sample(ENTRIES)
     with pytest.raises(CorruptManifestError):
         decode(data[:52] + tail)
+
+
+def test_decoded_entries_equal_ones_built_normally() -> None:
+    decoded = decode(sample(ENTRIES)).entries
+    assert [vars(entry) for entry in decoded] == [vars(entry) for entry in ENTRIES]
+    assert {hash(entry) for entry in decoded} == {hash(entry) for entry in ENTRIES}
