@@ -21,6 +21,8 @@ from snapstore.manifest import EntryRow
 from snapstore.models import SkippedPath
 from snapstore.paths import check_relative_path, child_path, parents, plain_names
 
+_DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+
 Reuse = Callable[[str, os.stat_result], EntryRow | None]
 """Given a regular file's path and lstat, its finished row if its bytes need no reading."""
 
@@ -163,24 +165,48 @@ class Scanner:
             self.result.rows.append(row)
 
     def _walk_children(self, relative: str, absolute: str) -> None:
+        """Record a directory's children, then walk its subdirectories once it is closed (a
+        deep tree never holds more than one descriptor). Listed through a descriptor, each
+        child's lstat is relative to it: no path lookup from the root per file, and a parent
+        swapped for a symlink mid-scan is refused, never followed."""
+        flags = _DIRECTORY_FLAGS if relative == "." else _DIRECTORY_FLAGS | os.O_NOFOLLOW
         try:
-            with os.scandir(absolute) as listing:
-                children = list(listing)
+            fd = os.open(absolute, flags)
         except OSError as error:
             self._problem(relative, error.strerror or str(error))
             return
+        try:
+            others = self._record_children(relative, absolute, fd)
+        finally:
+            os.close(fd)
+        for child_relative, child_absolute, info in others:
+            self._add_found(child_relative, child_absolute, info, True)
+
+    def _record_children(
+        self, relative: str, absolute: str, fd: int
+    ) -> list[tuple[str, str, os.stat_result]]:
+        """Record the regular files listed in the open directory ``fd``; return the other
+        children (subdirectories, symlinks, specials) for ``_add_found``."""
+        others: list[tuple[str, str, os.stat_result]] = []
+        try:
+            with os.scandir(fd) as listing:
+                children = list(listing)
+        except OSError as error:
+            self._problem(relative, error.strerror or str(error))
+            return others
         rows, to_read, reuse = self.result.rows, self.result.to_read, self.reuse
         checked = plain_names(relative, [child.name for child in children])
         prefix = relative + "/"
+        directory = absolute + os.sep
         for child in children:
+            name = child.name
             if checked:
-                child_relative = prefix + child.name
+                child_relative = prefix + name
             else:
                 try:
-                    child_relative = child_path(relative, child.name)
+                    child_relative = child_path(relative, name)
                 except UnsafePathError as error:
-                    name = child.name if relative == "." else prefix + child.name
-                    self._problem(name, str(error))
+                    self._problem(name if relative == "." else prefix + name, str(error))
                     continue
             try:
                 info = child.stat(follow_symlinks=False)
@@ -189,11 +215,12 @@ class Scanner:
             except OSError as error:
                 self._problem(child_relative, error.strerror or str(error))
                 continue
-            if S_ISREG(info.st_mode) and not child.name.startswith(TEMP_PREFIX):
+            if S_ISREG(info.st_mode) and not name.startswith(TEMP_PREFIX):
                 row = reuse(child_relative, info)  # _add_file, inlined for the common case
                 if row is None:
-                    to_read.append((child_relative, child.path, info))
+                    to_read.append((child_relative, directory + name, info))
                 else:
                     rows.append(row)
             else:
-                self._add_found(child_relative, child.path, info, True)
+                others.append((child_relative, directory + name, info))
+        return others

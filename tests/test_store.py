@@ -23,6 +23,7 @@ from snapstore import (
     UnsafePathError,
 )
 from snapstore.catalog import CorruptManifestWarning
+from snapstore.scan import Scanner, UnreadablePathError
 
 
 def test_create_records_files_dirs_symlinks_and_absent(store: SnapStore, project: Path) -> None:
@@ -286,6 +287,19 @@ def test_paths_through_a_symlinked_directory_are_refused(
         store.create("s", "n", ["linked/secret.txt"], base_dir=project)
     store.create("s", "n", ["linked"], base_dir=project)
     assert [(e.path, e.kind) for e in store.get("s", "n").entries] == [("linked", "symlink")]
+
+
+def test_a_directory_swapped_for_a_symlink_mid_scan_is_never_followed(tmp_path: Path) -> None:
+    base, outside = tmp_path / "p", tmp_path / "outside"
+    write_tree(base, {"d/inner.txt": "inner"})
+    write_tree(outside, {"secret.txt": "s"})
+    found_as_dir = os.lstat(base / "d")  # what the parent's listing saw
+    os.rename(base / "d", tmp_path / "d-moved")
+    (base / "d").symlink_to(outside)
+    scanner = Scanner(str(base))
+    with pytest.raises(UnreadablePathError, match="'d'"):
+        scanner._add_found("d", str(base / "d"), found_as_dir, True)
+    assert scanner.result.to_read == []
 
 
 def test_missing_layout_directories_are_recreated(store: SnapStore, project: Path) -> None:
