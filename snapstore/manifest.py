@@ -27,7 +27,7 @@ from snapstore.models import (
     SnapshotKind,
     frozen_from_fields,
 )
-from snapstore.paths import check_relative_path, nearest_listed_ancestor
+from snapstore.paths import check_relative_path, is_plain_path, nearest_listed_ancestor
 
 MAGIC = b"SNAPMAN\x01"
 FORMAT_VERSION = 1
@@ -267,7 +267,29 @@ def header_bytes_needed(prelude_bytes: bytes) -> int:
     return int(PRELUDE.size + min(header_length, MAX_HEADER_BYTES))
 
 
-def _decode_entry(raw: Any) -> FileEntry:
+def is_ordinary_file_row(raw: Any) -> bool:
+    """A cheap sufficient test for the common entry, a regular file at a plain path, that
+    ``check_entry_row`` would accept (large manifests hold tens of thousands of these)."""
+    return (
+        type(raw) is list
+        and len(raw) == 7
+        and raw[1] == "file"
+        and type(raw[0]) is str
+        and is_plain_path(raw[0])
+        and type(raw[2]) is int
+        and 0 <= raw[2] <= 0o7777
+        and type(raw[3]) is int
+        and 0 <= raw[3] < 2**64
+        and type(raw[4]) is int
+        and -(2**63) <= raw[4] < 2**63
+        and type(raw[5]) is bytes
+        and len(raw[5]) == DIGEST_BYTES
+        and raw[6] is None
+    )
+
+
+def check_entry_row(raw: Any) -> None:
+    """Raise CorruptManifestError, saying why, unless ``raw`` is a valid entry row."""
     _require(type(raw) is list and len(raw) == 7, "entry is not a 7-item array")
     path, kind, mode, size, mtime_ns, digest, target = raw
     try:
@@ -295,6 +317,12 @@ def _decode_entry(raw: Any) -> FileEntry:
         )
     else:
         _require(target is None, f"{kind} entry {path!r} carries a link target")
+
+
+def _decode_entry(raw: Any) -> FileEntry:
+    if not is_ordinary_file_row(raw):
+        check_entry_row(raw)
+    path, kind, mode, size, mtime_ns, digest, target = raw
     return frozen_from_fields(
         FileEntry,
         {

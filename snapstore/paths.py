@@ -19,7 +19,7 @@ def check_relative_path(path: object) -> str:
     Refused: non-strings, empty, NUL, backslashes, absolute, drive or UNC paths, and empty,
     ``.`` or ``..`` components.
     """
-    if type(path) is str and _is_plain(path):
+    if type(path) is str and is_plain_path(path):
         return path
     return check_relative_path_fully(path)
 
@@ -48,7 +48,7 @@ def check_relative_path_fully(path: object) -> str:
     return path
 
 
-def _is_plain(path: str) -> bool:
+def is_plain_path(path: str) -> bool:
     """A cheap sufficient test for the common case: a short ASCII path with no backslash,
     NUL or drive, and no empty, ``.`` or ``..`` component (large manifests hold thousands)."""
     if not (0 < len(path) <= MAX_COMPONENT_BYTES and path.isascii()):

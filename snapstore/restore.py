@@ -15,6 +15,7 @@ import posixpath
 import stat
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Literal
 
 from snapstore.blobs import BlobStore, new_hasher
@@ -173,7 +174,7 @@ def make_plan(
     directory the snapshot does not itself record.
     """
     # Path order: a directory's own action is decided before anything beneath it.
-    entries = sorted(entries, key=lambda e: e.path)
+    entries = sorted(entries, key=attrgetter("path"))
     collisions = find_collisions(e.path for e in entries)
     if collisions:
         listed = ", ".join(f"{a!r} ~ {b!r}" for a, b in collisions[:5])

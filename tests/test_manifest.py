@@ -9,7 +9,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from snapstore.errors import CorruptManifestError, InvalidValueError
-from snapstore.manifest import decode, decode_header, encode, entry_rows
+from snapstore.manifest import (
+    check_entry_row,
+    decode,
+    decode_header,
+    encode,
+    entry_rows,
+    is_ordinary_file_row,
+)
 from snapstore.models import FileEntry, SnapshotInfo
 
 DIGEST = bytes(range(32))
@@ -131,3 +138,25 @@ def test_decoded_entries_equal_ones_built_normally() -> None:
     decoded = decode(sample(ENTRIES)).entries
     assert [vars(entry) for entry in decoded] == [vars(entry) for entry in ENTRIES]
     assert {hash(entry) for entry in decoded} == {hash(entry) for entry in ENTRIES}
+
+
+ROW_VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**65), max_value=2**65),
+    st.binary(max_size=40),
+    st.sampled_from(["file", "dir", "a", "a/b", "../x", "/abs", "C:x", "a\\b", "", "é/f"]),
+)
+
+
+@given(st.integers(0, 6), ROW_VALUES)
+def test_the_fast_entry_check_accepts_only_valid_rows(index: int, value: object) -> None:
+    raw: list[object] = ["src/a.py", "file", 0o644, 3, 5, DIGEST, None]
+    raw[index] = value
+    if is_ordinary_file_row(raw):
+        check_entry_row(raw)
+
+
+@given(st.integers(0, 0o7777), st.integers(0, 2**64 - 1), st.integers(-(2**63), 2**63 - 1))
+def test_the_fast_entry_check_takes_ordinary_files(mode: int, size: int, mtime: int) -> None:
+    assert is_ordinary_file_row(["src/a.py", "file", mode, size, mtime, DIGEST, None])
