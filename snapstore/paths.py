@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Container, Iterable
+from collections.abc import Container, Iterable, Sequence
 
 from snapstore.errors import UnsafePathError
 
@@ -57,6 +57,26 @@ def is_plain_path(path: str) -> bool:
         return False
     wrapped = f"/{path}/"
     return "//" not in wrapped and "/./" not in wrapped and "/../" not in wrapped
+
+
+def all_plain_paths(paths: Sequence[str]) -> bool:
+    """True only if every one of ``paths`` (strings) passes is_plain_path, checked in bulk:
+    a few C-level scans of one joined string instead of a Python call per path."""
+    if not paths:
+        return True
+    lengths = list(map(len, paths))
+    if min(lengths) == 0 or max(lengths) > MAX_COMPONENT_BYTES:
+        return False
+    wrapped = "/" + "/\x00/".join(paths) + "/"
+    return (
+        wrapped.isascii()
+        and wrapped.count("\x00") == len(paths) - 1
+        and ":" not in wrapped
+        and "\\" not in wrapped
+        and "//" not in wrapped
+        and "/./" not in wrapped
+        and "/../" not in wrapped
+    )
 
 
 def child_path(parent: str, name: str) -> str:
@@ -136,6 +156,8 @@ def find_collisions(paths: Iterable[str]) -> list[tuple[str, str]]:
         while cut > 0 and path[:cut] not in every:
             every.add(path[:cut])
             cut = path.rfind("/", 0, cut)
+    if all(map(str.isascii, every)) and len({path.lower() for path in every}) == len(every):
+        return []
     seen: dict[str, str] = {}
     collisions: list[tuple[str, str]] = []
     for path in sorted(every):

@@ -16,7 +16,7 @@ import stat
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from snapstore.blobs import BlobStore, new_hasher
 from snapstore.durable import discard, ensure_dir, temp_name
@@ -43,9 +43,8 @@ class PathNotInSnapshotError(SnapstoreError, KeyError):
         return str(self.args[0]) if self.args else "path not in snapshot"
 
 
-@dataclass(frozen=True)
-class Action:
-    """What a restore does to one path."""
+class Action(NamedTuple):
+    """What a restore does to one path (a named tuple: a plan holds one per entry)."""
 
     entry: FileEntry
     operation: Operation
@@ -122,7 +121,7 @@ def same_content(path: str, entry: FileEntry) -> bool:
 
 def select_entries(entries: Iterable[FileEntry], paths: Iterable[str] | None) -> list[FileEntry]:
     """The entries a restore of ``paths`` (None: all) touches; each path must be recorded."""
-    all_entries = sorted(entries, key=lambda e: e.path)
+    all_entries = sorted(entries, key=attrgetter("path"))
     if paths is None:
         return all_entries
     wanted = []
@@ -227,27 +226,36 @@ def make_plan(
             chains[directory] = state
         return state
 
+    mode_mask = 0o7777 if keep_special_bits else 0o777
     for entry in entries:
+        path = entry.path
         current: CurrentKind | None = None
-        state = chain_of(entry.path.rpartition("/")[0])
+        info = None
+        state = chains.get(path.rpartition("/")[0]) or chain_of(path.rpartition("/")[0])
         if isinstance(state, tuple):
             parent, kind = state
             raise UnsafePathError(
-                f"cannot restore {entry.path!r}: {parent!r} in the target is a {kind}, not a "
+                f"cannot restore {path!r}: {parent!r} in the target is a {kind}, not a "
                 "directory, and the snapshot does not record it; nothing was written"
             )
         if state == _READY:
-            current = current_of(entry.path)
-        operation = _decide(
-            entry,
-            current,
-            stats.get(entry.path),
-            prefix + entry.path,
-            keep_special_bits,
-            known_digest,
-        )
+            current = current_of(path)
+            info = stats[path]
+        if (
+            current == "file" == entry.kind
+            and info is not None
+            and info.st_size == entry.size
+            and info.st_mode & 0o7777 == entry.mode & mode_mask
+            and known_digest is not None
+            and known_digest(path, info) == entry.digest
+        ):
+            operation: Operation = "unchanged"  # _decide's verdict, without reading the file
+        else:
+            operation = _decide(
+                entry, current, info, prefix + path, keep_special_bits, known_digest
+            )
         if operation in ("create", "replace", "remove"):
-            fresh.add(entry.path)
+            fresh.add(path)
         plan.actions.append(Action(entry, operation, current))
     recorded = {entry.path for entry in entries}
     ready_dirs = {"": True} | {

@@ -15,7 +15,7 @@ from snapstore.manifest import (
     decode_header,
     encode,
     entry_rows,
-    is_ordinary_file_row,
+    rows_need_no_row_checks,
 )
 from snapstore.models import FileEntry, SnapshotInfo
 
@@ -149,14 +149,27 @@ ROW_VALUES = st.one_of(
 )
 
 
-@given(st.integers(0, 6), ROW_VALUES)
-def test_the_fast_entry_check_accepts_only_valid_rows(index: int, value: object) -> None:
-    raw: list[object] = ["src/a.py", "file", 0o644, 3, 5, DIGEST, None]
-    raw[index] = value
-    if is_ordinary_file_row(raw):
-        check_entry_row(raw)
+VALID_ROWS = [
+    ["d", "dir", 0o755, 0, 1, None, None],
+    ["d/a.py", "file", 0o644, 3, -5, DIGEST, None],
+    ["d/link", "symlink", 0o777, 0, 2**63 - 1, None, "a.py"],
+    ["gone", "absent", 0, 0, 0, None, None],
+]
 
 
-@given(st.integers(0, 0o7777), st.integers(0, 2**64 - 1), st.integers(-(2**63), 2**63 - 1))
-def test_the_fast_entry_check_takes_ordinary_files(mode: int, size: int, mtime: int) -> None:
-    assert is_ordinary_file_row(["src/a.py", "file", mode, size, mtime, DIGEST, None])
+@given(st.integers(0, 3), st.integers(0, 6), ROW_VALUES)
+def test_the_bulk_entry_check_accepts_only_valid_rows(row: int, index: int, value: object) -> None:
+    rows = [list(raw) for raw in VALID_ROWS]
+    rows[row][index] = value
+    if rows_need_no_row_checks(rows):
+        for raw in rows:
+            check_entry_row(raw)
+
+
+def test_the_bulk_entry_check_takes_ordinary_rows_and_leaves_the_rest() -> None:
+    assert rows_need_no_row_checks([list(raw) for raw in VALID_ROWS])
+    for odd_path in ["é.txt", "C:x", "x" * 300, "a//b", "a/../b"]:
+        assert not rows_need_no_row_checks([[odd_path, "dir", 0o755, 0, 1, None, None]])
+    assert not rows_need_no_row_checks([["a", ["dir"], 0, 0, 0, None, None]])
+    assert not rows_need_no_row_checks([["a", "dir", True, 0, 0, None, None]])
+    assert not rows_need_no_row_checks([("a", "dir", 0, 0, 0, None, None)])

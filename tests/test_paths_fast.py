@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import unicodedata
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -73,3 +75,26 @@ def test_fold_of_ascii_is_the_full_fold(path: str) -> None:
 def test_collisions_are_found_between_parents_too() -> None:
     assert find_collisions(["Dir/a", "dir/b"]) == [("Dir", "dir")]
     assert find_collisions(["a/b/c", "a/b/d", "a/B"]) == [("a/B", "a/b")]
+
+
+def _collisions_by_the_full_rules(paths: list[str]) -> list[tuple[str, str]]:
+    every = set()
+    for path in paths:
+        parts = path.split("/")
+        every.update("/".join(parts[:i]) for i in range(1, len(parts) + 1))
+    seen: dict[str, str] = {}
+    found = []
+    for path in sorted(every):
+        other = seen.setdefault(unicodedata.normalize("NFC", path).casefold(), path)
+        if other != path:
+            found.append((other, path))
+    return found
+
+
+SEGMENTS = st.sampled_from(["a", "A", "b", "B", "é", "e\u0301", "ß", "ss"])
+RELATIVE = st.lists(SEGMENTS, min_size=1, max_size=3).map("/".join)
+
+
+@given(st.lists(RELATIVE, max_size=6))
+def test_collisions_agree_with_the_full_rules(paths: list[str]) -> None:
+    assert find_collisions(paths) == _collisions_by_the_full_rules(paths)
