@@ -84,8 +84,6 @@ class StatCache:
 
         def reuse(path: str, info: os.stat_result) -> EntryRow | None:
             found = old.get(path)
-            if found is None:
-                return None
             digest = _digest_if_matching(found, info)
             if digest is None or not claim(digest, info.st_size):
                 return None
@@ -133,19 +131,17 @@ class StatCache:
 
 
 def _digest_if_matching(found: Any, info: os.stat_result) -> bytes | None:
-    """The digest of a stored entry whose stat fields all equal ``info``'s, else None."""
+    """The digest of a (well-formed) entry whose stat fields all equal ``info``'s, else None."""
     if (
-        type(found) is list
-        and len(found) == ENTRY_FIELDS
+        found is not None
         and found[0] == info.st_size
         and found[1] == info.st_mtime_ns
         and found[2] == info.st_ctime_ns
         and found[3] == info.st_ino
         and found[4] == info.st_dev
-        and type(found[5]) is bytes
-        and len(found[5]) == DIGEST_BYTES
     ):
-        return found[5]
+        digest: bytes = found[5]
+        return digest
     return None
 
 
@@ -170,4 +166,14 @@ def decode(data: bytes, base_dir: str) -> dict[str, Any]:
         return {}
     if stored_base != base_dir or not isinstance(entries, dict):
         return {}
-    return entries
+    return {path: entry for path, entry in entries.items() if _well_formed(entry)}
+
+
+def _well_formed(entry: Any) -> bool:
+    """Checked once when a cache is decoded, so lookups compare stat fields only."""
+    return (
+        type(entry) is list
+        and len(entry) == ENTRY_FIELDS
+        and type(entry[5]) is bytes
+        and len(entry[5]) == DIGEST_BYTES
+    )
