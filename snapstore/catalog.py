@@ -11,7 +11,7 @@ import os
 import stat
 import warnings
 from collections.abc import Iterator
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from snapstore.durable import ensure_dir, write_atomic
 from snapstore.errors import CorruptManifestError, SnapshotNotFound
@@ -30,9 +30,8 @@ class CorruptManifestWarning(UserWarning):
     """A listing skipped a manifest that failed to decode or validate."""
 
 
-@dataclass(frozen=True)
-class ManifestFile:
-    """A manifest on disk and the header read from it."""
+class ManifestFile(NamedTuple):
+    """A manifest on disk and the header read from it (one per snapshot of a listing)."""
 
     path: str
     header: Header

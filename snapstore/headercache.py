@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import struct
 from typing import Any
 
 import blake3
@@ -24,12 +25,22 @@ from snapstore.fsio import FileSystem
 from snapstore.manifest import Header, ns_to_time
 from snapstore.models import SkippedPath, SnapshotInfo, frozen_from_fields
 
-MAGIC = b"SNAPHDC\x01"
+MAGIC = b"SNAPHDC\x02"
 CHECKSUM_BYTES = 16
+IDENTITY = struct.Struct("<QQqqQ")
 
 _DECODED: dict[str, tuple[Identity, Header]] = {}
 """Headers decoded in this process, by absolute manifest path: shared by every ``SnapStore``
 of the process (the in-process cache docs/concurrency.md allows: keyed by file identity)."""
+
+
+def _packed(identity: Identity) -> bytes:
+    """An identity as the 40 bytes that start its cache entry; empty (matching nothing) for
+    one that does not fit."""
+    try:
+        return IDENTITY.pack(*identity)
+    except struct.error:
+        return b""
 
 
 def _fields(header: Header) -> list[Any]:
@@ -67,9 +78,7 @@ def _header(fields: list[Any]) -> Header:
             "roots": tuple(roots),
         },
     )
-    return frozen_from_fields(
-        Header, {"info": info, "created_ns": created_ns, "expires_ns": expires_ns}
-    )
+    return Header(info, created_ns, expires_ns)
 
 
 class HeaderCache:
@@ -81,7 +90,7 @@ class HeaderCache:
         self.tmp_dir = tmp_dir
         self.fs = fs
         self._loaded = False
-        self._stored: dict[str, list[Any]] = {}
+        self._stored: dict[str, Any] = {}
         self._dirty = False
 
     def _load(self) -> None:
@@ -113,11 +122,11 @@ class HeaderCache:
         if not self._loaded:
             self._load()
         stored = self._stored.get(relative)
-        if stored is None or tuple(stored[:5]) != identity:
+        if type(stored) is not bytes or stored[: IDENTITY.size] != _packed(identity):
             return None
         try:
-            header = _header(stored[5])
-        except (TypeError, ValueError, OverflowError):
+            header = _header(msgpack.unpackb(stored[IDENTITY.size :], raw=False))
+        except Exception:  # an entry that does not decode is only a cache miss
             return None
         _DECODED[path] = (identity, header)
         return header
@@ -125,7 +134,8 @@ class HeaderCache:
     def put(self, path: str, relative: str, identity: Identity, header: Header) -> None:
         """Remember the header just decoded from the manifest at ``path``."""
         _DECODED[path] = (identity, header)
-        self._stored[relative] = [*identity, _fields(header)]
+        fields = msgpack.packb(_fields(header), use_bin_type=True)
+        self._stored[relative] = _packed(identity) + fields
         self._dirty = True
 
     def finish(self, sessions_dir: str, seen: set[str] | None) -> None:

@@ -12,7 +12,7 @@ import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import blake3
 import msgpack
@@ -237,9 +237,9 @@ def _decode_info(header: Any) -> tuple[SnapshotInfo, int, int | None]:
     return info, created_ns, expires_ns
 
 
-@dataclass(frozen=True)
-class Header:
-    """A manifest's header as ``list()`` reads it: info plus raw timestamps."""
+class Header(NamedTuple):
+    """A manifest's header as ``list()`` reads it: info plus raw timestamps (a named tuple:
+    a listing makes one per snapshot)."""
 
     info: SnapshotInfo
     created_ns: int

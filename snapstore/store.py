@@ -9,7 +9,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime, timedelta
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 from typing import Any
 
 from snapstore import maintenance, packgc
@@ -232,7 +232,7 @@ class SnapStore:
             encode_name(session, "session")
         with gc_paused():
             found = self.catalog.headers(session, cached=True)
-        found.sort(key=lambda m: (m.header.created_ns, m.header.info.session, m.header.info.name))
+        found.sort(key=attrgetter("header.created_ns", "header.info.session", "header.info.name"))
         return [m.header.info for m in found]
 
     def sessions(self) -> builtins.list[str]:
