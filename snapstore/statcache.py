@@ -78,8 +78,8 @@ class StatCache:
 
     def reuse_hook(self, claim: Callable[[bytes, int], bool]) -> Reuse:
         """The scan hook that gives an unchanged file's manifest row without reading it: its
-        stat matches its entry (as ``lookup``) and ``claim`` confirms the blob is stored.
-        Runs once per file of every snapshot, so ``lookup`` and ``keep`` are inlined."""
+        stat matches its entry (as ``lookup``) and ``claim`` confirms the blob is stored;
+        the entry is then kept (as ``keep``) for the cache this scan saves."""
         old, kept = self._old, self._new
 
         def reuse(path: str, info: os.stat_result) -> EntryRow | None:

@@ -44,14 +44,15 @@ class BlobStorage:
         return self.loose.has(digest, expected_size)
 
     def first_missing(self, file_rows: Iterable[EntryRow]) -> EntryRow | None:
-        """The first file row whose blob is not stored with the row's size, if any."""
-        where = self.packs.by_digest().get
+        """The first file row whose blob is not stored (with the row's size, if loose).
+
+        A packed blob's size was checked when the writer claimed it, against the same
+        immutable indexes, so only its presence is looked up here."""
+        packed = self.packs.by_digest()
         for row in file_rows:
             digest = row[5]
             assert digest is not None
-            index = where(digest)
-            stored = index is not None and index.entries[digest][1] == row[3]
-            if not stored and not self.loose.has(digest, row[3]):
+            if digest not in packed and not self.loose.has(digest, row[3]):
                 return row
         return None
 

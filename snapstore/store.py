@@ -127,6 +127,8 @@ class SnapStore:
         Blobs are ingested before the namespace lock is taken; the manifest is committed last,
         atomically. Paths that do not exist are recorded as absent. On any failure nothing is
         committed and the previous snapshot of (session, name), if any, stays as it was.
+        ``progress(done, total)`` counts the files that must be read (the stat cache vouches
+        for the others).
         """
         encode_name(session, "session")
         encode_name(name, "snapshot name")
