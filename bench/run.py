@@ -55,8 +55,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--settle",
         type=float,
         default=2.5,
-        help="seconds to let the fresh tree age first (snapstore's stat cache, like git's "
-        "index, does not trust files modified within 2 s of a scan)",
+        help="seconds to let the fresh tree age once written (snapstore's stat cache, like "
+        "git's index, does not trust files modified within 2 s of a scan)",
     )
     return parser.parse_args(argv)
 
@@ -162,9 +162,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         tree = work / "tree"
         if tree.exists():
             shutil.rmtree(tree)
-        started = time.monotonic()
         paths = trees.generate(tree, size, args.seed)
-        time.sleep(max(0.0, args.settle - (time.monotonic() - started)))
+        time.sleep(args.settle)  # counted from the newest file, not from the first
         file_count, total_bytes = trees.tree_stats(tree)
         megabytes = total_bytes / 1e6
         print(f"tree: {args.size}, {file_count} files, {megabytes:.1f} MB, seed {args.seed}")

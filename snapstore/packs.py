@@ -106,9 +106,12 @@ def decode_index(pack_id: str, data: bytes) -> PackIndex:
     return PackIndex(pack_id, pack_size, entries)
 
 
-_DECODED: FileMemo[PackIndex] = FileMemo()
+MAX_REMEMBERED_INDEXES = 1024
+
+_DECODED: FileMemo[PackIndex] = FileMemo(limit=MAX_REMEMBERED_INDEXES)
 """Indexes decoded in this process: indexes are immutable, so a new ``SnapStore`` of the same
-root need not decode them again. ``forget_indexes`` drops those of packs that went away."""
+root need not decode them again. ``forget_indexes`` drops those of packs that went away; the
+limit bounds what roots no longer used can leave behind."""
 
 
 def read_index(packs_dir: str, pack_id: str) -> PackIndex:
