@@ -164,6 +164,21 @@ def test_recorded_directory_replaces_a_planted_symlink(
     assert list(outside.iterdir()) == []
 
 
+def test_a_target_given_as_a_symlink_to_a_directory_is_restored_through_it(
+    store: SnapStore, project: Path, tmp_path: Path
+) -> None:
+    before = read_tree(project)
+    store.create("s", "cp", ["."], base_dir=project)
+    real = tmp_path / "real"
+    store.restore("s", "cp", real)
+    write_tree(real, {"extra.txt": "x", "src/extra.py": "y"})
+    (real / "README.md").write_text("changed")
+    (tmp_path / "alias").symlink_to(real)
+    report = store.restore("s", "cp", tmp_path / "alias")
+    assert read_tree(real) == before
+    assert sorted(report.removed) == ["extra.txt", "src/extra.py"]
+
+
 def test_planted_file_symlink_is_replaced_not_followed(
     store: SnapStore, project: Path, tmp_path: Path
 ) -> None:
