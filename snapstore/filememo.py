@@ -10,6 +10,7 @@ beyond the file it came from.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
@@ -23,11 +24,18 @@ def identity_of(info: os.stat_result) -> Identity:
 
 
 class FileMemo(Generic[Value]):
-    """Decoded values by path; with ``limit``, the oldest are dropped beyond that many."""
+    """Decoded values by path; with ``limit``, the oldest are dropped beyond that many.
+    Threads may share one (changes are locked; two may still decode the same file)."""
 
     def __init__(self, limit: int | None = None) -> None:
         self.limit = limit
         self._values: dict[str, tuple[Identity, Value]] = {}
+        self._lock = threading.Lock()
+        if hasattr(os, "register_at_fork"):  # a child must not inherit a lock held mid-fork
+            os.register_at_fork(after_in_child=self._new_lock)
+
+    def _new_lock(self) -> None:
+        self._lock = threading.Lock()
 
     def read(self, path: str, decode: Callable[[bytes], Value]) -> Value:
         """``decode`` of the file's bytes, reusing the remembered value if the open file
@@ -53,11 +61,13 @@ class FileMemo(Generic[Value]):
 
     def forget(self, keep: Callable[[str], bool]) -> None:
         """Drop every remembered path for which ``keep`` is false."""
-        for path in [p for p in self._values if not keep(p)]:
-            del self._values[path]
+        with self._lock:
+            for path in [p for p in self._values if not keep(p)]:
+                del self._values[path]
 
     def _store(self, path: str, identity: Identity, value: Value) -> None:
-        self._values.pop(path, None)
-        if self.limit is not None and len(self._values) >= self.limit:
-            del self._values[next(iter(self._values))]
-        self._values[path] = (identity, value)
+        with self._lock:
+            self._values.pop(path, None)
+            if self.limit is not None and len(self._values) >= self.limit:
+                del self._values[next(iter(self._values))]
+            self._values[path] = (identity, value)

@@ -128,8 +128,7 @@ class PackSet:
 
     def packed_size(self, digest: bytes) -> int | None:
         """The size of a packed blob, or None if no pack holds it (cheaper than locate)."""
-        if not self._loaded:
-            self.refresh()
+        self._ensure_loaded()
         index = self._where.get(digest)
         return None if index is None else index.entries[digest][1]
 
