@@ -12,6 +12,7 @@ fsync, which is what a checkpoint in an editor's turn pays.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
@@ -20,6 +21,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -67,30 +69,34 @@ def compare(
     """Time every operation for every subject; returns medians and raw samples."""
     samples: dict[str, dict[str, list[float]]] = {op: {} for op in OPERATIONS}
 
-    def record(operation: str, subject: tools.Subject, seconds: float | None) -> None:
+    def record(operation: str, subject: tools.Subject, measure: Callable[[], float | None]) -> None:
+        # Flush what earlier runs left dirty, so no tool's fsyncs wait on another's writeback.
+        os.sync()
+        seconds = measure()
         if seconds is not None:
             samples[operation].setdefault(subject.name, []).append(seconds)
 
     for _ in range(args.reps):
         for subject in subjects:
-            record("first", subject, subject.first(tree, work / "repos" / subject.name))
+            repo = work / "repos" / subject.name
+            record("first", subject, functools.partial(subject.first, tree, repo))
     for _ in range(args.reps):
         for subject in subjects:
-            record("unchanged", subject, subject.again())
+            record("unchanged", subject, subject.again)
     for rep in range(args.reps):
         trees.change_files(tree, paths, 0.01, args.seed * 1000 + rep)
         for subject in subjects:
-            record("changed", subject, subject.again())
+            record("changed", subject, subject.again)
     for rep in range(args.reps):
         for subject in subjects:
             dest = work / "restored" / f"{subject.name}-{rep}"
-            record("restore_empty", subject, subject.restore_empty(dest))
+            record("restore_empty", subject, functools.partial(subject.restore_empty, dest))
             shutil.rmtree(dest, ignore_errors=True)
     for rep in range(args.reps):
         for index, subject in enumerate(subjects):
             if subject.in_place:
                 trees.change_files(tree, paths, 0.01, args.seed * 1000 + 100 + rep * 10 + index)
-                record("restore_in_place", subject, subject.restore_in_place())
+                record("restore_in_place", subject, subject.restore_in_place)
     medians = {
         op: {name: statistics.median(values) for name, values in by_tool.items()}
         for op, by_tool in samples.items()
