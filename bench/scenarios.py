@@ -56,6 +56,15 @@ started = time.perf_counter()
 store.list()
 print(time.perf_counter() - started)
 """
+CHILD_WALK = """
+import sys, time
+sys.path.insert(0, sys.argv[2])
+from pathlib import Path
+from scenarios import bare_walk
+started = time.perf_counter()
+bare_walk(Path(sys.argv[1]))
+print(time.perf_counter() - started)
+"""
 CHILD_CREATE = """
 import sys
 from snapstore import SnapStore
@@ -91,7 +100,8 @@ def list_and_open(work: Path, many: int, reps: int) -> dict[str, float]:
     with 10 vs ``many`` snapshots. ``list``: a new ``SnapStore`` in this process (headers
     this process decoded are reused while their files are unchanged); ``list_warm``: the same
     ``SnapStore`` again; ``list_new_process``: the list() call alone in a new process (headers
-    from the header cache file); ``list_first``: the same with no header cache at all."""
+    from the header cache file), against ``bare_walk_new_process``, the walk alone in a new
+    process; ``list_first``: the same with no header cache at all."""
     results: dict[str, float] = {}
     roots = {}
     for count in (10, many):
@@ -104,6 +114,10 @@ def list_and_open(work: Path, many: int, reps: int) -> dict[str, float]:
     results["list_first"] = float(_child(CHILD_LIST, str(big)))
     results["list_new_process"] = statistics.median(
         float(_child(CHILD_LIST, str(big))) for _ in range(reps)
+    )
+    bench_dir = str(Path(__file__).resolve().parent)
+    results["bare_walk_new_process"] = statistics.median(
+        float(_child(CHILD_WALK, str(big), bench_dir)) for _ in range(reps)
     )
     assert len(SnapStore(big).list()) == many
     results["list"] = _median(reps, lambda: SnapStore(big).list())

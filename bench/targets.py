@@ -69,8 +69,8 @@ def evaluate(
         value = listing["list"] / listing["bare_walk"]
         text = f"list() of {count} snapshots, new SnapStore in the process / bare walk"
         targets.append(Target("4a", text, value, "<= 3x", value <= 3))
-        value = listing["list_new_process"] / listing["bare_walk"]
-        text = f"list() of {count} snapshots in a new process / bare walk"
+        value = listing["list_new_process"] / listing["bare_walk_new_process"]
+        text = f"list() of {count} snapshots in a new process / bare walk in a new process"
         targets.append(Target("4a'", text, value, "<= 3x", value <= 3))
         value = listing["open_many"] / listing["open_10"]
         text = f"open with {count} / open with 10 snapshots"
