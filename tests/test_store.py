@@ -41,6 +41,13 @@ def test_create_records_files_dirs_symlinks_and_absent(store: SnapStore, project
     assert info.created_at.tzinfo is not None
 
 
+def test_overlapping_paths_record_each_path_once(store: SnapStore, project: Path) -> None:
+    whole = store.create("s", "whole", ["."], base_dir=project)
+    both = store.create("s", "both", ["src/app.py", "src", ".", "README.md"], base_dir=project)
+    assert (both.file_count, both.total_bytes) == (whole.file_count, whole.total_bytes)
+    assert store.get("s", "both").entries == store.get("s", "whole").entries
+
+
 def test_read_returns_the_bytes_of_the_snapshot_not_the_current_file(
     store: SnapStore, project: Path
 ) -> None:
