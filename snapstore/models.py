@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, NamedTuple, TypeVar
 
 EntryKind = Literal["file", "symlink", "dir", "absent"]
 SnapshotKind = Literal["files", "state"]
@@ -20,6 +20,8 @@ def _jsonable(value: Any) -> Any:
         return value.hex()
     if isinstance(value, dict):
         return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, FileEntry):
+        return {key: _jsonable(v) for key, v in value._asdict().items()}
     if isinstance(value, list | tuple):
         return [_jsonable(v) for v in value]
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
@@ -48,9 +50,9 @@ class _ToDict:
         return result
 
 
-@dataclass(frozen=True)
-class FileEntry(_ToDict):
-    """One path of a snapshot: what was there when the snapshot was taken."""
+class FileEntry(NamedTuple):
+    """One path of a snapshot: what was there when the snapshot was taken. An immutable
+    named tuple, laid out like a manifest row: decoding 50,000 entries builds one each."""
 
     path: str
     kind: EntryKind
@@ -59,6 +61,12 @@ class FileEntry(_ToDict):
     mtime_ns: int = 0
     digest: bytes | None = None
     target: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The entry's fields, JSON-ready (the digest as hex)."""
+        result = _jsonable(self)
+        assert isinstance(result, dict)
+        return result
 
 
 @dataclass(frozen=True)

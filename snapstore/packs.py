@@ -11,6 +11,7 @@ blobs into two files and two fsyncs. Byte layout: docs/format.md, "Packs".
 from __future__ import annotations
 
 import contextlib
+import operator
 import os
 import struct
 from dataclasses import dataclass
@@ -93,17 +94,24 @@ def decode_index(pack_id: str, data: bytes) -> PackIndex:
     view = memoryview(data)
     if _checksum(view[:end]) != data[end:]:
         raise corrupt("checksum mismatch")
-    entries: dict[bytes, tuple[int, int]] = {}
-    previous = b""
+    if count == 0:
+        return PackIndex(pack_id, pack_size, {})
+    # Checked column by column (C-level passes): an index may list tens of thousands of blobs.
+    digests, offsets, sizes = zip(
+        *INDEX_ENTRY.iter_unpack(view[INDEX_HEAD.size : end]), strict=True
+    )
+    if not all(map(operator.lt, digests, digests[1:])):
+        raise corrupt("entries are not sorted by digest")
     floor = len(PACK_MAGIC) + RECORD_HEAD.size
-    for digest, offset, size in INDEX_ENTRY.iter_unpack(view[INDEX_HEAD.size : end]):
-        if digest <= previous:
-            raise corrupt("entries are not sorted by digest")
-        if offset < floor or offset + size > pack_size:
-            raise corrupt(f"blob {digest.hex()} lies outside the pack")
-        entries[digest] = (offset, size)
-        previous = digest
-    return PackIndex(pack_id, pack_size, entries)
+    ends = list(map(operator.add, offsets, sizes))
+    if min(offsets) < floor or max(ends) > pack_size:
+        outside = next(
+            d for d, o, e in zip(digests, offsets, ends, strict=True) if o < floor or e > pack_size
+        )
+        raise corrupt(f"blob {outside.hex()} lies outside the pack")
+    return PackIndex(
+        pack_id, pack_size, dict(zip(digests, zip(offsets, sizes, strict=True), strict=True))
+    )
 
 
 MAX_REMEMBERED_INDEXES = 1024
@@ -118,6 +126,11 @@ def read_index(packs_dir: str, pack_id: str) -> PackIndex:
     """Read and decode ``packs/<id>.idx``; OSError if it cannot be read."""
     path = os.path.join(packs_dir, pack_id + INDEX_SUFFIX)
     return _DECODED.read(path, lambda data: decode_index(pack_id, data))
+
+
+def remember_index(packs_dir: str, index: PackIndex) -> None:
+    """Remember the index this process just published, as if read back from its file."""
+    _DECODED.remember(os.path.join(packs_dir, index.pack_id + INDEX_SUFFIX), index)
 
 
 def forget_indexes(packs_dir: str, keep: set[str]) -> None:

@@ -25,6 +25,7 @@ from snapstore.packs import (
     forget_indexes,
     is_pack_id,
     read_index,
+    remember_index,
 )
 
 MAX_OPEN_PACKS = 16
@@ -104,6 +105,7 @@ class PackSet:
 
     def register(self, index: PackIndex) -> None:
         """Count on a pack this process just published (no need to re-list the directory)."""
+        remember_index(self.packs_dir, index)
         with self._lock:
             self._indexes[index.pack_id] = index
             self._where.update(dict.fromkeys(index.entries, index))

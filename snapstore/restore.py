@@ -267,7 +267,7 @@ def make_plan(
         if ready_dirs.get(directory):
             extras.extend(_extra_paths(target, directory, recorded, set(keep_out)))
     plan.actions.extend(extras)
-    plan.actions.sort(key=lambda a: a.entry.path)
+    plan.actions.sort(key=attrgetter("entry.path"))
     return plan
 
 

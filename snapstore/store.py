@@ -172,6 +172,7 @@ class SnapStore:
         skip_unreadable: bool = False,
         shallow: frozenset[str] = frozenset(),
         progress: Progress | None = None,
+        save_stat_cache: bool = True,
     ) -> SnapshotInfo:
         """Scan, ingest and commit, with the gc lock already held shared."""
         scan_start_ns = time.time_ns()
@@ -220,7 +221,8 @@ class SnapStore:
                 info, created_ns=created_ns, expires_ns=expiry_ns(created_ns, ttl), rows=rows
             )
             self.catalog.commit(session, name, data)
-        cache.save(keep_unseen=relative_paths != ["."] or bool(shallow))
+        if save_stat_cache:
+            cache.save(keep_unseen=relative_paths != ["."] or bool(shallow))
         return info
 
     def get(self, session: str, name: str) -> Snapshot:
@@ -301,6 +303,7 @@ class SnapStore:
                     meta={"snapstore.pre_restore_of": name},
                     ttl=None,
                     shallow=shallow,
+                    save_stat_cache=False,  # these files are about to be replaced
                 )
                 backup_name = report.backup = PRE_RESTORE
             try:

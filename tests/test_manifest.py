@@ -136,7 +136,7 @@ def test_arbitrary_bytes_after_a_valid_prelude(tail: bytes) -> None:
 
 def test_decoded_entries_equal_ones_built_normally() -> None:
     decoded = decode(sample(ENTRIES)).entries
-    assert [vars(entry) for entry in decoded] == [vars(entry) for entry in ENTRIES]
+    assert [entry._asdict() for entry in decoded] == [entry._asdict() for entry in ENTRIES]
     assert {hash(entry) for entry in decoded} == {hash(entry) for entry in ENTRIES}
 
 

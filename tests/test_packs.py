@@ -6,10 +6,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import blake3
 import pytest
 from support import read_tree, write_tree
 
-from snapstore import CorruptBlobError, RestoreError, SnapStore
+from snapstore import CorruptBlobError, RestoreError, SnapStore, packs
 from snapstore.batch import PACK_MIN_BLOBS, PACKED_MAX_BYTES
 from snapstore.errors import CorruptPackError
 from snapstore.fsio import LOCAL
@@ -41,6 +42,16 @@ def test_index_round_trip_and_validation() -> None:
     outside = encode_index({b"\x01" * 32: (56, 10_000)}, 100)
     with pytest.raises(CorruptPackError, match="outside"):
         decode_index("a" * 32, outside)
+    assert decode_index("a" * 32, encode_index({}, 8)).entries == {}
+
+
+def test_an_index_out_of_digest_order_is_corrupt() -> None:
+    rows = [(b"\x02" * 32, 100, 1), (b"\x01" * 32, 56, 1)]
+    body = packs.INDEX_HEAD.pack(packs.INDEX_MAGIC, 2, 1_000)
+    body += b"".join(packs.INDEX_ENTRY.pack(*row) for row in rows)
+    data = body + blake3.blake3(body).digest(length=packs.CHECKSUM_BYTES)
+    with pytest.raises(CorruptPackError, match="not sorted"):
+        decode_index("a" * 32, data)
 
 
 def test_pack_writer_publishes_pack_then_index(tmp_path: Path) -> None:
