@@ -149,13 +149,11 @@ def fold(path: str) -> str:
 def find_collisions(paths: Iterable[str]) -> list[tuple[str, str]]:
     """Pairs of distinct paths (or parents) that would name the same file on a case-folding or
     Unicode-normalizing filesystem (Windows, macOS)."""
-    every: set[str] = set()
-    for path in paths:
-        every.add(path)
-        cut = path.rfind("/")
-        while cut > 0 and path[:cut] not in every:
-            every.add(path[:cut])
-            cut = path.rfind("/", 0, cut)
+    every = set(paths)
+    added = every
+    while added:  # parents not listed themselves, a level at a time (none, for whole trees)
+        added = {path.rpartition("/")[0] for path in added} - every - {""}
+        every |= added
     if all(map(str.isascii, every)) and len({path.lower() for path in every}) == len(every):
         return []
     seen: dict[str, str] = {}
