@@ -231,7 +231,8 @@ def make_plan(
         path = entry.path
         current: CurrentKind | None = None
         info = None
-        state = chains.get(path.rpartition("/")[0]) or chain_of(path.rpartition("/")[0])
+        directory = path.rpartition("/")[0]
+        state = chains.get(directory) or chain_of(directory)
         if isinstance(state, tuple):
             parent, kind = state
             raise UnsafePathError(
