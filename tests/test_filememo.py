@@ -71,3 +71,14 @@ def test_the_limit_drops_the_oldest_and_forget_drops_what_is_asked(tmp_path: Pat
     memo.forget(lambda path: path != paths[2])
     memo.read(paths[2], _decoder(calls))
     assert calls[-1] == b"c" and len(calls) == 5
+
+
+def test_remembering_a_file_that_is_gone_forgets_it(tmp_path: Path) -> None:
+    path = tmp_path / "f"
+    path.write_bytes(b"one")
+    memo: FileMemo[str] = FileMemo()
+    memo.read(str(path), _decoder([]))
+    path.unlink()
+    memo.remember(str(path), "never written")
+    path.write_bytes(b"two")
+    assert memo.read(str(path), _decoder([])) == "two"

@@ -98,3 +98,8 @@ def test_headers_from_the_cache_file_equal_decoded_ones(
     headercache._DECODED.clear()
     (listed,) = SnapStore(root).list()
     assert vars(listed) == vars(decoded)
+
+
+def test_an_identity_that_does_not_fit_is_never_matched() -> None:
+    assert headercache._packed((2**64, 1, 2, 3, 4)) == b""
+    assert len(headercache._packed((1, 2, -3, 4, 5))) == headercache.IDENTITY.size

@@ -309,6 +309,19 @@ def test_a_directory_swapped_for_a_symlink_mid_scan_is_never_followed(tmp_path: 
     assert scanner.result.to_read == []
 
 
+def test_a_directory_gone_before_it_is_walked_is_an_unreadable_path(tmp_path: Path) -> None:
+    base = tmp_path / "p"
+    write_tree(base, {"d/inner.txt": "inner"})
+    found_as_dir = os.lstat(base / "d")
+    (base / "d" / "inner.txt").unlink()
+    (base / "d").rmdir()
+    with pytest.raises(UnreadablePathError, match="'d'"):
+        Scanner(str(base))._add_found("d", str(base / "d"), found_as_dir, True)
+    tolerant = Scanner(str(base), skip_unreadable=True)
+    tolerant._add_found("d", str(base / "d"), found_as_dir, True)
+    assert [skipped.path for skipped in tolerant.result.skipped] == ["d"]
+
+
 def test_missing_layout_directories_are_recreated(store: SnapStore, project: Path) -> None:
     (Path(store.root) / "tmp").rmdir()
     SnapStore(store.root).create("s", "n", ["README.md"], base_dir=project)
