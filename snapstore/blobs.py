@@ -18,6 +18,7 @@ import blake3
 from snapstore.durable import create_temp, discard, ensure_dir
 from snapstore.errors import CorruptBlobError, MissingBlobError
 from snapstore.fsio import FileSystem
+from snapstore.readfile import UnfitFileError, open_regular
 
 CHUNK_BYTES = 1 << 20
 PARALLEL_HASH_BYTES = 8 << 20
@@ -45,11 +46,12 @@ class BlobStore(Protocol):
         """Store ``data`` and return its digest."""
         ...
 
-    def chunks(self, digest: bytes) -> Iterator[bytes]:
-        """Yield a blob's bytes; raises CorruptBlobError at the end if they do not hash right."""
+    def chunks(self, digest: bytes, size: int | None = None) -> Iterator[bytes]:
+        """Yield a blob's bytes; raises CorruptBlobError at the end if they do not hash right
+        (or at once if the stored copy is not ``size`` bytes, when given)."""
         ...
 
-    def read(self, digest: bytes) -> bytes:
+    def read(self, digest: bytes, size: int | None = None) -> bytes:
         """A blob's verified bytes."""
         ...
 
@@ -59,10 +61,6 @@ class BlobStore(Protocol):
 
     def size(self, digest: bytes) -> int:
         """A stored blob's size in bytes."""
-        ...
-
-    def delete(self, digest: bytes) -> int:
-        """Remove a blob; returns the bytes freed."""
         ...
 
     def sync(self) -> None:
@@ -88,7 +86,7 @@ class BlobWriter:
 
     def reset(self) -> None:
         """Start over (the source changed under us): empty the temp file and the hash."""
-        os.ftruncate(self._fd, 0)
+        self._store.fs.ftruncate(self._fd, 0)
         os.lseek(self._fd, 0, os.SEEK_SET)
         self._hasher = new_hasher(self.size)
         self.size = 0
@@ -202,15 +200,23 @@ class LooseBlobStore:
 
     def _open(self, digest: bytes) -> int:
         try:
-            return os.open(self.path(digest), os.O_RDONLY | os.O_CLOEXEC)
+            return open_regular(self.path(digest))
         except FileNotFoundError:
             raise MissingBlobError(f"blob {digest.hex()} is missing from the store") from None
+        except UnfitFileError as error:
+            raise CorruptBlobError(f"blob {digest.hex()} is corrupt: {error}") from None
 
-    def chunks(self, digest: bytes) -> Iterator[bytes]:
-        """Yield the blob's bytes; the last step checks them against the digest."""
+    def chunks(self, digest: bytes, size: int | None = None) -> Iterator[bytes]:
+        """Yield the blob's bytes; the last step checks them against the digest. A file
+        that is not ``size`` bytes (when given) is corrupt, found before reading it."""
         fd = self._open(digest)
         try:
-            hasher = new_hasher(os.fstat(fd).st_size)
+            stored = os.fstat(fd).st_size
+            if size is not None and stored != size:
+                raise CorruptBlobError(
+                    f"blob {digest.hex()} is corrupt: {stored} bytes where {size} are recorded"
+                )
+            hasher = new_hasher(stored)
             while chunk := os.read(fd, CHUNK_BYTES):
                 hasher.update(chunk)
                 yield chunk
@@ -219,14 +225,9 @@ class LooseBlobStore:
         if hasher.digest() != digest:
             raise CorruptBlobError(f"blob {digest.hex()} is corrupt: its bytes hash differently")
 
-    def read(self, digest: bytes) -> bytes:
+    def read(self, digest: bytes, size: int | None = None) -> bytes:
         """The blob's bytes, verified against its digest."""
-        return b"".join(self.chunks(digest))
-
-    def verify(self, digest: bytes) -> None:
-        """Re-hash a blob; raises MissingBlobError or CorruptBlobError."""
-        for _ in self.chunks(digest):
-            pass
+        return b"".join(self.chunks(digest, size))
 
     def size(self, digest: bytes) -> int:
         """The blob's size on disk."""

@@ -18,12 +18,30 @@ from snapstore.errors import CorruptManifestError, SnapshotNotFound
 from snapstore.filememo import identity_of
 from snapstore.fsio import FileSystem
 from snapstore.headercache import HeaderCache
-from snapstore.manifest import Header, Manifest, decode, decode_header, header_bytes_needed
+from snapstore.manifest import (
+    MAX_MANIFEST_BYTES,
+    Header,
+    Manifest,
+    decode,
+    decode_header,
+    header_bytes_needed,
+)
 from snapstore.naming import dir_name
+from snapstore.readfile import UnfitFileError, open_regular, read_all, read_regular
 
 MANIFEST_FILE = "manifest"
 MANIFEST_SUFFIX = os.sep + MANIFEST_FILE
 HEADER_READ_BYTES = 4096
+
+
+def _manifest_bytes(path: str) -> bytes:
+    """A manifest file's bytes; CorruptManifestError for a special file or one too large to
+    be a manifest (checked before reading)."""
+    try:
+        data, _ = read_regular(path, max_bytes=MAX_MANIFEST_BYTES)
+    except UnfitFileError as error:
+        raise CorruptManifestError(str(error)) from None
+    return data
 
 
 class CorruptManifestWarning(UserWarning):
@@ -71,8 +89,7 @@ class Catalog:
         """Decode the committed manifest of (session, name); SnapshotNotFound if there is none."""
         path = self.manifest_path(session, name)
         try:
-            with open(path, "rb") as file:
-                data = file.read()
+            data = _manifest_bytes(path)
         except (FileNotFoundError, NotADirectoryError):
             raise SnapshotNotFound(session, name) from None
         try:
@@ -86,25 +103,27 @@ class Catalog:
 
     def read_path(self, path: str) -> Manifest:
         """Decode the manifest file at ``path`` (already located by a scan)."""
-        with open(path, "rb") as file:
-            data = file.read()
         try:
-            return decode(data)
+            return decode(_manifest_bytes(path))
         except CorruptManifestError as error:
             raise CorruptManifestError(f"corrupt manifest {path}: {error}") from None
 
     def read_header(self, path: str) -> Header:
-        """Decode and verify just the header of the manifest at ``path``."""
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        """Decode and verify just the header of the manifest at ``path``, ordered by the
+        earlier of its recorded time and the file's own (see ``Header.order_ns``)."""
         try:
-            size = os.fstat(fd).st_size
+            fd = open_regular(path)
+        except UnfitFileError as error:
+            raise CorruptManifestError(str(error)) from None
+        try:
+            info = os.fstat(fd)
             data = os.read(fd, HEADER_READ_BYTES)
             needed = header_bytes_needed(data)
-            while needed > len(data) and (more := os.read(fd, needed - len(data))):
-                data += more
+            if needed > len(data):
+                data += read_all(fd, needed - len(data))
         finally:
             os.close(fd)
-        return decode_header(data, size)
+        return decode_header(data, info.st_size).with_file_time(info.st_mtime_ns)
 
     def manifest_paths(self, session: str | None = None) -> Iterator[str]:
         """Paths of every manifest file on disk now (of one session, or all)."""
@@ -147,8 +166,10 @@ class Catalog:
     def _cached_header(self, path: str) -> Header:
         """The header at ``path``, decoded again only if the file's identity changed."""
         info = os.stat(path)
-        if not stat.S_ISREG(info.st_mode):
+        if stat.S_ISDIR(info.st_mode):
             raise FileNotFoundError(path)
+        if not stat.S_ISREG(info.st_mode):
+            raise CorruptManifestError(f"{path} is not a regular file")
         identity = identity_of(info)
         relative = path[len(self.sessions_dir) + 1 :]
         header = self.header_cache.get(path, relative, identity)

@@ -67,8 +67,12 @@ class NotAStateSnapshotError(SnapstoreError, TypeError):
     """A file snapshot was accessed as a state value, or the other way round."""
 
 
+class UnreadablePathError(SnapstoreError, OSError):
+    """A path exists but cannot be recorded (permission denied, special file, bad name)."""
+
+
 class RestoreError(SnapstoreError):
-    """A restore failed part-way; ``rolled_back`` says whether the target was put back."""
+    """A restore failed; ``rolled_back`` says whether the target is as it was before."""
 
     def __init__(self, message: str, *, rolled_back: bool) -> None:
         super().__init__(message)
@@ -77,3 +81,8 @@ class RestoreError(SnapstoreError):
 
 class InvalidValueError(SnapstoreError, ValueError):
     """A metadata or state value cannot be stored (not msgpack-encodable, or the wrong type)."""
+
+
+class InterruptedRestoreWarning(UserWarning):
+    """A restore killed part-way was found, and could not be finished or rolled back now; the
+    next restore into that target tries again."""

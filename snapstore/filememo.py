@@ -9,10 +9,13 @@ beyond the file it came from.
 
 from __future__ import annotations
 
+import errno
 import os
 import threading
 from collections.abc import Callable
 from typing import Generic, TypeVar
+
+from snapstore.readfile import UnfitFileError, open_regular, read_all
 
 Identity = tuple[int, int, int, int, int]
 Value = TypeVar("Value")
@@ -37,15 +40,24 @@ class FileMemo(Generic[Value]):
     def _new_lock(self) -> None:
         self._lock = threading.Lock()
 
-    def read(self, path: str, decode: Callable[[bytes], Value]) -> Value:
+    def read(self, path: str, decode: Callable[[bytes], Value], *, max_bytes: int) -> Value:
         """``decode`` of the file's bytes, reusing the remembered value if the open file
-        still has its identity; OSError if it cannot be read."""
-        with open(path, "rb") as file:
-            identity = identity_of(os.fstat(file.fileno()))
+        still has its identity; OSError if it cannot be read, is not a regular file or is
+        over ``max_bytes`` (checked before reading)."""
+        fd = open_regular(path)
+        try:
+            info = os.fstat(fd)
+            identity = identity_of(info)
             known = self._values.get(path)
             if known is not None and known[0] == identity:
                 return known[1]
-            data = file.read()
+            if info.st_size > max_bytes:
+                raise UnfitFileError(
+                    errno.EFBIG, f"{path} is {info.st_size} bytes, over the {max_bytes} allowed"
+                )
+            data = read_all(fd, info.st_size)
+        finally:
+            os.close(fd)
         value = decode(data)
         self._store(path, identity, value)
         return value

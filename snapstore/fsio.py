@@ -17,8 +17,8 @@ OPERATIONS = (
     "write",
     "fsync",
     "fchmod",
+    "ftruncate",
     "replace",
-    "link",
     "unlink",
     "mkdir",
     "rmdir",
@@ -114,15 +114,15 @@ class FileSystem:
         """Set the mode bits of an open file."""
         os.fchmod(fd, mode)
 
+    def ftruncate(self, fd: int, length: int) -> None:
+        """Cut or extend an open file to ``length`` bytes."""
+        os.ftruncate(fd, length)
+
     def replace(
         self, src: str, dst: str, *, src_dir_fd: int | None = None, dst_dir_fd: int | None = None
     ) -> None:
         """Atomically rename ``src`` onto ``dst``."""
         os.replace(src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd)
-
-    def link(self, src: str, dst: str) -> None:
-        """Create a hard link."""
-        os.link(src, dst)
 
     def unlink(self, path: str, *, dir_fd: int | None = None) -> None:
         """Remove a file or symlink."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import struct
+import threading
 from typing import Any
 
 import blake3
@@ -24,14 +25,18 @@ from snapstore.filememo import Identity
 from snapstore.fsio import FileSystem
 from snapstore.manifest import Header, ns_to_time
 from snapstore.models import SkippedPath, SnapshotInfo, frozen_from_fields
+from snapstore.readfile import read_regular
 
-MAGIC = b"SNAPHDC\x02"
+MAGIC = b"SNAPHDC\x03"
 CHECKSUM_BYTES = 16
 IDENTITY = struct.Struct("<QQqqQ")
+MAX_CACHE_BYTES = 256 << 20
 
 _DECODED: dict[str, tuple[Identity, Header]] = {}
 """Headers decoded in this process, by absolute manifest path: shared by every ``SnapStore``
-of the process (the in-process cache docs/concurrency.md allows: keyed by file identity)."""
+of the process (the in-process cache docs/concurrency.md allows: keyed by file identity).
+Changed only under ``_DECODED_LOCK``."""
+_DECODED_LOCK = threading.Lock()
 
 
 def _packed(identity: Identity) -> bytes:
@@ -57,11 +62,27 @@ def _fields(header: Header) -> list[Any]:
         info.base_dir,
         [[s.path, s.error] for s in info.skipped],
         list(info.roots),
+        info.backup_of,
+        list(info.excludes),
     ]
 
 
 def _header(fields: list[Any]) -> Header:
-    (session, name, kind, created_ns, expires_ns, count, total, meta, base, skipped, roots) = fields
+    (
+        session,
+        name,
+        kind,
+        created_ns,
+        expires_ns,
+        count,
+        total,
+        meta,
+        base,
+        skipped,
+        roots,
+        backup_of,
+        excludes,
+    ) = fields
     info = frozen_from_fields(
         SnapshotInfo,
         {
@@ -76,9 +97,11 @@ def _header(fields: list[Any]) -> Header:
             "base_dir": base,
             "skipped": tuple(SkippedPath(p, e) for p, e in skipped) if skipped else (),
             "roots": tuple(roots),
+            "backup_of": backup_of,
+            "excludes": tuple(excludes),
         },
     )
-    return Header(info, created_ns, expires_ns)
+    return Header(info, created_ns, expires_ns, created_ns)
 
 
 class HeaderCache:
@@ -92,13 +115,13 @@ class HeaderCache:
         self._loaded = False
         self._stored: dict[str, Any] = {}
         self._dirty = False
+        self._lock = threading.RLock()
 
     def _load(self) -> None:
         """Read the cache file once; entries put before that take precedence."""
         self._loaded = True
         try:
-            with open(self.path, "rb") as file:
-                data = file.read()
+            data, _ = read_regular(self.path, max_bytes=MAX_CACHE_BYTES)
         except OSError:
             return
         head = len(MAGIC) + CHECKSUM_BYTES
@@ -119,24 +142,29 @@ class HeaderCache:
         known = _DECODED.get(path)
         if known is not None and known[0] == identity:
             return known[1]
-        if not self._loaded:
-            self._load()
-        stored = self._stored.get(relative)
+        with self._lock:
+            if not self._loaded:
+                self._load()
+            stored = self._stored.get(relative)
         if type(stored) is not bytes or stored[: IDENTITY.size] != _packed(identity):
             return None
         try:
-            header = _header(msgpack.unpackb(stored[IDENTITY.size :], raw=False))
+            fields = msgpack.unpackb(stored[IDENTITY.size :], raw=False)
+            header = _header(fields).with_file_time(identity[2])
         except Exception:  # an entry that does not decode is only a cache miss
             return None
-        _DECODED[path] = (identity, header)
+        with _DECODED_LOCK:
+            _DECODED[path] = (identity, header)
         return header
 
     def put(self, path: str, relative: str, identity: Identity, header: Header) -> None:
         """Remember the header just decoded from the manifest at ``path``."""
-        _DECODED[path] = (identity, header)
         fields = msgpack.packb(_fields(header), use_bin_type=True)
-        self._stored[relative] = _packed(identity) + fields
-        self._dirty = True
+        with _DECODED_LOCK:
+            _DECODED[path] = (identity, header)
+        with self._lock:
+            self._stored[relative] = _packed(identity) + fields
+            self._dirty = True
 
     def finish(self, sessions_dir: str, seen: set[str] | None) -> None:
         """After a listing: with ``seen`` (a full listing of ``sessions_dir``), forget the
@@ -144,19 +172,21 @@ class HeaderCache:
         anything new. Errors are ignored: it is only a cache."""
         if seen is not None:
             prefix = os.path.join(sessions_dir, "")
-            for path in [p for p in _DECODED if p.startswith(prefix)]:
-                if path[len(prefix) :] not in seen:
-                    _DECODED.pop(path, None)
-        if not self._dirty:
-            return
-        self._dirty = False
-        if not self._loaded:
-            self._load()
-        if seen is not None:
-            for relative in [r for r in self._stored if r not in seen]:
-                del self._stored[relative]
-        with contextlib.suppress(Exception):
+            with _DECODED_LOCK:
+                for path in [p for p in _DECODED if p.startswith(prefix)]:
+                    if path[len(prefix) :] not in seen:
+                        del _DECODED[path]
+        with self._lock:
+            if not self._dirty:
+                return
+            self._dirty = False
+            if not self._loaded:
+                self._load()
+            if seen is not None:
+                for relative in [r for r in self._stored if r not in seen]:
+                    del self._stored[relative]
             body = msgpack.packb(self._stored, use_bin_type=True)
+        with contextlib.suppress(Exception):
             checksum = blake3.blake3(body).digest(length=CHECKSUM_BYTES)
             root = os.path.dirname(self.cache_dir)
             ensure_dir(self.fs, self.cache_dir, stop_at=root, durable=False)

@@ -5,30 +5,52 @@ from __future__ import annotations
 import contextlib
 import os
 
-from snapstore.durable import write_atomic
+from snapstore.durable import ensure_dir, write_atomic
 from snapstore.errors import FormatError
 from snapstore.fsio import FileSystem
+from snapstore.readfile import open_regular
 
 FORMAT_MAJOR = 1
 FORMAT_TEXT = f"snapstore format {FORMAT_MAJOR}\n"
 LAYOUT_DIRS = ("locks", "blobs", "packs", "sessions", "tmp")
+MARKER_FILE = "FORMAT"
+MARKER_PREFIX = b"snapstore format "
+MARKER_MAX_BYTES = 256
+
+
+def read_marker(root: str, *, dir_fd: int | None = None) -> bytes | None:
+    """The first bytes of ``root``'s FORMAT file (``root`` relative to ``dir_fd`` if given),
+    or None if there is no such regular file."""
+    try:
+        fd = open_regular(os.path.join(root, MARKER_FILE), dir_fd=dir_fd, follow=False)
+    except OSError:
+        return None
+    try:
+        return os.read(fd, MARKER_MAX_BYTES)
+    finally:
+        os.close(fd)
+
+
+def is_store_root(directory: str = "", *, dir_fd: int | None = None) -> bool:
+    """True if the directory holds a snapstore FORMAT marker: a storage root, which no
+    snapshot records and no restore writes into or removes (whichever store it belongs to)."""
+    marker = read_marker(directory, dir_fd=dir_fd)
+    return marker is not None and marker.startswith(MARKER_PREFIX)
 
 
 def open_layout(root: str, fs: FileSystem, *, durable: bool) -> None:
     """Create the layout of a new root, or check an existing root's format marker; refuse a
     directory that holds other things and no marker (it is not a store)."""
-    marker = os.path.join(root, "FORMAT")
-    try:
-        with open(marker, encoding="utf-8") as file:
-            text = file.read()
-    except FileNotFoundError:
-        text = None
-    if text is not None:
-        check_format(root, text)
+    marker = os.path.join(root, MARKER_FILE)
+    if os.path.lexists(marker):
+        found = read_marker(root)
+        if found is None:
+            raise FormatError(f"{marker} is not a readable regular file")
+        check_format(root, found.decode("utf-8", "replace"))
         make_layout_dirs(root, fs)
         return
-    os.makedirs(root, exist_ok=True)
-    strangers = set(os.listdir(root)) - set(LAYOUT_DIRS) - {"FORMAT"}
+    ensure_dir(fs, root, stop_at=os.sep, durable=durable)
+    strangers = set(os.listdir(root)) - set(LAYOUT_DIRS) - {MARKER_FILE}
     if strangers:
         raise FormatError(
             f"{root} is not a snapstore root (no FORMAT marker, and it holds "

@@ -1,29 +1,46 @@
 """Cross-process kernel locks on files under ``<root>/locks``, with timeouts.
 
 Each acquisition opens its own descriptor, so flock-style locks also exclude threads of one
-process from each other. Lock files are never unlinked. A forked child drops inherited
-handles without unlocking, so it never releases a lock its parent holds.
+process from each other. Lock files are never unlinked by snapstore; if someone else unlinks
+one, a process that locked the old file while the path already named a new one notices and
+locks again. The store's two main locks are also taken on a directory that cannot vanish
+while the store exists (a ``guard``), so a lock file removed while held does not let a second
+holder in. A forked child drops inherited handles without unlocking, so it never releases a
+lock its parent holds.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import logging
 import os
 import time
 from collections.abc import Iterator
 from typing import IO
 
 from snapstore.errors import LockTimeout
+from snapstore.fsio import LOCAL, FileSystem
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: no directory guards
+    fcntl = None  # type: ignore[assignment]
+
+log = logging.getLogger(__name__)
 
 _POLL_START = 0.001
 _POLL_MAX = 0.05
+_GUARD_UNSUPPORTED = {errno.EBADF, errno.EINVAL, errno.ENOLCK, errno.EOPNOTSUPP}
 
 
 class _Handle:
-    """One open lock file; knows whether it was inherited across fork."""
+    """One held lock: the open lock file and, if any, the guard directory's descriptor.
+    Knows whether it was inherited across fork."""
 
-    def __init__(self, file: IO[bytes]) -> None:
+    def __init__(self, file: IO[bytes], guard_fd: int | None) -> None:
         self.file = file
+        self.guard_fd = guard_fd
         self.pid = os.getpid()
 
     def release(self) -> None:
@@ -35,43 +52,117 @@ class _Handle:
                 portalocker.unlock(self.file)
         finally:
             self.file.close()
+            if self.guard_fd is not None:
+                os.close(self.guard_fd)  # closing releases the guard's flock (never in a child)
+
+
+def _same_file(fd: int, path: str) -> bool:
+    """True while ``path`` still names the file open as ``fd``."""
+    try:
+        named = os.stat(path)
+    except FileNotFoundError:
+        return False
+    held = os.fstat(fd)
+    return (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)
+
+
+def _try_guard(guard_fd: int, exclusive: bool) -> bool:
+    """flock the guard directory without blocking; True if taken (or guards unsupported)."""
+    assert fcntl is not None
+    mode = (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB
+    try:
+        fcntl.flock(guard_fd, mode)
+    except BlockingIOError:
+        return False
+    except OSError as error:
+        if error.errno in _GUARD_UNSUPPORTED:
+            return True
+        raise
+    return True
 
 
 class FileLock:
-    """A named kernel lock at ``path``: exclusive or shared, with a timeout."""
+    """A named kernel lock at ``path``: exclusive or shared, with a timeout.
 
-    def __init__(self, path: str, name: str, timeout: float) -> None:
+    ``guard``: a directory locked in the same mode together with the file (see the module
+    docstring). ``fs``: the I/O seam, through which a missing lock file is created.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        name: str,
+        timeout: float,
+        *,
+        guard: str | None = None,
+        fs: FileSystem = LOCAL,
+    ) -> None:
         self.path = path
         self.name = name
         self.timeout = timeout
+        self.guard = guard
+        self.fs = fs
 
     def _open(self) -> IO[bytes]:
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CLOEXEC)
+        except FileNotFoundError:
+            fd = self.fs.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         return os.fdopen(fd, "r+b")
 
-    def _acquire(self, exclusive: bool, timeout: float | None) -> _Handle:
+    def _open_guard(self) -> int | None:
+        if self.guard is None or fcntl is None:
+            return None
+        return os.open(self.guard, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+
+    def _try_once(self, exclusive: bool) -> _Handle | None:
+        """Take the lock if it is free now; None if another holder has it."""
         import portalocker  # deferred: its import costs ~40 ms, paid only by lock users
 
         mode = portalocker.LockFlags.EXCLUSIVE if exclusive else portalocker.LockFlags.SHARED
-        limit = self.timeout if timeout is None else timeout
-        deadline = time.monotonic() + limit
-        delay = _POLL_START
-        file = self._open()
+        guard_fd = self._open_guard()
+        file = None
         try:
+            if guard_fd is not None and not _try_guard(guard_fd, exclusive):
+                os.close(guard_fd)
+                return None
             while True:
+                file = self._open()
                 try:
                     portalocker.lock(file, mode | portalocker.LockFlags.NON_BLOCKING)
-                    break
                 except portalocker.exceptions.LockException:
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
-                        raise LockTimeout(self.name, limit) from None
-                    time.sleep(min(delay, remaining))
-                    delay = min(delay * 2, _POLL_MAX)
+                    file.close()
+                    if guard_fd is not None:
+                        os.close(guard_fd)
+                    return None
+                if _same_file(file.fileno(), self.path):
+                    return _Handle(file, guard_fd)
+                log.debug("lock file %s was replaced while being locked; locking again", self.path)
+                file.close()
         except BaseException:
-            file.close()
+            if file is not None:
+                file.close()
+            if guard_fd is not None:
+                os.close(guard_fd)
             raise
-        return _Handle(file)
+
+    def _acquire(self, exclusive: bool, timeout: float | None) -> _Handle:
+        limit = self.timeout if timeout is None else timeout
+        started = time.monotonic()
+        deadline = started + limit
+        delay = _POLL_START
+        while True:
+            handle = self._try_once(exclusive)
+            if handle is not None:
+                waited = time.monotonic() - started
+                if waited > 0.1:
+                    log.debug("took lock %r after waiting %.2f s", self.name, waited)
+                return handle
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise LockTimeout(self.name, limit)
+            time.sleep(min(delay, remaining))
+            delay = min(delay * 2, _POLL_MAX)
 
     @contextlib.contextmanager
     def exclusive(self, timeout: float | None = None) -> Iterator[None]:
@@ -90,6 +181,53 @@ class FileLock:
             yield
         finally:
             handle.release()
+
+    @contextlib.contextmanager
+    def exclusive_if_free(self) -> Iterator[bool]:
+        """Hold the lock alone if nobody holds it now (yields True), else yield False at once."""
+        handle = self._try_once(True)
+        try:
+            yield handle is not None
+        finally:
+            if handle is not None:
+                handle.release()
+
+
+@contextlib.contextmanager
+def shared_behind(lock: FileLock, intent: FileLock) -> Iterator[None]:
+    """Hold ``lock`` shared, but first wait while someone holds ``intent`` exclusively: a
+    process that announced it wants ``lock`` exclusively (gc) then gets it once the current
+    holders finish, instead of waiting for a moment when overlapping holders leave it free.
+    If the intent is held longer than the timeout, the lock is taken anyway."""
+    try:
+        with intent.shared():
+            handle = lock._acquire(False, None)
+    except LockTimeout as error:
+        if error.lock_name != intent.name:
+            raise
+        log.debug(
+            "lock %r still announced after %g s; taking %r anyway",
+            intent.name,
+            intent.timeout,
+            lock.name,
+        )
+        handle = lock._acquire(False, None)
+    try:
+        yield
+    finally:
+        handle.release()
+
+
+@contextlib.contextmanager
+def exclusive_with_intent(lock: FileLock, intent: FileLock) -> Iterator[None]:
+    """Hold ``lock`` exclusively, announcing it through ``intent`` while waiting for it (see
+    :func:`shared_behind`)."""
+    with intent.exclusive():
+        handle = lock._acquire(True, None)
+    try:
+        yield
+    finally:
+        handle.release()
 
 
 NETWORK_FILESYSTEMS = frozenset(

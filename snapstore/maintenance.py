@@ -60,10 +60,12 @@ def clean_temp(fs: FileSystem, tmp_dir: str, dry_run: bool) -> int:
 def check_blob(blobs: BlobStorage, digest: bytes, size: int, *, deep: bool) -> str | None:
     """A problem with one referenced blob (missing, wrong size, or with ``deep`` corrupt)."""
     try:
-        if blobs.size(digest) != size:
-            return f"blob {digest.hex()} has the wrong size (expected {size} bytes)"
+        if not blobs.has(digest, size):
+            if blobs.has(digest):
+                return f"blob {digest.hex()} has the wrong size (expected {size} bytes)"
+            return f"blob {digest.hex()} is missing from the store"
         if deep:
-            blobs.verify(digest)
+            blobs.verify(digest, size)
     except (MissingBlobError, CorruptBlobError) as error:
         return str(error)
     return None

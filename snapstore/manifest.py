@@ -33,6 +33,8 @@ FORMAT_VERSION = 1
 PRELUDE = struct.Struct("<8sIQ16s16s")
 CHECKSUM_BYTES = 16
 MAX_HEADER_BYTES = 16 * 1024 * 1024
+MAX_BODY_BYTES = 1 << 30
+MAX_MANIFEST_BYTES = PRELUDE.size + MAX_HEADER_BYTES + MAX_BODY_BYTES
 MAX_ENTRIES = 5_000_000
 DIGEST_BYTES = 32
 SNAPSHOT_KINDS: tuple[SnapshotKind, ...] = ("files", "state")
@@ -122,6 +124,10 @@ def encode(
         "skipped": [[s.path, s.error] for s in info.skipped],
         "roots": list(info.roots),
     }
+    if info.backup_of is not None:
+        header["backup_of"] = info.backup_of
+    if info.excludes:
+        header["excludes"] = list(info.excludes)
     if info.kind == "state":
         body_value: dict[str, Any] = {"value": value}
     else:
@@ -219,6 +225,15 @@ def _decode_info(header: Any) -> tuple[SnapshotInfo, int, int | None]:
     _require(isinstance(roots, list), "roots is not a list")
     for root in roots:
         _require(root == "." or _is_safe_path(root), f"bad root path {root!r}")
+    if kind == "files":
+        _require(header["base_dir"].startswith("/"), "base_dir is not an absolute path")
+    backup_of = header.get("backup_of")
+    _require(backup_of is None or isinstance(backup_of, str), "backup_of is not a string")
+    excludes = header.get("excludes", [])
+    _require(
+        isinstance(excludes, list) and all(isinstance(p, str) for p in excludes),
+        "excludes is not a list of strings",
+    )
     info = SnapshotInfo(
         session=header["session"],
         name=header["name"],
@@ -231,17 +246,41 @@ def _decode_info(header: Any) -> tuple[SnapshotInfo, int, int | None]:
         base_dir=header["base_dir"],
         skipped=tuple(skipped),
         roots=tuple(roots),
+        backup_of=backup_of,
+        excludes=tuple(excludes),
     )
     return info, created_ns, expires_ns
 
 
 class Header(NamedTuple):
     """A manifest's header as ``list()`` reads it: info plus raw timestamps (a named tuple:
-    a listing makes one per snapshot)."""
+    a listing makes one per snapshot).
+
+    ``order_ns`` is what ordering and ages go by: the recorded creation time, or the manifest
+    file's own modification time if that is earlier. A writer whose clock ran ahead (or a
+    forged header) cannot make a snapshot look newer than it was written.
+    """
 
     info: SnapshotInfo
     created_ns: int
     expires_ns: int | None
+    order_ns: int = 0
+
+    def with_file_time(self, mtime_ns: int) -> Header:
+        """This header, ordered by the earlier of its recorded time and ``mtime_ns``."""
+        return self._replace(order_ns=min(self.created_ns, mtime_ns))
+
+    @property
+    def effective_expires_ns(self) -> int | None:
+        """The expiry, moved back as far as the creation time was (see ``order_ns``)."""
+        if self.expires_ns is None:
+            return None
+        return self.expires_ns - (self.created_ns - self.order_ns)
+
+    @property
+    def ahead_ns(self) -> int:
+        """How far the recorded creation time lies ahead of the manifest file's own time."""
+        return self.created_ns - self.order_ns
 
 
 def decode_header(data: bytes, file_size: int) -> Header:
@@ -255,7 +294,7 @@ def decode_header(data: bytes, file_size: int) -> Header:
         "manifest header fails its checksum",
     )
     info, created_ns, expires_ns = _decode_info(_unpack(header_bytes, "manifest header"))
-    return Header(info, created_ns, expires_ns)
+    return Header(info, created_ns, expires_ns, created_ns)
 
 
 def header_bytes_needed(prelude_bytes: bytes) -> int:

@@ -94,6 +94,16 @@ class SnapshotInfo(_ToDict):
     roots: tuple[str, ...] = ()
     """The requested paths whose directories were recorded completely ("." is the base dir):
     a restore removes what the target holds in them beyond the snapshot."""
+    backup_of: str | None = None
+    """Set on undo backups only: the name of the snapshot whose restore this backup was taken
+    before (undo backups are listed by ``SnapStore.backups``, never by ``list``)."""
+    excludes: tuple[str, ...] = ()
+    """The exclude patterns the snapshot was taken with (gitignore syntax)."""
+
+    @property
+    def is_backup(self) -> bool:
+        """True for an undo backup (kept by a restore), False for a checkpoint."""
+        return self.backup_of is not None
 
 
 @dataclass(frozen=True)

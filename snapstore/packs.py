@@ -22,6 +22,7 @@ from snapstore.durable import create_temp, discard, write_atomic
 from snapstore.errors import CorruptPackError
 from snapstore.filememo import FileMemo
 from snapstore.fsio import FileSystem, start_writeback
+from snapstore.readfile import UnfitFileError
 
 PACK_MAGIC = b"SNAPPAK\x01"
 INDEX_MAGIC = b"SNAPIDX\x01"
@@ -123,9 +124,41 @@ limit bounds what roots no longer used can leave behind."""
 
 
 def read_index(packs_dir: str, pack_id: str) -> PackIndex:
-    """Read and decode ``packs/<id>.idx``; OSError if it cannot be read."""
+    """Read and decode ``packs/<id>.idx`` and check it against its pack file's size;
+    OSError if the index cannot be read, CorruptPackError if it or its pack is damaged.
+
+    Nothing is allocated for an index larger than its pack could need (each blob takes at
+    least a record header in the pack), so a hostile or sparse index costs no memory."""
     path = os.path.join(packs_dir, pack_id + INDEX_SUFFIX)
-    return _DECODED.read(path, lambda data: decode_index(pack_id, data))
+    try:
+        pack_size = os.stat(os.path.join(packs_dir, pack_id + PACK_SUFFIX)).st_size
+    except FileNotFoundError:
+        raise CorruptPackError(
+            f"pack {pack_id}{PACK_SUFFIX} is missing (its index is there)"
+        ) from None
+    most = min(MAX_INDEX_ENTRIES, pack_size // RECORD_HEAD.size)
+    limit = INDEX_HEAD.size + most * INDEX_ENTRY.size + CHECKSUM_BYTES
+    try:
+        index = _DECODED.read(path, lambda data: decode_index(pack_id, data), max_bytes=limit)
+    except UnfitFileError as error:
+        raise CorruptPackError(
+            f"pack index {pack_id}{INDEX_SUFFIX} is corrupt: {error.strerror or error}"
+        ) from None
+    if index.pack_size != pack_size:
+        raise PackSizeError(index, pack_size)
+    return index
+
+
+class PackSizeError(CorruptPackError):
+    """A pack file is not the size its (intact) index records: truncated or overwritten.
+    ``index`` still says which blobs the pack was meant to hold."""
+
+    def __init__(self, index: PackIndex, actual_size: int) -> None:
+        super().__init__(
+            f"pack {index.pack_id}{PACK_SUFFIX} is {actual_size} bytes; its index says "
+            f"{index.pack_size}"
+        )
+        self.index = index
 
 
 def remember_index(packs_dir: str, index: PackIndex) -> None:

@@ -14,14 +14,13 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-import blake3
-
-from snapstore.errors import CorruptBlobError, CorruptPackError, MissingBlobError
+from snapstore.errors import CorruptPackError, MissingBlobError
 from snapstore.fsio import FileSystem
 from snapstore.packs import (
     INDEX_SUFFIX,
     PACK_SUFFIX,
     PackIndex,
+    PackSizeError,
     forget_indexes,
     is_pack_id,
     read_index,
@@ -51,6 +50,7 @@ class PackSet:
         self._indexes: dict[str, PackIndex] = {}
         self._where: dict[bytes, PackIndex] = {}
         self._broken: dict[str, str] = {}
+        self._damaged: dict[bytes, str] = {}
         self._fds: OrderedDict[str, int] = OrderedDict()
         self._loaded = False
 
@@ -72,14 +72,18 @@ class PackSet:
         return indexed, packed
 
     def refresh(self) -> None:
-        """Re-list ``packs/``: load indexes that appeared, forget packs that went away."""
-        indexed, packed = self._listed()
-        forget_indexes(self.packs_dir, indexed)
+        """Re-list ``packs/``: load indexes that appeared, forget packs that went away.
+
+        Listed under the lock: a pack another thread publishes and registers meanwhile is
+        then either in the listing or registered after it, never dropped by it."""
         with self._lock:
+            indexed, packed = self._listed()
+            forget_indexes(self.packs_dir, indexed)
             for gone in set(self._indexes) - indexed:
                 del self._indexes[gone]
                 self._close_fd(gone)
             self._broken = {}
+            self._damaged = {}
             for pack_id in sorted(indexed):
                 if pack_id in self._indexes:
                     continue
@@ -87,6 +91,9 @@ class PackSet:
                     self._indexes[pack_id] = read_index(self.packs_dir, pack_id)
                 except FileNotFoundError:
                     continue
+                except PackSizeError as error:
+                    self._broken[pack_id] = str(error)
+                    self._damaged.update(dict.fromkeys(error.index.entries, str(error)))
                 except (CorruptPackError, OSError) as error:
                     self._broken[pack_id] = str(error)
             for pack_id in indexed & (set(self._indexes) - packed):
@@ -122,6 +129,12 @@ class PackSet:
             return None
         offset, size = index.entries[digest]
         return Location(index.pack_id, offset, size)
+
+    def damage(self, digest: bytes) -> str | None:
+        """Why the blob cannot be read from the pack that was meant to hold it, if its pack
+        is damaged (its index intact, the pack file not the size it records)."""
+        self._ensure_loaded()
+        return self._damaged.get(digest)
 
     def by_digest(self) -> dict[bytes, PackIndex]:
         """The index holding each packed digest (a snapshot of the current view; read only)."""
@@ -193,19 +206,6 @@ class PackSet:
             raise CorruptPackError(f"pack {location.pack_id}{PACK_SUFFIX} is truncated")
         return data
 
-    def read(self, digest: bytes) -> bytes:
-        """A packed blob's bytes, verified against its digest."""
-        location = self.locate(digest)
-        if location is None:
-            raise MissingBlobError(f"blob {digest.hex()} is missing from the store")
-        data = self.read_unverified(location)
-        if blake3.blake3(data).digest() != digest:
-            raise CorruptBlobError(
-                f"blob {digest.hex()} is corrupt: its bytes in pack {location.pack_id} hash "
-                "differently"
-            )
-        return data
-
     def check_sizes(self) -> list[str]:
         """Packs whose file is not the size their index records (truncated or overwritten)."""
         problems = []
@@ -239,7 +239,7 @@ class PackSet:
             self.fs.unlink(os.path.join(self.packs_dir, pack_id + PACK_SUFFIX))
 
     def close(self) -> None:
-        """Close every cached pack descriptor."""
+        """Close every cached pack descriptor (a later read opens what it needs again)."""
         with self._lock:
             for pack_id in list(self._fds):
                 self._close_fd(pack_id)

@@ -51,7 +51,7 @@ class StagedFiles:
         fd = self.fs.open(temp, _CREATE_FLAGS, 0o600, dir_fd=parent_fd)
         staged = _Staged(parent_fd, temp, name, fd)
         self._staged.append(staged)
-        for chunk in self.blobs.chunks(entry.digest):
+        for chunk in self.blobs.chunks(entry.digest, entry.size):
             self.fs.write(fd, chunk)
         self.fs.fchmod(fd, mode)
         if self.durable:

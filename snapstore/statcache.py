@@ -31,6 +31,7 @@ RACY_NS = 2_000_000_000
 ENTRY_FIELDS = 6
 DIGEST_BYTES = 32
 MAX_REMEMBERED = 8
+MAX_CACHE_BYTES = 512 << 20
 
 _DECODED: FileMemo[dict[str, Any]] = FileMemo(limit=MAX_REMEMBERED)
 """Cache files decoded in this process (a bridge snapshotting again finds its entries
@@ -64,7 +65,9 @@ class StatCache:
 
     def _load(self) -> dict[str, Any]:
         try:
-            return _DECODED.read(self.path, lambda data: decode(data, self.base_dir))
+            return _DECODED.read(
+                self.path, lambda data: decode(data, self.base_dir), max_bytes=MAX_CACHE_BYTES
+            )
         except OSError:
             return {}
 

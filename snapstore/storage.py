@@ -7,11 +7,13 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Iterator
 
-from snapstore.blobs import BlobWriter, LooseBlobStore, new_hasher
-from snapstore.errors import CorruptBlobError, MissingBlobError
+from snapstore.blobs import CHUNK_BYTES, BlobWriter, LooseBlobStore, new_hasher
+from snapstore.errors import CorruptBlobError, CorruptPackError, MissingBlobError
 from snapstore.fsio import FileSystem
 from snapstore.manifest import EntryRow
-from snapstore.packset import PackSet
+from snapstore.packset import Location, PackSet
+
+WHOLE_READ_BYTES = 64 << 20
 
 
 class BlobStorage:
@@ -64,12 +66,34 @@ class BlobStorage:
         """Store ``data`` as a loose blob and return its digest."""
         return self.loose.put_bytes(data)
 
-    def chunks(self, digest: bytes) -> Iterator[bytes]:
-        """Yield the blob's bytes; a mismatch with the digest raises CorruptBlobError."""
+    def chunks(self, digest: bytes, size: int | None = None) -> Iterator[bytes]:
+        """Yield the blob's bytes; a mismatch with the digest raises CorruptBlobError.
+
+        ``size``, the size a manifest records, rules out a packed copy of another size (a
+        damaged or hostile index), and a packed copy that cannot be read falls back to a
+        loose copy, if there is one."""
         location = self.packs.locate(digest)
+        if location is not None and size not in (None, location.size):
+            location = None
         if location is None:
-            yield from self.loose.chunks(digest)
-            return
+            damage = self.packs.damage(digest)
+            if damage is not None and not self.loose.has(digest, size):
+                raise CorruptPackError(f"blob {digest.hex()} is in a damaged pack: {damage}")
+            yield from self.loose.chunks(digest, size)
+        elif location.size > WHOLE_READ_BYTES:
+            yield from self._streamed(digest, location)
+        else:
+            try:
+                data = self._packed(digest, location)
+            except (CorruptBlobError, MissingBlobError):
+                if not self.loose.has(digest, location.size):
+                    raise
+                yield from self.loose.chunks(digest)
+                return
+            yield data
+
+    def _packed(self, digest: bytes, location: Location) -> bytes:
+        """A packed blob's bytes, verified."""
         data = self.packs.read_unverified(location)
         hasher = new_hasher(len(data))
         hasher.update(data)
@@ -78,15 +102,31 @@ class BlobStorage:
                 f"blob {digest.hex()} is corrupt: its bytes in pack {location.pack_id} hash "
                 "differently"
             )
-        yield data
+        return data
 
-    def read(self, digest: bytes) -> bytes:
-        """The blob's bytes, verified against its digest."""
-        return b"".join(self.chunks(digest))
+    def _streamed(self, digest: bytes, location: Location) -> Iterator[bytes]:
+        """A large packed blob in chunks (never whole in memory), verified at the end."""
+        hasher = new_hasher(location.size)
+        for start in range(0, location.size, CHUNK_BYTES):
+            length = min(CHUNK_BYTES, location.size - start)
+            chunk = self.packs.read_unverified(
+                Location(location.pack_id, location.offset + start, length)
+            )
+            hasher.update(chunk)
+            yield chunk
+        if hasher.digest() != digest:
+            raise CorruptBlobError(
+                f"blob {digest.hex()} is corrupt: its bytes in pack {location.pack_id} hash "
+                "differently"
+            )
 
-    def verify(self, digest: bytes) -> None:
+    def read(self, digest: bytes, size: int | None = None) -> bytes:
+        """The blob's bytes, verified against its digest (see ``chunks`` for ``size``)."""
+        return b"".join(self.chunks(digest, size))
+
+    def verify(self, digest: bytes, size: int | None = None) -> None:
         """Re-hash a blob; raises MissingBlobError or CorruptBlobError."""
-        for _ in self.chunks(digest):
+        for _ in self.chunks(digest, size):
             pass
 
     def size(self, digest: bytes) -> int:
@@ -103,15 +143,6 @@ class BlobStorage:
         for digest in self.loose.iter_digests():
             if digest not in packed:
                 yield digest
-
-    def delete(self, digest: bytes) -> int:
-        """Remove a loose blob; packed copies go when gc rewrites their pack."""
-        try:
-            return self.loose.delete(digest)
-        except FileNotFoundError:
-            if self.packs.locate(digest) is None:
-                raise MissingBlobError(f"blob {digest.hex()} is missing from the store") from None
-            return 0
 
     def sync(self) -> None:
         """Flush the directories loose blobs were published into since the last sync."""

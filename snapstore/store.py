@@ -29,7 +29,13 @@ from snapstore.fsio import LOCAL, FileSystem
 from snapstore.gcpause import gc_paused
 from snapstore.ingest import ingest_scan
 from snapstore.layout import open_layout
-from snapstore.lock import FileLock, filesystem_type, is_untrusted_lock_filesystem
+from snapstore.lock import (
+    FileLock,
+    exclusive_with_intent,
+    filesystem_type,
+    is_untrusted_lock_filesystem,
+    shared_behind,
+)
 from snapstore.manifest import Manifest, encode, expiry_ns, ns_to_time, time_to_ns
 from snapstore.models import (
     DiffReport,
@@ -94,8 +100,17 @@ class SnapStore:
             os.path.join(self.root, "sessions"), self._tmp_dir, self.fs, durable=durable
         )
         locks = os.path.join(self.root, "locks")
-        self._namespace_lock = FileLock(os.path.join(locks, "namespace"), "namespace", lock_timeout)
-        self._gc_lock = FileLock(os.path.join(locks, "gc"), "gc", lock_timeout)
+        self._namespace_lock = FileLock(
+            os.path.join(locks, "namespace"),
+            "namespace",
+            lock_timeout,
+            guard=os.path.join(self.root, "sessions"),
+            fs=self.fs,
+        )
+        self._gc_lock = FileLock(
+            os.path.join(locks, "gc"), "gc", lock_timeout, guard=self.root, fs=self.fs
+        )
+        self._gc_intent = FileLock(os.path.join(locks, "gc-intent"), "gc-intent", lock_timeout)
         fs_type = filesystem_type(self.root)
         if is_untrusted_lock_filesystem(fs_type):
             warnings.warn(
@@ -156,7 +171,7 @@ class SnapStore:
     @contextlib.contextmanager
     def _blobs_in_use(self) -> Iterator[None]:
         """Hold the gc lock shared, so no blob disappears, and see the packs on disk now."""
-        with self._gc_lock.shared():
+        with shared_behind(self._gc_lock, self._gc_intent):
             self.blobs.refresh()
             yield
 
@@ -252,7 +267,7 @@ class SnapStore:
                 raise restoring.PathNotInSnapshotError(
                     f"{entry.path!r} is a {entry.kind} in snapshot {name!r}, not a file"
                 )
-            return self.blobs.read(entry.digest)
+            return self.blobs.read(entry.digest, entry.size)
 
     def _files_manifest(self, session: str, name: str) -> Manifest:
         manifest = self.catalog.read(session, name)
@@ -479,7 +494,7 @@ class SnapStore:
         """
         report = GcReport()
         try:
-            with self._gc_lock.exclusive():
+            with exclusive_with_intent(self._gc_lock, self._gc_intent):
                 referenced, corrupt = maintenance.referenced_digests(self.catalog)
                 report.temp_files_removed = maintenance.clean_temp(self.fs, self._tmp_dir, dry_run)
                 if corrupt:
@@ -566,7 +581,7 @@ class SnapStore:
         encode_name(name, "snapshot name")
         seconds = ttl_seconds(ttl)
         expiry_ns(0, seconds)
-        with self._gc_lock.shared(), self._namespace_lock.exclusive():
+        with shared_behind(self._gc_lock, self._gc_intent), self._namespace_lock.exclusive():
             created_ns = time.time_ns()
             info = SnapshotInfo(
                 session=session,

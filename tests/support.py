@@ -66,6 +66,7 @@ for _name in (
     "write",
     "fsync",
     "fchmod",
+    "ftruncate",
     "replace",
     "unlink",
     "mkdir",

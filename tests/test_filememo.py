@@ -25,8 +25,8 @@ def test_an_unchanged_file_is_decoded_once(tmp_path: Path) -> None:
     path.write_bytes(b"one")
     calls: list[bytes] = []
     memo: FileMemo[str] = FileMemo()
-    assert memo.read(str(path), _decoder(calls)) == "one"
-    assert memo.read(str(path), _decoder(calls)) == "one"
+    assert memo.read(str(path), _decoder(calls), max_bytes=1 << 20) == "one"
+    assert memo.read(str(path), _decoder(calls), max_bytes=1 << 20) == "one"
     assert calls == [b"one"]
 
 
@@ -35,27 +35,27 @@ def test_a_replaced_or_rewritten_file_is_read_again(tmp_path: Path) -> None:
     path.write_bytes(b"one")
     calls: list[bytes] = []
     memo: FileMemo[str] = FileMemo()
-    memo.read(str(path), _decoder(calls))
+    memo.read(str(path), _decoder(calls), max_bytes=1 << 20)
     (tmp_path / "g").write_bytes(b"two")
     os.replace(tmp_path / "g", path)
-    assert memo.read(str(path), _decoder(calls)) == "two"
+    assert memo.read(str(path), _decoder(calls), max_bytes=1 << 20) == "two"
     before = os.stat(path)
     time.sleep(0.05)  # past the kernel's coarse timestamp tick
     with open(path, "r+b") as file:  # same size, mtime put back: the ctime still moves
         file.write(b"TWO")
     os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
-    assert memo.read(str(path), _decoder(calls)) == "TWO"
+    assert memo.read(str(path), _decoder(calls), max_bytes=1 << 20) == "TWO"
     assert calls == [b"one", b"two", b"TWO"]
 
 
 def test_a_missing_file_raises_and_a_written_one_is_remembered(tmp_path: Path) -> None:
     memo: FileMemo[str] = FileMemo()
     with pytest.raises(FileNotFoundError):
-        memo.read(str(tmp_path / "nothing"), _decoder([]))
+        memo.read(str(tmp_path / "nothing"), _decoder([]), max_bytes=1 << 20)
     path = tmp_path / "f"
     path.write_bytes(b"written")
     memo.remember(str(path), "as written")
-    assert memo.read(str(path), _decoder([])) == "as written"
+    assert memo.read(str(path), _decoder([]), max_bytes=1 << 20) == "as written"
 
 
 def test_the_limit_drops_the_oldest_and_forget_drops_what_is_asked(tmp_path: Path) -> None:
@@ -65,11 +65,11 @@ def test_the_limit_drops_the_oldest_and_forget_drops_what_is_asked(tmp_path: Pat
     for name in "abc":
         (tmp_path / name).write_bytes(name.encode())
         paths.append(str(tmp_path / name))
-        memo.read(paths[-1], _decoder(calls))
-    memo.read(paths[0], _decoder(calls))
+        memo.read(paths[-1], _decoder(calls), max_bytes=1 << 20)
+    memo.read(paths[0], _decoder(calls), max_bytes=1 << 20)
     assert calls == [b"a", b"b", b"c", b"a"]
     memo.forget(lambda path: path != paths[2])
-    memo.read(paths[2], _decoder(calls))
+    memo.read(paths[2], _decoder(calls), max_bytes=1 << 20)
     assert calls[-1] == b"c" and len(calls) == 5
 
 
@@ -77,8 +77,8 @@ def test_remembering_a_file_that_is_gone_forgets_it(tmp_path: Path) -> None:
     path = tmp_path / "f"
     path.write_bytes(b"one")
     memo: FileMemo[str] = FileMemo()
-    memo.read(str(path), _decoder([]))
+    memo.read(str(path), _decoder([]), max_bytes=1 << 20)
     path.unlink()
     memo.remember(str(path), "never written")
     path.write_bytes(b"two")
-    assert memo.read(str(path), _decoder([])) == "two"
+    assert memo.read(str(path), _decoder([]), max_bytes=1 << 20) == "two"

@@ -66,9 +66,9 @@ class HookedFileSystem(FastFileSystem):
         self.before("replace")
         super().replace(src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd)
 
-    def link(self, src: str, dst: str) -> None:
-        self.before("link")
-        super().link(src, dst)
+    def ftruncate(self, fd: int, length: int) -> None:
+        self.before("ftruncate", fd)
+        super().ftruncate(fd, length)
 
     def unlink(self, path: str, *, dir_fd: int | None = None) -> None:
         self.before("unlink")
@@ -239,11 +239,9 @@ class RecordingFileSystem(FastFileSystem):
         key = self._key(os.lstat(destination).st_ino)
         self._log("rename", source, destination, key)
 
-    def link(self, src: str, dst: str) -> None:
-        super().link(src, dst)
-        self._log(
-            "link", os.path.abspath(src), os.path.abspath(dst), self._key(os.lstat(dst).st_ino)
-        )
+    def ftruncate(self, fd: int, length: int) -> None:
+        super().ftruncate(fd, length)
+        self._log_data("data", fd)
 
     def unlink(self, path: str, *, dir_fd: int | None = None) -> None:
         absolute = _resolve(path, dir_fd)

@@ -1,0 +1,57 @@
+"""Read a whole file of the store (a manifest, an index, a cache) without trusting it.
+
+A damaged or hostile store may hold a FIFO where a file belongs (a plain ``open`` would block
+forever), or a sparse file of many GiB (reading it whole would exhaust memory). Every file the
+store reads whole goes through :func:`read_regular`, which refuses both before allocating.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+
+_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+class UnfitFileError(OSError):
+    """The file is not a regular file, or larger than its kind may be."""
+
+
+def open_regular(path: str, *, dir_fd: int | None = None, follow: bool = True) -> int:
+    """A read-only descriptor of the regular file at ``path``; never blocks on a FIFO or a
+    device. UnfitFileError if it is something else."""
+    flags = _FLAGS if follow else _FLAGS | os.O_NOFOLLOW
+    fd = os.open(path, flags, dir_fd=dir_fd)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise UnfitFileError(errno.EINVAL, f"{path} is not a regular file")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_all(fd: int, size: int) -> bytes:
+    """Up to ``size`` bytes from the current offset; fewer only if the file ends sooner."""
+    parts = []
+    remaining = size
+    while remaining > 0 and (chunk := os.read(fd, min(remaining, 1 << 24))):
+        parts.append(chunk)
+        remaining -= len(chunk)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def read_regular(path: str, *, max_bytes: int) -> tuple[bytes, os.stat_result]:
+    """The bytes of the regular file at ``path`` and its stat; UnfitFileError (an OSError)
+    for anything else or for a file over ``max_bytes``, checked before reading."""
+    fd = open_regular(path)
+    try:
+        info = os.fstat(fd)
+        if info.st_size > max_bytes:
+            raise UnfitFileError(
+                errno.EFBIG, f"{path} is {info.st_size} bytes, over the {max_bytes} allowed"
+            )
+        return read_all(fd, info.st_size), info
+    finally:
+        os.close(fd)
