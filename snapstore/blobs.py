@@ -84,6 +84,10 @@ class BlobWriter:
         self._hasher.update(data)
         self.size += len(data)
 
+    def digest(self) -> bytes:
+        """The digest of the bytes written so far."""
+        return self._hasher.digest()
+
     def reset(self) -> None:
         """Start over (the source changed under us): empty the temp file and the hash."""
         self._store.fs.ftruncate(self._fd, 0)
@@ -93,7 +97,7 @@ class BlobWriter:
 
     def commit(self) -> bytes:
         """Publish the staged bytes as a blob (or drop them if it exists); returns the digest."""
-        digest = self._hasher.digest()
+        digest = self.digest()
         store = self._store
         try:
             if store.has(digest, expected_size=self.size):

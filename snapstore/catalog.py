@@ -212,19 +212,22 @@ class Catalog:
             self.header_cache.finish(self.sessions_dir, seen)
         return found
 
-    def commit(self, session: str, name: str, data: bytes) -> None:
-        """Atomically install ``data`` as the manifest of (session, name). Namespace lock held."""
+    def commit(self, session: str, name: str, data: bytes) -> bool:
+        """Atomically install ``data`` as the manifest of (session, name); True if it
+        replaced one. Namespace lock held."""
         path = self.manifest_path(session, name)
         name_dir = os.path.dirname(path)
+        replaced = os.path.lexists(path)
         # Directories found already there before the first commit into them may be a dead
         # writer's, whose entries were never flushed (ensure_dir flushes those it creates).
-        found = [] if os.path.lexists(path) else [name_dir, os.path.dirname(name_dir)]
+        found = [] if replaced else [name_dir, os.path.dirname(name_dir)]
         found = [directory for directory in found if os.path.isdir(directory)]
         ensure_dir(self.fs, name_dir, stop_at=self.sessions_dir, durable=self.durable)
         write_atomic(self.fs, path, data, tmp_dir=self.tmp_dir, durable=self.durable, mode=0o444)
         if self.durable:
             for directory in found:
                 self.fs.fsync_dir(os.path.dirname(directory))
+        return replaced
 
     def remove(self, path: str) -> None:
         """Delete a committed manifest durably, then its (now empty) directories best-effort.

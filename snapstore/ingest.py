@@ -2,13 +2,18 @@
 
 A file that changes while it is read (its size, mtime or inode moves between the stat before
 and the stat after) is read again, a bounded number of times, so a snapshot never records a
-torn mix of two versions under one digest's metadata. Small files are read whole and handed
-to the create's batch (which packs them); large ones stream into a loose blob.
+torn mix of two versions under one digest's metadata. The stat alone cannot show a change
+made within one timestamp tick of the previous one (a tick is a second on some filesystems),
+so a file modified within ``RACY_NS`` of the scan is read twice and kept only if both reads
+agree. Small files are read whole and handed to the create's batch (which packs them); large
+ones stream into a loose blob.
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from operator import itemgetter
@@ -16,8 +21,8 @@ from operator import itemgetter
 import blake3
 
 from snapstore.batch import BlobBatch, is_small
-from snapstore.blobs import CHUNK_BYTES
-from snapstore.errors import SourceChangedError
+from snapstore.blobs import CHUNK_BYTES, new_hasher
+from snapstore.errors import SourceChangedError, UnreadablePathError
 from snapstore.manifest import EntryRow
 from snapstore.models import SkippedPath
 from snapstore.scan import ScanResult, sorted_rows
@@ -53,49 +58,74 @@ def _changed(path: str) -> SourceChangedError:
     )
 
 
-def ingest_file(batch: BlobBatch, path: str, scanned: os.stat_result | None = None) -> IngestedFile:
+def ingest_file(
+    batch: BlobBatch,
+    path: str,
+    scanned: os.stat_result | None = None,
+    *,
+    racy_from_ns: int | None = None,
+) -> IngestedFile:
     """Store ``path``'s bytes through ``batch``; raises SourceChangedError if it never holds
-    still, OSError if it cannot be read.
+    still, UnreadablePathError if it is no longer a regular file, OSError if it cannot be read.
 
     ``scanned``, the lstat the scan found the file with, serves as the stat before the read
-    (saving a syscall per file): any change since then shows in the stat after the read.
+    (saving a syscall per file): any change since then shows in the stat after the read. A
+    file whose mtime or ctime is at or after ``racy_from_ns`` (default: any) is read twice.
+    The file is opened without blocking, so one swapped for a FIFO never hangs the create.
     """
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
-        before = scanned if scanned is not None else os.fstat(fd)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise UnreadablePathError(f"{path!r} became a symlink while it was read") from None
+        raise
+    try:
+        opened = os.fstat(fd)
+        if not stat.S_ISREG(opened.st_mode):
+            raise UnreadablePathError(f"{path!r} is no longer a regular file")
+        before = scanned if scanned is not None else opened
+        racy = -1 if racy_from_ns is None else racy_from_ns
         if is_small(before.st_size):
-            digest, after = _ingest_small(batch, fd, path, before)
+            digest, after = _ingest_small(batch, fd, path, before, racy)
         else:
-            digest, after = _ingest_large(batch, fd, path, before)
+            digest, after = _ingest_large(batch, fd, path, before, racy)
     finally:
         os.close(fd)
     return IngestedFile(digest, after.st_size, after.st_mode & 0o7777, after.st_mtime_ns, after)
 
 
-def _read_exactly(fd: int, size: int) -> bytes:
-    """Up to ``size`` bytes from the start; fewer only if the file ends sooner. A file that
-    grew shows in the stat after the read."""
+def _read_from_start(fd: int, size: int) -> bytes:
+    """Up to ``size`` bytes from the file's start; fewer only if it ends sooner."""
     parts = []
-    remaining = size
-    while remaining > 0 and (chunk := os.read(fd, remaining)):
+    offset = 0
+    while offset < size and (chunk := os.pread(fd, size - offset, offset)):
         parts.append(chunk)
-        remaining -= len(chunk)
+        offset += len(chunk)
     return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
+def _is_racy(info: os.stat_result, racy_from_ns: int) -> bool:
+    """True if the file changed so recently that a later change could leave its stat as is."""
+    return max(info.st_mtime_ns, info.st_ctime_ns) >= racy_from_ns
+
+
 def _ingest_small(
-    batch: BlobBatch, fd: int, path: str, before: os.stat_result
+    batch: BlobBatch, fd: int, path: str, before: os.stat_result, racy_from_ns: int
 ) -> tuple[bytes, os.stat_result]:
     for attempt in range(MAX_READ_ATTEMPTS):
         if attempt:
-            os.lseek(fd, 0, os.SEEK_SET)
             before = os.fstat(fd)
             if not is_small(before.st_size):
-                return _ingest_large(batch, fd, path, before)
-        data = _read_exactly(fd, before.st_size)
+                return _ingest_large(batch, fd, path, before, racy_from_ns)
+        data = _read_from_start(fd, before.st_size)
         after = os.fstat(fd)
-        if _same_version(before, after) and len(data) == after.st_size:
-            break
+        if not _same_version(before, after) or len(data) != after.st_size:
+            continue
+        if _is_racy(after, racy_from_ns):
+            again = _read_from_start(fd, after.st_size + 1)  # one more: growth shows too
+            if again != data or not _same_version(after, os.fstat(fd)):
+                continue
+        break
     else:
         raise _changed(path)
     digest = blake3.blake3(data).digest()
@@ -103,8 +133,18 @@ def _ingest_small(
     return digest, after
 
 
+def _rehash(fd: int, size: int) -> bytes | None:
+    """The digest of the file's first ``size`` bytes, or None if it is not ``size`` long."""
+    hasher = new_hasher(size)
+    offset = 0
+    while chunk := os.pread(fd, CHUNK_BYTES, offset):
+        hasher.update(chunk)
+        offset += len(chunk)
+    return hasher.digest() if offset == size else None
+
+
 def _ingest_large(
-    batch: BlobBatch, fd: int, path: str, before: os.stat_result
+    batch: BlobBatch, fd: int, path: str, before: os.stat_result, racy_from_ns: int
 ) -> tuple[bytes, os.stat_result]:
     writer = batch.storage.writer(before.st_size)
     try:
@@ -116,8 +156,13 @@ def _ingest_large(
             while chunk := os.read(fd, CHUNK_BYTES):
                 writer.write(chunk)
             after = os.fstat(fd)
-            if _same_version(before, after) and writer.size == after.st_size:
-                break
+            if not _same_version(before, after) or writer.size != after.st_size:
+                continue
+            if _is_racy(after, racy_from_ns):
+                digest = writer.digest()
+                if _rehash(fd, after.st_size) != digest or not _same_version(after, os.fstat(fd)):
+                    continue
+            break
         else:
             raise _changed(path)
     except BaseException:
@@ -147,7 +192,7 @@ def ingest_scan(
     while to_read:
         path, absolute, info = to_read.pop()
         try:
-            stored = ingest_file(batch, absolute, info)
+            stored = ingest_file(batch, absolute, info, racy_from_ns=cache.trust_before_ns)
         except OSError as error:
             if not skip_unreadable:
                 raise

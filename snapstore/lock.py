@@ -230,6 +230,65 @@ def exclusive_with_intent(lock: FileLock, intent: FileLock) -> Iterator[None]:
         handle.release()
 
 
+class TargetLocks:
+    """Locks on directories outside the store, keyed by their real path: a restore holds its
+    target exclusively (and every ancestor shared); a create holds its base directory and
+    every ancestor shared. So a create of a directory waits for a restore into it or into any
+    directory that contains it, and restores into one target (or into a target and a
+    directory inside it) run one at a time. Lock files live in ``locks/targets/``."""
+
+    def __init__(self, locks_dir: str, timeout: float, fs: FileSystem) -> None:
+        self.dir = os.path.join(locks_dir, "targets")
+        self.timeout = timeout
+        self.fs = fs
+
+    def lock(self, real_dir: str) -> FileLock:
+        """The lock of one directory (given by its real path)."""
+        return self.lock_of_key(target_key(real_dir), f"target {real_dir}")
+
+    def lock_of_key(self, key: str, name: str = "target") -> FileLock:
+        """The lock of the directory whose ``target_key`` is ``key``."""
+        if not os.path.isdir(self.dir):
+            with contextlib.suppress(FileExistsError):
+                self.fs.mkdir(self.dir, 0o755)
+        return FileLock(os.path.join(self.dir, key), name, self.timeout, fs=self.fs)
+
+    @contextlib.contextmanager
+    def _hold(self, real_dir: str, exclusive: bool) -> Iterator[None]:
+        with contextlib.ExitStack() as stack:
+            for ancestor in _ancestors(real_dir):
+                stack.enter_context(self.lock(ancestor).shared())
+            lock = self.lock(real_dir)
+            stack.enter_context(lock.exclusive() if exclusive else lock.shared())
+            yield
+
+    def restoring(self, real_target: str) -> contextlib.AbstractContextManager[None]:
+        """Held by a restore into ``real_target`` (waits up to the timeout)."""
+        return self._hold(real_target, True)
+
+    def snapshotting(self, real_base: str) -> contextlib.AbstractContextManager[None]:
+        """Held by a create of ``real_base`` (waits up to the timeout)."""
+        return self._hold(real_base, False)
+
+
+def target_key(real_dir: str) -> str:
+    """The key of a directory outside the store (by its real path): names its lock file and
+    the journal of a restore into it."""
+    import blake3
+
+    return blake3.blake3(os.fsencode(real_dir)).hexdigest(length=16)
+
+
+def _ancestors(real_dir: str) -> list[str]:
+    """The proper ancestors of an absolute path, outermost first (``/`` included)."""
+    found = []
+    parent = os.path.dirname(real_dir)
+    while parent != real_dir:
+        found.append(parent)
+        real_dir, parent = parent, os.path.dirname(parent)
+    return found[::-1]
+
+
 NETWORK_FILESYSTEMS = frozenset(
     {"nfs", "nfs4", "cifs", "smb", "smb2", "smb3", "smbfs", "9p", "afs", "ncpfs", "sshfs"}
 )

@@ -131,6 +131,10 @@ class RestoreReport(_ToDict):
     dry_run: bool = False
     target: str = ""
     backup: str | None = None
+    """The undo backup this restore kept of what it replaced (``SnapStore.undo``)."""
+    kept: list[str] = field(default_factory=list)
+    """Paths left alone whatever the snapshot records: storage roots, paths the snapshot
+    could not record, excluded paths, special files."""
 
 
 @dataclass
@@ -153,9 +157,12 @@ class DiffReport(_ToDict):
 
 @dataclass
 class SweepReport(_ToDict):
-    """The (session, name) pairs a sweep deleted."""
+    """The (session, name) pairs a sweep deleted, and those whose recorded creation time lies
+    ahead of when their manifest was written (a writer's clock ran ahead: they are aged and
+    ordered by the earlier time)."""
 
     deleted: list[tuple[str, str]] = field(default_factory=list)
+    future_stamped: list[tuple[str, str]] = field(default_factory=list)
 
 
 @dataclass

@@ -8,7 +8,9 @@ rules make every result a single, portable path component that cannot escape the
 
 from __future__ import annotations
 
+import os
 import re
+import time
 
 import blake3
 
@@ -56,3 +58,12 @@ def dir_name(value: str, what: str = "name") -> str:
     raw = encode_name(value, what)
     digest = blake3.blake3(raw).hexdigest(length=HASH_HEX_LENGTH // 2)
     return f"{sanitize(value)}-{digest}"
+
+
+def generated_name() -> str:
+    """A fresh snapshot name that sorts by when it was made: UTC time to the microsecond and
+    4 random hex digits (``20261130T193744.123456Z-3fa2``), so names made at once differ."""
+    now_ns = time.time_ns()
+    seconds, fraction = divmod(now_ns, 1_000_000_000)
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(seconds))
+    return f"{stamp}.{fraction // 1000:06d}Z-{os.urandom(2).hex()}"

@@ -121,6 +121,16 @@ def plain_names(parent: str, names: list[str]) -> bool:
     )
 
 
+def printable(path: str) -> str:
+    """``path`` as valid Unicode text: bytes a file name holds that are not UTF-8 (kept by
+    Python as lone surrogates) become ``\\xNN`` escapes. How unrecordable names are reported."""
+    try:
+        raw = path.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        raw = path.encode("utf-8", "surrogatepass")
+    return raw.decode("utf-8", "backslashreplace")
+
+
 def nearest_listed_ancestor(path: str, listed: Container[str]) -> str | None:
     """The closest proper ancestor of ``path`` that ``listed`` holds, if any (no list built:
     validators call this once per entry of large manifests)."""

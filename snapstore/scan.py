@@ -16,10 +16,13 @@ from operator import itemgetter
 from stat import S_ISREG
 
 from snapstore.durable import TEMP_PREFIX
-from snapstore.errors import UnsafePathError
+from snapstore.errors import UnreadablePathError, UnsafePathError
+from snapstore.layout import MARKER_FILE, is_store_root
 from snapstore.manifest import EntryRow
 from snapstore.models import SkippedPath
-from snapstore.paths import check_relative_path, child_path, parents, plain_names
+from snapstore.paths import check_relative_path, child_path, parents, plain_names, printable
+
+__all__ = ["UnreadablePathError"]
 
 _DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 
@@ -52,10 +55,6 @@ def sorted_rows(rows: list[EntryRow], *, overlapping: bool) -> list[EntryRow]:
     return rows
 
 
-class UnreadablePathError(OSError):
-    """A path exists but cannot be recorded (permission denied, special file, bad name)."""
-
-
 def relative_to_base(base_dir: str, path: str | os.PathLike[str]) -> str:
     """``path`` (relative to ``base_dir``, or absolute inside it) as a normalized relative path;
     ``"."`` for the base itself."""
@@ -72,8 +71,16 @@ def _read_everything(path: str, info: os.stat_result) -> EntryRow | None:
     return None
 
 
+_Pending = list[tuple[str, str, EntryRow]]
+"""Directories found but not yet walked: (relative path, absolute path, the row they get
+unless they turn out to be a storage root)."""
+
+
 class Scanner:
-    """Walks paths under a base directory, skipping the store's own root and temp files."""
+    """Walks paths under a base directory. Never records a storage root (the store's own,
+    listed in ``exclude_dirs`` by device and inode, or any directory holding a snapstore
+    FORMAT marker) nor restore temp files. ``skip_special``: FIFOs, sockets and devices, which
+    hold no data to keep, are noted as skipped instead of failing the scan."""
 
     def __init__(
         self,
@@ -81,37 +88,51 @@ class Scanner:
         *,
         exclude_dirs: Iterable[tuple[int, int]] = (),
         skip_unreadable: bool = False,
+        skip_special: bool = False,
         reuse: Reuse = _read_everything,
     ) -> None:
         self.base_dir = base_dir
         self.exclude_dirs = set(exclude_dirs)
         self.skip_unreadable = skip_unreadable
+        self.skip_special = skip_special
         self.reuse = reuse
         self.result = ScanResult()
         self._added = False
 
-    def _problem(self, path: str, message: str) -> None:
-        if not self.skip_unreadable:
-            raise UnreadablePathError(f"cannot snapshot {path!r}: {message}")
-        self.result.skipped.append(SkippedPath(path, message))
+    def _problem(self, path: str, message: str, *, special: bool = False) -> None:
+        shown = printable(path)
+        if not (self.skip_unreadable or (special and self.skip_special)):
+            raise UnreadablePathError(f"cannot snapshot {shown!r}: {message}")
+        self.result.skipped.append(SkippedPath(shown, printable(message)))
 
     def add(self, relative: str, *, recursive: bool = True) -> None:
-        """Record ``relative`` (``"."`` for the whole base) and, for directories, what is below."""
+        """Record ``relative`` (``"."`` for the whole base) and, for directories, what is below.
+        UnsafePathError if it lies in a storage root or beneath something not a directory."""
         self.result.overlapping = self._added
         self._added = True
         if relative == ".":
-            self._walk_children(".", self.base_dir)
+            if is_store_root(self.base_dir):
+                raise UnsafePathError(f"{self.base_dir} is a snapstore root; it is never recorded")
+            self._walk([(".", self.base_dir, ("", "dir", 0, 0, 0, None, None))], root=True)
             return
         absolute = os.path.join(self.base_dir, relative)
-        for parent in parents(relative):
+        for parent in ["", *parents(relative)]:
+            parent_absolute = os.path.join(self.base_dir, parent)
             try:
-                parent_info = os.lstat(os.path.join(self.base_dir, parent))
+                parent_info = os.lstat(parent_absolute)
             except FileNotFoundError:
                 break
             if not stat.S_ISDIR(parent_info.st_mode):
                 raise UnsafePathError(
                     f"cannot snapshot {relative!r}: {parent!r} is not a directory (a symlink "
                     "is never followed); snapshot the link itself or its real location"
+                )
+            if parent and (
+                (parent_info.st_dev, parent_info.st_ino) in self.exclude_dirs
+                or is_store_root(parent_absolute)
+            ):
+                raise UnsafePathError(
+                    f"cannot snapshot {relative!r}: it lies in the snapstore root {parent!r}"
                 )
         try:
             info = os.lstat(absolute)
@@ -126,12 +147,19 @@ class Scanner:
         except UnsafePathError as error:
             self._problem(relative, str(error))
             return
-        self._add_found(relative, absolute, info, recursive)
+        if stat.S_ISDIR(info.st_mode) and (
+            (info.st_dev, info.st_ino) in self.exclude_dirs or is_store_root(absolute)
+        ):
+            raise UnsafePathError(f"cannot snapshot {relative!r}: it is a snapstore root")
+        pending: _Pending = []
+        self._add_found(relative, absolute, info, pending if recursive else None)
+        self._walk(pending)
 
     def _add_found(
-        self, relative: str, absolute: str, info: os.stat_result, recursive: bool
+        self, relative: str, absolute: str, info: os.stat_result, pending: _Pending | None
     ) -> None:
-        """Record a path already checked to be a safe relative path."""
+        """Record a path already checked to be a safe relative path; a directory joins
+        ``pending`` to be walked (or, with None, is recorded alone: a shallow path)."""
         if relative.rsplit("/", 1)[-1].startswith(TEMP_PREFIX):
             return
         mode = info.st_mode
@@ -147,15 +175,15 @@ class Scanner:
         elif stat.S_ISDIR(mode):
             if (info.st_dev, info.st_ino) in self.exclude_dirs:
                 return
-            self.result.rows.append(
-                (relative, "dir", mode & 0o7777, 0, info.st_mtime_ns, None, None)
-            )
-            if recursive:
-                self._walk_children(relative, absolute)
+            row: EntryRow = (relative, "dir", mode & 0o7777, 0, info.st_mtime_ns, None, None)
+            if pending is not None:
+                pending.append((relative, absolute, row))
+            elif not is_store_root(absolute):
+                self.result.rows.append(row)
         elif S_ISREG(mode):
             self._add_file(relative, absolute, info)
         else:
-            self._problem(relative, "not a regular file, directory or symlink")
+            self._problem(relative, "not a regular file, directory or symlink", special=True)
 
     def _add_file(self, relative: str, absolute: str, info: os.stat_result) -> None:
         row = self.reuse(relative, info)
@@ -164,29 +192,33 @@ class Scanner:
         else:
             self.result.rows.append(row)
 
-    def _walk_children(self, relative: str, absolute: str) -> None:
-        """Record a directory's children, then walk its subdirectories once it is closed (a
-        deep tree never holds more than one descriptor). Listed through a descriptor, each
-        child's lstat is relative to it: no path lookup from the root per file, and a parent
-        swapped for a symlink mid-scan is refused, never followed."""
-        flags = _DIRECTORY_FLAGS if relative == "." else _DIRECTORY_FLAGS | os.O_NOFOLLOW
-        try:
-            fd = os.open(absolute, flags)
-        except OSError as error:
-            self._problem(relative, error.strerror or str(error))
-            return
-        try:
-            others = self._record_children(relative, absolute, fd)
-        finally:
-            os.close(fd)
-        for child_relative, child_absolute, info in others:
-            self._add_found(child_relative, child_absolute, info, True)
+    def _walk(self, pending: _Pending, *, root: bool = False) -> None:
+        """Walk the pending directories depth first, without recursion (a tree may be
+        thousands of levels deep), holding one descriptor at a time. Each is listed through a
+        descriptor, so each child's lstat is relative to it (no lookup from the root per
+        file) and a directory swapped for a symlink mid-scan is refused, never followed."""
+        while pending:
+            relative, absolute, row = pending.pop()
+            flags = _DIRECTORY_FLAGS if root else _DIRECTORY_FLAGS | os.O_NOFOLLOW
+            root = False
+            try:
+                fd = os.open(absolute, flags)
+            except OSError as error:
+                self._problem(relative, error.strerror or str(error))
+                continue
+            try:
+                others = self._record_children(relative, absolute, fd, row)
+            finally:
+                os.close(fd)
+            for child_relative, child_absolute, info in others:
+                self._add_found(child_relative, child_absolute, info, pending)
 
     def _record_children(
-        self, relative: str, absolute: str, fd: int
+        self, relative: str, absolute: str, fd: int, row: EntryRow
     ) -> list[tuple[str, str, os.stat_result]]:
-        """Record the regular files listed in the open directory ``fd``; return the other
-        children (subdirectories, symlinks, specials) for ``_add_found``."""
+        """Record the directory open as ``fd`` (its ``row``, unless it is a storage root) and
+        the regular files it holds; return the other children (subdirectories, symlinks,
+        specials) for ``_add_found``."""
         others: list[tuple[str, str, os.stat_result]] = []
         try:
             with os.scandir(fd) as listing:
@@ -194,8 +226,13 @@ class Scanner:
         except OSError as error:
             self._problem(relative, error.strerror or str(error))
             return others
+        names = [child.name for child in children]
+        if MARKER_FILE in names and is_store_root(dir_fd=fd):
+            return others
+        if row[0]:
+            self.result.rows.append(row)
         rows, to_read, reuse = self.result.rows, self.result.to_read, self.reuse
-        checked = plain_names(relative, [child.name for child in children])
+        checked = plain_names(relative, names)
         prefix = relative + "/"
         directory = absolute + os.sep
         for child in children:
@@ -216,11 +253,11 @@ class Scanner:
                 self._problem(child_relative, error.strerror or str(error))
                 continue
             if S_ISREG(info.st_mode) and not name.startswith(TEMP_PREFIX):
-                row = reuse(child_relative, info)  # _add_file, inlined for the common case
-                if row is None:
+                reused = reuse(child_relative, info)  # _add_file, inlined for the common case
+                if reused is None:
                     to_read.append((child_relative, directory + name, info))
                 else:
-                    rows.append(row)
+                    rows.append(reused)
             else:
                 others.append((child_relative, directory + name, info))
         return others

@@ -72,8 +72,9 @@ class StatCache:
             return {}
 
     def lookup(self, relative: str, info: os.stat_result) -> bytes | None:
-        """The digest recorded for ``relative`` if its stat still matches, else None."""
-        return _digest_if_matching(self._old.get(relative), info)
+        """The digest recorded for ``relative`` if its stat still matches and the file is not
+        racy now, else None."""
+        return _digest_if_matching(self._old.get(relative), info, self.trust_before_ns)
 
     def keep(self, relative: str) -> None:
         """Carry a looked-up, matching entry over unchanged (cheaper than ``record``)."""
@@ -83,11 +84,11 @@ class StatCache:
         """The scan hook that gives an unchanged file's manifest row without reading it: its
         stat matches its entry (as ``lookup``) and ``claim`` confirms the blob is stored;
         the entry is then kept (as ``keep``) for the cache this scan saves."""
-        old, kept = self._old, self._new
+        old, kept, trust_before_ns = self._old, self._new, self.trust_before_ns
 
         def reuse(path: str, info: os.stat_result) -> EntryRow | None:
             found = old.get(path)
-            digest = _digest_if_matching(found, info)
+            digest = _digest_if_matching(found, info, trust_before_ns)
             if digest is None or not claim(digest, info.st_size):
                 return None
             kept[path] = found
@@ -133,15 +134,19 @@ class StatCache:
             _DECODED.remember(self.path, entries)
 
 
-def _digest_if_matching(found: Any, info: os.stat_result) -> bytes | None:
-    """The digest of a (well-formed) entry whose stat fields all equal ``info``'s, else None."""
+def _digest_if_matching(found: Any, info: os.stat_result, trust_before_ns: int) -> bytes | None:
+    """The digest of a (well-formed) entry whose stat fields all equal ``info``'s, else None;
+    also None for a file changed at or after ``trust_before_ns`` (the racy rule entries are
+    recorded under, applied again: an entry written by a process whose clock ran ahead)."""
     if (
         found is not None
-        and found[0] == info.st_size
         and found[1] == info.st_mtime_ns
+        and found[0] == info.st_size
         and found[2] == info.st_ctime_ns
         and found[3] == info.st_ino
         and found[4] == info.st_dev
+        and info.st_mtime_ns < trust_before_ns
+        and info.st_ctime_ns < trust_before_ns
     ):
         digest: bytes = found[5]
         return digest

@@ -1,40 +1,44 @@
-"""The ``SnapStore`` facade: the public API over blobs, manifests, locks and restore."""
+"""The ``SnapStore`` facade: the public API over blobs, manifests, locks and restore.
+
+Every public method is safe to call from any number of threads sharing one ``SnapStore``, and
+from any number of processes sharing one root: each takes the locks docs/concurrency.md lists.
+"""
 
 from __future__ import annotations
 
 import builtins
 import contextlib
 import os
+import re
 import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime, timedelta
-from operator import attrgetter, itemgetter
+from operator import attrgetter
+from types import TracebackType
 from typing import Any
 
 from snapstore import maintenance, packgc
-from snapstore import restore as restoring
-from snapstore.batch import BlobBatch
-from snapstore.catalog import Catalog
+from snapstore.catalog import Catalog, ManifestFile
 from snapstore.errors import (
     CorruptManifestError,
+    InvalidNameError,
     InvalidValueError,
     LockTimeout,
-    MissingBlobError,
     NotAStateSnapshotError,
-    RestoreError,
     SnapshotNotFound,
 )
 from snapstore.fsio import LOCAL, FileSystem
 from snapstore.gcpause import gc_paused
-from snapstore.ingest import ingest_scan
 from snapstore.layout import open_layout
 from snapstore.lock import (
     FileLock,
+    TargetLocks,
     exclusive_with_intent,
     filesystem_type,
     is_untrusted_lock_filesystem,
     shared_behind,
+    target_key,
 )
 from snapstore.manifest import Manifest, encode, expiry_ns, ns_to_time, time_to_ns
 from snapstore.models import (
@@ -47,14 +51,20 @@ from snapstore.models import (
     VerifyReport,
 )
 from snapstore.naming import encode_name
-from snapstore.scan import Scanner, relative_to_base
-from snapstore.statcache import StatCache
+from snapstore.restore import PathNotInSnapshotError, select_entries
+from snapstore.restore.job import RestoreJob, refuse_store_directory
+from snapstore.restore.journal import JournalDir
+from snapstore.restore.plan import Excluded
+from snapstore.scan import relative_to_base
+from snapstore.snapshotting import Request, take_snapshot
 from snapstore.storage import BlobStorage
-from snapstore.sweep import choose_victims
+from snapstore.sweep import choose_victims, future_stamped
 
-PRE_RESTORE = "pre-restore"
 Progress = Callable[[int, int], None]
 Duration = float | int | timedelta
+LATEST = "latest"
+_LATEST_N = re.compile(r"latest~(\d+)")
+DEFAULT_UNDO_DEPTH = 10
 
 
 class UnreliableLockWarning(UserWarning):
@@ -77,7 +87,9 @@ class SnapStore:
 
     Every call reads the disk as it is now; nothing is cached as authority. ``durable=False``
     skips fsync (tests and scratch stores only). ``fs`` is the I/O seam tests wrap to inject
-    faults or record operations.
+    faults or record operations. ``undo_depth``: how many undo backups each session keeps.
+    Opening a store finishes or rolls back any restore that was killed part-way (see
+    ``restore``). Use it as a context manager, or call ``close``, to release open files.
     """
 
     def __init__(
@@ -87,30 +99,39 @@ class SnapStore:
         lock_timeout: float = 30.0,
         durable: bool = True,
         fs: FileSystem | None = None,
+        undo_depth: int = DEFAULT_UNDO_DEPTH,
     ) -> None:
+        if isinstance(undo_depth, bool) or not isinstance(undo_depth, int) or undo_depth < 1:
+            raise InvalidValueError(f"undo_depth must be a positive int, got {undo_depth!r}")
         self.root = os.path.abspath(os.fspath(root))
         self.lock_timeout = lock_timeout
         self.durable = durable
+        self.undo_depth = undo_depth
         self.fs = fs or LOCAL
-        self._tmp_dir = os.path.join(self.root, "tmp")
-        self._cache_dir = os.path.join(self.root, "cache")
+        self.tmp_dir = os.path.join(self.root, "tmp")
+        self.cache_dir = os.path.join(self.root, "cache")
         open_layout(self.root, self.fs, durable=durable)
-        self.blobs = BlobStorage(self.root, self._tmp_dir, self.fs, durable=durable)
+        self.blobs = BlobStorage(self.root, self.tmp_dir, self.fs, durable=durable)
         self.catalog = Catalog(
-            os.path.join(self.root, "sessions"), self._tmp_dir, self.fs, durable=durable
+            os.path.join(self.root, "sessions"), self.tmp_dir, self.fs, durable=durable
         )
         locks = os.path.join(self.root, "locks")
-        self._namespace_lock = FileLock(
+        self.namespace_lock = FileLock(
             os.path.join(locks, "namespace"),
             "namespace",
             lock_timeout,
             guard=os.path.join(self.root, "sessions"),
             fs=self.fs,
         )
-        self._gc_lock = FileLock(
+        self.gc_lock = FileLock(
             os.path.join(locks, "gc"), "gc", lock_timeout, guard=self.root, fs=self.fs
         )
-        self._gc_intent = FileLock(os.path.join(locks, "gc-intent"), "gc-intent", lock_timeout)
+        self.gc_intent = FileLock(
+            os.path.join(locks, "gc-intent"), "gc-intent", lock_timeout, fs=self.fs
+        )
+        self.target_locks = TargetLocks(locks, lock_timeout, self.fs)
+        self.journals = JournalDir(self.root, self.tmp_dir, self.fs, durable=durable)
+        self._restores = RestoreJob(self)
         fs_type = filesystem_type(self.root)
         if is_untrusted_lock_filesystem(fs_type):
             warnings.warn(
@@ -119,9 +140,26 @@ class SnapStore:
                 UnreliableLockWarning,
                 stacklevel=2,
             )
+        self._restores.recover_all()
 
     def __repr__(self) -> str:
         return f"SnapStore({self.root!r})"
+
+    def __enter__(self) -> SnapStore:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Release the files this object keeps open (pack descriptors). Safe to call more than
+        once; the store stays usable (it reopens what it needs)."""
+        self.blobs.packs.close()
 
     # ----------------------------------------------------------------- create and read
 
@@ -135,6 +173,7 @@ class SnapStore:
         meta: Mapping[str, Any] | None = None,
         ttl: Duration | None = None,
         skip_unreadable: bool = False,
+        rehash: bool = False,
         progress: Progress | None = None,
     ) -> SnapshotInfo:
         """Snapshot ``paths`` (files or directories under ``base_dir``) as (session, name).
@@ -142,8 +181,10 @@ class SnapStore:
         Blobs are ingested before the namespace lock is taken; the manifest is committed last,
         atomically. Paths that do not exist are recorded as absent. On any failure nothing is
         committed and the previous snapshot of (session, name), if any, stays as it was.
-        ``progress(done, total)`` counts the files that must be read (the stat cache vouches
-        for the others).
+        Waits for a restore into ``base_dir`` (or a directory holding it) to finish.
+        ``rehash``: read every file, trusting no cached digest (see docs/format.md, "Stat
+        cache", for the one change a cached digest can miss). ``progress(done, total)``
+        counts the files that must be read.
         """
         encode_name(session, "session")
         encode_name(name, "snapshot name")
@@ -152,132 +193,134 @@ class SnapStore:
         base = os.path.abspath(os.fspath(base_dir))
         if not os.path.isdir(base):
             raise InvalidValueError(f"base_dir {base} is not a directory")
-        relative = [relative_to_base(base, path) for path in paths]
-        meta_dict = dict(meta or {})
-        seconds = ttl_seconds(ttl)
-        expiry_ns(0, seconds)
-        with self._blobs_in_use(), gc_paused():
-            return self._create_locked(
-                session,
-                name,
-                base,
-                relative,
-                meta=meta_dict,
-                ttl=seconds,
-                skip_unreadable=skip_unreadable,
-                progress=progress,
-            )
+        real_base = os.path.realpath(base)
+        refuse_store_directory(self.root, real_base, "base_dir")
+        request = Request(
+            session,
+            name,
+            base,
+            [relative_to_base(base, path) for path in paths],
+            dict(meta or {}),
+            ttl=ttl_seconds(ttl),
+            skip_unreadable=skip_unreadable,
+            rehash=rehash,
+        )
+        expiry_ns(0, request.ttl)
+        key = target_key(real_base)
+        if self.journals.exists(key):
+            with self.target_locks.restoring(real_base):
+                self._restores.recover(key)
+        with (
+            self.target_locks.snapshotting(real_base),
+            self.blobs_in_use(),
+            gc_paused(),
+        ):
+            info, _ = take_snapshot(self, request, progress=progress)
+            return info
 
     @contextlib.contextmanager
-    def _blobs_in_use(self) -> Iterator[None]:
+    def blobs_in_use(self) -> Iterator[None]:
         """Hold the gc lock shared, so no blob disappears, and see the packs on disk now."""
-        with shared_behind(self._gc_lock, self._gc_intent):
+        with shared_behind(self.gc_lock, self.gc_intent):
             self.blobs.refresh()
             yield
 
-    def _create_locked(
-        self,
-        session: str,
-        name: str,
-        base: str,
-        relative_paths: list[str],
-        *,
-        meta: dict[str, Any],
-        ttl: float | None,
-        skip_unreadable: bool = False,
-        shallow: frozenset[str] = frozenset(),
-        progress: Progress | None = None,
-        save_stat_cache: bool = True,
-    ) -> SnapshotInfo:
-        """Scan, ingest and commit, with the gc lock already held shared."""
-        scan_start_ns = time.time_ns()
-        root_info = os.stat(self.root)
-        cache = StatCache(self._cache_dir, self._tmp_dir, self.fs, base, scan_start_ns)
-        batch = BlobBatch(self.blobs)
-        scanner = Scanner(
-            base,
-            exclude_dirs=[(root_info.st_dev, root_info.st_ino)],
-            skip_unreadable=skip_unreadable,
-            reuse=cache.reuse_hook(batch.claim),
-        )
-        try:
-            for path in relative_paths:
-                scanner.add(path, recursive=path not in shallow)
-            scanned = scanner.result
-            rows = ingest_scan(
-                scanned, batch, cache, skip_unreadable=skip_unreadable, progress=progress
-            )
-            batch.finish()
-        except BaseException:
-            batch.abort()
-            raise
-        file_rows = [row for row in rows if row[1] == "file"]
-        with self._namespace_lock.exclusive():
-            missing = self.blobs.first_missing(file_rows)
-            if missing is not None:
-                path, _, _, _, _, digest, _ = missing
-                assert digest is not None
-                raise MissingBlobError(f"blob {digest.hex()} for {path!r} vanished before commit")
-            created_ns = time.time_ns()
-            info = SnapshotInfo(
-                session=session,
-                name=name,
-                kind="files",
-                created_at=ns_to_time(created_ns),
-                expires_at=_optional_time(expiry_ns(created_ns, ttl)),
-                file_count=len(file_rows),
-                total_bytes=sum(map(itemgetter(3), file_rows)),
-                meta=meta,
-                base_dir=base,
-                skipped=tuple(sorted(scanned.skipped, key=lambda s: s.path)),
-                roots=tuple(sorted({p for p in relative_paths if p not in shallow})),
-            )
-            data = encode(
-                info, created_ns=created_ns, expires_ns=expiry_ns(created_ns, ttl), rows=rows
-            )
-            self.catalog.commit(session, name, data)
-        if save_stat_cache:
-            cache.save(keep_unseen=relative_paths != ["."] or bool(shallow))
-        return info
-
     def get(self, session: str, name: str) -> Snapshot:
-        """The snapshot's header and entries; loads no blob."""
-        manifest = self.catalog.read(session, name)
+        """The snapshot's header and entries; loads no blob. ``name`` may be a selector
+        (``latest``, ``latest~N``, a unique prefix: see ``resolve``)."""
+        manifest = self.catalog.read(session, self.resolve(session, name))
         return Snapshot(manifest.info, manifest.entries)
 
     def list(self, session: str | None = None) -> list[SnapshotInfo]:
-        """Every valid snapshot (of one session, or all), oldest first; corrupt ones warn."""
+        """Every valid checkpoint and state value (of one session, or all), oldest first;
+        corrupt ones warn. Undo backups are not listed here (see ``backups``)."""
+        return [m.header.info for m in self._listing(session) if not m.header.info.is_backup]
+
+    def _listing(self, session: str | None) -> builtins.list[ManifestFile]:
+        """Every valid manifest (backups too), oldest first by ``Header.order_ns``."""
         if session is not None:
             encode_name(session, "session")
         with gc_paused():
             found = self.catalog.headers(session, cached=True)
-        found.sort(key=attrgetter("header.created_ns", "header.info.session", "header.info.name"))
-        return [m.header.info for m in found]
+        found.sort(key=attrgetter("header.order_ns", "header.info.session", "header.info.name"))
+        return found
+
+    def latest(self, session: str) -> SnapshotInfo:
+        """The newest file checkpoint of a session (never an undo backup, never a state
+        value); SnapshotNotFound if it has none."""
+        checkpoints = self._checkpoints(session)
+        if not checkpoints:
+            raise SnapshotNotFound(session, LATEST)
+        return checkpoints[-1]
+
+    def _checkpoints(self, session: str) -> builtins.list[SnapshotInfo]:
+        return [info for info in self.list(session) if info.kind == "files"]
+
+    def backups(self, session: str) -> builtins.list[SnapshotInfo]:
+        """The session's undo backups, oldest first: each restore keeps the state it
+        replaced as one (``backup_of`` names what was restored). ``undo`` restores them."""
+        return [m.header.info for m in self._listing(session) if m.header.info.is_backup]
+
+    def resolve(self, session: str, selector: str, *, prefix: bool = False) -> str:
+        """The snapshot name a selector means: an existing name (checkpoint or backup) as
+        is; else ``latest`` (the newest file checkpoint) or ``latest~N`` (the Nth before it);
+        with ``prefix``, also the start of exactly one checkpoint's name (InvalidNameError if
+        it starts several). SnapshotNotFound otherwise.
+
+        Methods that take a snapshot name accept selectors, but never prefixes: a name given
+        for a snapshot deleted meanwhile must not come to mean another one."""
+        encode_name(selector, "snapshot name")
+        if os.path.lexists(self.catalog.manifest_path(session, selector)):
+            return selector
+        if selector == LATEST or _LATEST_N.fullmatch(selector):
+            back = 0 if selector == LATEST else int(selector[len(LATEST) + 1 :])
+            checkpoints = self._checkpoints(session)
+            if back >= len(checkpoints):
+                raise SnapshotNotFound(session, selector)
+            return checkpoints[-1 - back].name
+        if not prefix:
+            raise SnapshotNotFound(session, selector)
+        matches = [i.name for i in self._checkpoints(session) if i.name.startswith(selector)]
+        if not matches:
+            raise SnapshotNotFound(session, selector)
+        if len(matches) > 1:
+            shown = ", ".join(repr(match) for match in sorted(matches)[:5])
+            raise InvalidNameError(
+                f"{selector!r} is the start of {len(matches)} snapshot names in session "
+                f"{session!r} ({shown}); give more of the name"
+            )
+        return matches[0]
 
     def sessions(self) -> builtins.list[str]:
-        """The sessions that hold at least one valid snapshot, sorted."""
-        return sorted({m.header.info.session for m in self.catalog.headers(cached=True)})
+        """The sessions that hold at least one valid checkpoint or state value, sorted."""
+        headers = self.catalog.headers(cached=True)
+        return sorted({m.header.info.session for m in headers if not m.header.info.is_backup})
 
     def read(self, session: str, name: str, path: str) -> bytes:
         """One file's bytes from a snapshot, verified against its digest."""
-        with self._blobs_in_use():
-            manifest = self._files_manifest(session, name)
-            (entry,) = restoring.select_entries(manifest.entries, [path])[:1]
+        with self.blobs_in_use():
+            manifest = self.files_manifest(session, name)
+            (entry,) = select_entries(manifest.entries, [path])[:1]
             if entry.kind != "file" or entry.digest is None:
-                raise restoring.PathNotInSnapshotError(
+                raise PathNotInSnapshotError(
                     f"{entry.path!r} is a {entry.kind} in snapshot {name!r}, not a file"
                 )
             return self.blobs.read(entry.digest, entry.size)
 
-    def _files_manifest(self, session: str, name: str) -> Manifest:
-        manifest = self.catalog.read(session, name)
+    def files_manifest(self, session: str, name: str) -> Manifest:
+        """The decoded manifest of a file snapshot (``name`` may be a selector)."""
+        manifest = self.catalog.read(session, self.resolve(session, name))
         if manifest.info.kind != "files":
             raise NotAStateSnapshotError(
                 f"snapshot {name!r} in session {session!r} holds a state value, not files"
             )
         return manifest
 
-    # ----------------------------------------------------------------- restore
+    def exclusion_of(self, info: SnapshotInfo) -> Excluded | None:
+        """What a restore of the snapshot ``info`` must leave alone as excluded."""
+        return None
+
+    # ----------------------------------------------------------------- restore and undo
 
     def restore(
         self,
@@ -294,134 +337,91 @@ class SnapStore:
         """Make ``target`` (default: the snapshot's base dir) match the snapshot.
 
         Only paths that differ are written. Unless ``backup=False``, what is about to be
-        replaced or removed is first kept as the snapshot ``pre-restore`` of the same session,
-        so the restore can be undone; if any step fails the target is put back from it and
-        RestoreError says whether that rollback succeeded.
+        replaced or removed is first kept as an undo backup of the session (``undo`` puts
+        it back); if any step fails the target is put back from it and RestoreError says
+        whether that rollback succeeded. A journal written first lets whoever comes next
+        finish or roll back a restore that was killed. Restores into one target run one at
+        a time. Storage roots in the target, and paths the snapshot could not record, are
+        never touched (``RestoreReport.kept``).
         """
-        with self._blobs_in_use(), gc_paused():
-            manifest = self._files_manifest(session, name)
-            target_dir = os.path.abspath(os.fspath(target or manifest.info.base_dir))
-            plan = self._plan(manifest, target_dir, paths, keep_special_bits)
-            report = _restore_report(plan, dry_run)
-            if dry_run or not plan.changes:
-                return report
-            backup_name = None
-            target_existed = os.path.isdir(target_dir)
-            if backup and target_existed:
-                backup_paths, recursive = plan.backup_paths()
-                shallow = frozenset(set(backup_paths) - recursive)
-                self._create_locked(
-                    session,
-                    PRE_RESTORE,
-                    target_dir,
-                    backup_paths,
-                    meta={"snapstore.pre_restore_of": name},
-                    ttl=None,
-                    shallow=shallow,
-                    save_stat_cache=False,  # these files are about to be replaced
-                )
-                backup_name = report.backup = PRE_RESTORE
-            try:
-                restoring.apply_plan(
-                    plan,
-                    self.blobs,
-                    self.fs,
-                    durable=self.durable,
-                    keep_special_bits=keep_special_bits,
-                    progress=progress,
-                )
-            except BaseException as error:
-                if not target_existed:
-                    self._remove_new_target(session, name, target_dir, error)
-                self._roll_back(session, name, target_dir, backup_name, error)
-                raise
-            return report
-
-    def _plan(
-        self,
-        manifest: Manifest,
-        target_dir: str,
-        paths: Iterable[str] | None,
-        keep_special_bits: bool,
-    ) -> restoring.Plan:
-        """What restoring (part of) a snapshot into ``target_dir`` changes; writes nothing."""
-        selected = restoring.select_entries(manifest.entries, paths)
-        root_info = os.stat(self.root)
-        cache = StatCache(self._cache_dir, self._tmp_dir, self.fs, target_dir, time.time_ns())
-        return restoring.make_plan(
-            selected,
-            target_dir,
-            complete=restoring.complete_dirs(
-                selected, manifest.info.roots, whole_snapshot=paths is None
-            ),
-            keep_out=[(root_info.st_dev, root_info.st_ino)],
+        return self._restores.run(
+            session,
+            name,
+            None if target is None else os.fspath(target),
+            paths=None if paths is None else [os.fspath(p) for p in paths],
+            dry_run=dry_run,
+            backup=backup,
             keep_special_bits=keep_special_bits,
-            known_digest=cache.lookup,
+            progress=progress,
         )
 
-    def _remove_new_target(
-        self, session: str, name: str, target_dir: str, error: BaseException
-    ) -> None:
-        """Undo a failed restore into a directory it created: remove that directory."""
-        failed = f"restore of {name!r} (session {session!r}) into {target_dir} failed: {error}"
-        if not os.path.lexists(target_dir):
-            raise RestoreError(
-                f"{failed}; it had not created the target directory yet", rolled_back=True
-            ) from error
-        parent = os.path.dirname(target_dir)
-        try:
-            parent_fd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-            try:
-                restoring.remove_tree(self.fs, parent_fd, os.path.basename(target_dir))
-            finally:
-                os.close(parent_fd)
-        except OSError as cleanup_error:
-            raise RestoreError(
-                f"{failed}; removing the partly restored new directory also failed "
-                f"({cleanup_error})",
-                rolled_back=False,
-            ) from error
-        raise RestoreError(
-            f"{failed}; the directory it had created was removed", rolled_back=True
-        ) from error
+    def undo(
+        self,
+        session: str,
+        *,
+        backup: str | None = None,
+        target: str | os.PathLike[str] | None = None,
+        dry_run: bool = False,
+        progress: Progress | None = None,
+    ) -> RestoreReport:
+        """Put back what the session's newest restore replaced (or the undo backup named
+        ``backup``), into the directory it was taken from unless ``target`` is given. The
+        undo keeps its own backup first, so undoing twice returns to where you were.
+        SnapshotNotFound if the session has no undo backup."""
+        if backup is None:
+            found = self.backups(session)
+            if not found:
+                raise SnapshotNotFound(session, "(undo backup)")
+            backup = found[-1].name
+        return self.restore(
+            session, backup, target, dry_run=dry_run, keep_special_bits=True, progress=progress
+        )
 
-    def _roll_back(
+    def commit_backup(
         self,
         session: str,
         name: str,
+        restoring: str,
         target_dir: str,
-        backup_name: str | None,
-        error: BaseException,
-    ) -> None:
-        """Put the target back from the pre-restore backup and raise RestoreError."""
-        failed = f"restore of {name!r} (session {session!r}) into {target_dir} failed: {error}"
-        if backup_name is None:
-            raise RestoreError(
-                f"{failed}; no backup was kept (backup=False), so the target may be partly "
-                "restored",
-                rolled_back=False,
-            ) from error
-        try:
-            saved = self.catalog.read(session, backup_name)
-            rollback = self._plan(saved, target_dir, None, True)
-            restoring.apply_plan(rollback, self.blobs, self.fs, durable=self.durable)
-        except BaseException as rollback_error:
-            raise RestoreError(
-                f"{failed}; rolling back also failed ({rollback_error}); the previous state is "
-                f"kept in snapshot {backup_name!r} of session {session!r}",
-                rolled_back=False,
-            ) from error
-        raise RestoreError(f"{failed}; the target was put back as it was", rolled_back=True) from (
-            error
+        paths: builtins.list[str],
+        recursive: set[str],
+    ) -> SnapshotInfo:
+        """Commit the undo backup ``name``: the current state of ``paths`` in ``target_dir``
+        (those in ``recursive`` with everything below), kept before restoring ``restoring``.
+        The gc lock must be held shared."""
+        request = Request(
+            session,
+            name,
+            target_dir,
+            paths,
+            {},
+            shallow=frozenset(set(paths) - recursive),
+            backup_of=restoring,
         )
+        info, _ = take_snapshot(self, request)
+        return info
+
+    def delete_backup(self, session: str, name: str) -> None:
+        """Delete one undo backup durably (if it exists)."""
+        path = self.catalog.manifest_path(session, name)
+        with self.namespace_lock.exclusive():
+            if os.path.lexists(path):
+                self.catalog.remove(path)
+
+    def trim_backups(self, session: str) -> None:
+        """Delete the session's oldest undo backups beyond ``undo_depth``, deciding from the
+        manifests on disk under the namespace lock."""
+        with self.namespace_lock.exclusive():
+            found = [m for m in self.catalog.headers(session) if m.header.info.is_backup]
+            found.sort(key=attrgetter("header.order_ns", "header.info.name"))
+            for item in found[: max(0, len(found) - self.undo_depth)]:
+                self.catalog.remove(item.path)
 
     def diff(
         self, session: str, name: str, target: str | os.PathLike[str] | None = None
     ) -> DiffReport:
         """What a restore into ``target`` would change: added, modified and removed paths."""
-        manifest = self._files_manifest(session, name)
-        target_dir = os.path.abspath(os.fspath(target or manifest.info.base_dir))
-        plan = self._plan(manifest, target_dir, None, False)
+        plan = self._restores.dry_plan(session, name, None if target is None else os.fspath(target))
         report = DiffReport()
         for action in plan.changes:
             path = action.entry.path
@@ -438,18 +438,18 @@ class SnapStore:
     def delete(self, session: str, name: str) -> bool:
         """Delete one snapshot durably; False if it did not exist. Errors are raised."""
         path = self.catalog.manifest_path(session, name)
-        with self._namespace_lock.exclusive():
+        with self.namespace_lock.exclusive():
             if not os.path.lexists(path):
                 return False
             self.catalog.remove(path)
             return True
 
     def delete_session(self, session: str) -> int:
-        """Delete every snapshot of a session; returns how many were deleted."""
+        """Delete every snapshot of a session, undo backups included; returns how many."""
         encode_name(session, "session")
-        with self._namespace_lock.exclusive():
+        with self.namespace_lock.exclusive():
             count = 0
-            for path in list(self.catalog.manifest_paths(session)):
+            for path in builtins.list(self.catalog.manifest_paths(session)):
                 self.catalog.remove(path)
                 count += 1
             return count
@@ -467,7 +467,10 @@ class SnapStore:
         ``ttl``: file snapshots created more than ``ttl`` before ``now`` go; ``keep_last``:
         only the N newest file snapshots of each session stay (with both, a snapshot stays if
         either keeps it). Any snapshot whose own ``expires_at`` has passed goes. State
-        snapshots (resume values) are removed only by their own expiry.
+        snapshots (resume values) are removed only by their own expiry; undo backups only by
+        their own retention (``undo_depth``). Ages and order go by ``Header.order_ns``, which
+        a clock running ahead cannot push into the future; snapshots whose recorded time is
+        ahead of their file's are reported in ``SweepReport.future_stamped``.
         """
         seconds = ttl_seconds(ttl)
         if seconds is not None and seconds < 0:
@@ -476,8 +479,9 @@ class SnapStore:
             raise InvalidValueError(f"keep_last must be a non-negative int, got {keep_last!r}")
         now_ns = time_to_ns(now) if now is not None else time.time_ns()
         report = SweepReport()
-        with self._namespace_lock.exclusive():
+        with self.namespace_lock.exclusive():
             found = self.catalog.headers()
+            report.future_stamped = future_stamped(found)
             for victim in choose_victims(found, ttl=seconds, keep_last=keep_last, now_ns=now_ns):
                 if not dry_run:
                     self.catalog.remove(victim.path)
@@ -489,14 +493,15 @@ class SnapStore:
     def gc(self, *, dry_run: bool = False) -> GcReport:
         """Delete blobs no manifest on disk references, and stale temp files.
 
-        Waits up to ``lock_timeout`` for writers and readers to finish, then reports that it
-        was skipped. A corrupt manifest stops blob deletion (its references are unknown).
+        Waits up to ``lock_timeout`` for writers and readers to finish (new ones wait behind
+        it meanwhile), then reports that it was skipped. A corrupt manifest stops blob
+        deletion (its references are unknown).
         """
         report = GcReport()
         try:
-            with exclusive_with_intent(self._gc_lock, self._gc_intent):
+            with exclusive_with_intent(self.gc_lock, self.gc_intent):
                 referenced, corrupt = maintenance.referenced_digests(self.catalog)
-                report.temp_files_removed = maintenance.clean_temp(self.fs, self._tmp_dir, dry_run)
+                report.temp_files_removed = maintenance.clean_temp(self.fs, self.tmp_dir, dry_run)
                 if corrupt:
                     report.skipped = True
                     report.reason = (
@@ -506,7 +511,7 @@ class SnapStore:
                     return report
                 self.blobs.refresh()
                 loose = self.blobs.loose
-                for digest in list(loose.iter_digests()):
+                for digest in builtins.list(loose.iter_digests()):
                     if digest in referenced:
                         continue
                     if dry_run:
@@ -522,7 +527,7 @@ class SnapStore:
                 if packed.problems:
                     report.reason = "; ".join(packed.problems)
                 if not dry_run:
-                    with self._namespace_lock.exclusive():
+                    with self.namespace_lock.exclusive():
                         self.catalog.tidy()
         except LockTimeout as error:
             report.skipped = True
@@ -530,10 +535,11 @@ class SnapStore:
         return report
 
     def verify(self, *, deep: bool = False, progress: Progress | None = None) -> VerifyReport:
-        """Check every committed snapshot: manifests decode, referenced blobs exist (and, with
-        ``deep``, hash right). Temp files and unreferenced blobs are listed as garbage."""
+        """Check every committed snapshot (undo backups too): manifests decode, referenced
+        blobs exist (and, with ``deep``, hash right). Temp files and unreferenced blobs are
+        listed as garbage."""
         report = VerifyReport()
-        with self._blobs_in_use():
+        with self.blobs_in_use():
             referenced: dict[bytes, int] = {}
             for manifest in maintenance.committed_manifests(self.catalog):
                 report.snapshots_checked += 1
@@ -553,7 +559,7 @@ class SnapStore:
             packs = self.blobs.packs
             report.problems.extend(packs.broken().values())
             report.problems.extend(packs.check_sizes())
-            report.garbage.extend(maintenance.temp_files(self._tmp_dir))
+            report.garbage.extend(maintenance.temp_files(self.tmp_dir))
             loose = self.blobs.loose
             report.garbage.extend(
                 loose.path(d) for d in loose.iter_digests() if d not in referenced
@@ -581,22 +587,21 @@ class SnapStore:
         encode_name(name, "snapshot name")
         seconds = ttl_seconds(ttl)
         expiry_ns(0, seconds)
-        with shared_behind(self._gc_lock, self._gc_intent), self._namespace_lock.exclusive():
+        with shared_behind(self.gc_lock, self.gc_intent), self.namespace_lock.exclusive():
             created_ns = time.time_ns()
+            expires_ns = expiry_ns(created_ns, seconds)
             info = SnapshotInfo(
                 session=session,
                 name=name,
                 kind="state",
                 created_at=ns_to_time(created_ns),
-                expires_at=_optional_time(expiry_ns(created_ns, seconds)),
+                expires_at=None if expires_ns is None else ns_to_time(expires_ns),
                 file_count=0,
                 total_bytes=0,
                 meta={},
                 base_dir="",
             )
-            data = encode(
-                info, created_ns=created_ns, expires_ns=expiry_ns(created_ns, seconds), value=value
-            )
+            data = encode(info, created_ns=created_ns, expires_ns=expires_ns, value=value)
             self.catalog.commit(session, name, data)
         return info
 
@@ -611,20 +616,3 @@ class SnapStore:
                 f"snapshot {name!r} in session {session!r} holds files, not a state value"
             )
         return manifest.value
-
-
-def _optional_time(ns: int | None) -> datetime | None:
-    return None if ns is None else ns_to_time(ns)
-
-
-def _restore_report(plan: restoring.Plan, dry_run: bool) -> RestoreReport:
-    report = RestoreReport(dry_run=dry_run, target=plan.target)
-    for action in plan.actions:
-        path = action.entry.path
-        if action.operation == "unchanged":
-            report.unchanged.append(path)
-        elif action.operation == "remove":
-            report.removed.append(path)
-        else:
-            report.written.append(path)
-    return report

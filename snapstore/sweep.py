@@ -7,27 +7,44 @@ from collections.abc import Iterable
 
 from snapstore.catalog import ManifestFile
 
+FUTURE_TOLERANCE_NS = 60_000_000_000
+"""How far a recorded creation time may lie ahead of its manifest file's time before a sweep
+reports it (a minute of clock skew between hosts is common)."""
+
+
+def future_stamped(found: Iterable[ManifestFile]) -> list[tuple[str, str]]:
+    """The (session, name) of manifests whose recorded time is well ahead of their file's."""
+    return [
+        (item.header.info.session, item.header.info.name)
+        for item in found
+        if item.header.ahead_ns > FUTURE_TOLERANCE_NS
+    ]
+
 
 def choose_victims(
     found: Iterable[ManifestFile], *, ttl: float | None, keep_last: int | None, now_ns: int
 ) -> list[ManifestFile]:
-    """The manifests to delete: those past their own expiry, and file snapshots that neither
-    the TTL (created within ``ttl`` of now) nor ``keep_last`` (the N newest of their session)
-    keeps. State snapshots go only by their own expiry. Oldest first."""
+    """The manifests to delete: those past their own expiry, and file checkpoints that
+    neither the TTL (created within ``ttl`` of now) nor ``keep_last`` (the N newest of their
+    session) keeps. State snapshots go only by their own expiry, undo backups never (their
+    retention is their own). Ages go by ``Header.order_ns``. Oldest first."""
     by_session: dict[str, list[ManifestFile]] = defaultdict(list)
     victims: list[ManifestFile] = []
     for item in found:
         header = item.header
-        if header.expires_ns is not None and header.expires_ns <= now_ns:
+        expires_ns = header.effective_expires_ns
+        if header.info.is_backup:
+            continue
+        if expires_ns is not None and expires_ns <= now_ns:
             victims.append(item)
         elif header.info.kind == "files":
             by_session[header.info.session].append(item)
     if ttl is None and keep_last is None:
         return sorted(victims, key=_age_order)
     for items in by_session.values():
-        items.sort(key=lambda m: (m.header.created_ns, m.header.info.name), reverse=True)
+        items.sort(key=lambda m: (m.header.order_ns, m.header.info.name), reverse=True)
         for rank, item in enumerate(items):
-            kept_by_ttl = ttl is not None and now_ns - item.header.created_ns <= ttl * 1e9
+            kept_by_ttl = ttl is not None and now_ns - item.header.order_ns <= ttl * 1e9
             kept_by_count = keep_last is not None and rank < keep_last
             if not (kept_by_ttl or kept_by_count):
                 victims.append(item)
@@ -35,4 +52,4 @@ def choose_victims(
 
 
 def _age_order(item: ManifestFile) -> tuple[int, str, str]:
-    return (item.header.created_ns, item.header.info.session, item.header.info.name)
+    return (item.header.order_ns, item.header.info.session, item.header.info.name)

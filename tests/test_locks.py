@@ -16,7 +16,7 @@ from snapstore.lock import FileLock, is_untrusted_lock_filesystem
 def test_timeout_names_the_lock(root: Path, project: Path) -> None:
     store = SnapStore(root, lock_timeout=0.2)
     other = SnapStore(root, lock_timeout=0.2)
-    with other._namespace_lock.exclusive():
+    with other.namespace_lock.exclusive():
         started = time.monotonic()
         with pytest.raises(LockTimeout, match="namespace") as caught:
             store.create("s", "n", ["README.md"], base_dir=project)

@@ -49,10 +49,13 @@ def _run_packed_create(scenario_dir: Path, fs: FileSystem) -> object:
 
 
 class _DiesBeforeFlushingNames(FileSystem):
-    """A writer that publishes through ``inner`` but dies before any directory fsync."""
+    """A writer that publishes a pack through ``inner`` and dies right after renaming its
+    index into place, before flushing that name (the pack's own name it flushed first, as
+    the protocol requires before an index may name it)."""
 
     def __init__(self, inner: FileSystem) -> None:
         self.inner = inner
+        self.dir_flushes = 0
 
     def open(self, path: str, flags: int, mode: int = 0o666, *, dir_fd: int | None = None) -> int:
         return self.inner.open(path, flags, mode, dir_fd=dir_fd)
@@ -78,7 +81,9 @@ class _DiesBeforeFlushingNames(FileSystem):
         self.inner.unlink(path, dir_fd=dir_fd)
 
     def fsync_dir(self, path: str, *, dir_fd: int | None = None) -> None:
-        pass
+        self.dir_flushes += 1
+        if self.dir_flushes == 1:
+            self.inner.fsync_dir(path, dir_fd=dir_fd)
 
 
 def _run_create_reusing_dead_pack(scenario_dir: Path, fs: FileSystem) -> object:

@@ -33,20 +33,24 @@ def test_restore_brings_back_edits_deletions_and_additions(store: SnapStore, pro
     assert read_tree(project) == before
     assert sorted(report.written) == ["README.md", "src/app.py", "src/link.py"]
     assert sorted(report.removed) == ["new.txt", "newdir"]
-    assert report.backup == "pre-restore"
+    assert report.backup is not None
+    assert [info.name for info in store.backups("s")] == [report.backup]
+    assert [info.name for info in store.list("s")] == ["cp"]
 
 
-def test_restore_can_be_undone_from_the_pre_restore_snapshot(
-    store: SnapStore, project: Path
-) -> None:
+def test_restore_can_be_undone_and_the_undo_too(store: SnapStore, project: Path) -> None:
     store.create("s", "cp", ["."], base_dir=project)
+    restored = read_tree(project)
     (project / "src/app.py").write_text("my later work")
     write_tree(project, {"notes.txt": "keep me"})
     after_edits = read_tree(project)
     store.restore("s", "cp")
     assert not (project / "notes.txt").exists()
-    store.restore("s", "pre-restore")
+    store.undo("s")
     assert read_tree(project) == after_edits
+    store.undo("s")
+    assert read_tree(project) == restored
+    assert [info.backup_of is not None for info in store.backups("s")] == [True, True, True]
 
 
 def test_unchanged_files_are_not_rewritten(store: SnapStore, project: Path) -> None:

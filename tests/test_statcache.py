@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support import read_tree, write_tree
@@ -18,9 +19,9 @@ def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     opened: list[str] = []
     real = ingest.ingest_file
 
-    def counting(batch: object, path: str, scanned: object = None) -> object:
+    def counting(batch: object, path: str, scanned: object = None, **options: Any) -> object:
         opened.append(os.path.basename(path))
-        return real(batch, path, scanned)  # type: ignore[arg-type]
+        return real(batch, path, scanned, **options)  # type: ignore[arg-type]
 
     monkeypatch.setattr(ingest, "ingest_file", counting)
     return opened
@@ -143,7 +144,7 @@ def test_partial_snapshots_keep_the_rest_of_the_cache(
 def test_restore_in_place_trusts_the_cache_for_unchanged_files(
     store: SnapStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, trusting: None
 ) -> None:
-    from snapstore import restore
+    from snapstore.restore import plan as restore
 
     base = _tree(tmp_path)
     store.create("s", "one", ["."], base_dir=base)

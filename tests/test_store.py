@@ -23,6 +23,7 @@ from snapstore import (
     UnsafePathError,
 )
 from snapstore.catalog import CorruptManifestWarning
+from snapstore.manifest import EntryRow
 from snapstore.scan import Scanner, UnreadablePathError
 
 
@@ -296,6 +297,13 @@ def test_paths_through_a_symlinked_directory_are_refused(
     assert [(e.path, e.kind) for e in store.get("s", "n").entries] == [("linked", "symlink")]
 
 
+def _walk_found(scanner: Scanner, relative: str, absolute: str, info: os.stat_result) -> None:
+    """Record a directory as if a parent's listing had found it with ``info``, and walk it."""
+    pending: list[tuple[str, str, EntryRow]] = []
+    scanner._add_found(relative, absolute, info, pending)
+    scanner._walk(pending)
+
+
 def test_a_directory_swapped_for_a_symlink_mid_scan_is_never_followed(tmp_path: Path) -> None:
     base, outside = tmp_path / "p", tmp_path / "outside"
     write_tree(base, {"d/inner.txt": "inner"})
@@ -305,7 +313,7 @@ def test_a_directory_swapped_for_a_symlink_mid_scan_is_never_followed(tmp_path: 
     (base / "d").symlink_to(outside)
     scanner = Scanner(str(base))
     with pytest.raises(UnreadablePathError, match="'d'"):
-        scanner._add_found("d", str(base / "d"), found_as_dir, True)
+        _walk_found(scanner, "d", str(base / "d"), found_as_dir)
     assert scanner.result.to_read == []
 
 
@@ -316,9 +324,9 @@ def test_a_directory_gone_before_it_is_walked_is_an_unreadable_path(tmp_path: Pa
     (base / "d" / "inner.txt").unlink()
     (base / "d").rmdir()
     with pytest.raises(UnreadablePathError, match="'d'"):
-        Scanner(str(base))._add_found("d", str(base / "d"), found_as_dir, True)
+        _walk_found(Scanner(str(base)), "d", str(base / "d"), found_as_dir)
     tolerant = Scanner(str(base), skip_unreadable=True)
-    tolerant._add_found("d", str(base / "d"), found_as_dir, True)
+    _walk_found(tolerant, "d", str(base / "d"), found_as_dir)
     assert [skipped.path for skipped in tolerant.result.skipped] == ["d"]
 
 

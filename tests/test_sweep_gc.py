@@ -141,7 +141,7 @@ def test_gc_refuses_to_delete_blobs_when_a_manifest_is_corrupt(
 
 def test_gc_is_skipped_while_a_writer_holds_blobs(root: Path, project: Path) -> None:
     store = SnapStore(root, lock_timeout=0.2)
-    with store._gc_lock.shared():
+    with store.gc_lock.shared():
         report = store.gc()
     assert report.skipped and "busy" in (report.reason or "")
 

@@ -22,8 +22,8 @@ from snapstore.cli.demo_bridges import demo_editor, demo_recover
 from snapstore.cli.maintenance import delete, delete_session, gc, sweep, verify
 from snapstore.cli.output import one_line, print_error, print_json
 from snapstore.cli.params import DURATION
-from snapstore.cli.restoring import diff, restore
-from snapstore.cli.snapshots import cat, create, list_snapshots, show
+from snapstore.cli.restoring import diff, restore, undo
+from snapstore.cli.snapshots import backups, cat, create, list_snapshots, show
 from snapstore.cli.state import state
 from snapstore.errors import SnapstoreError
 
@@ -74,6 +74,8 @@ for _command in (
     cat,
     diff,
     restore,
+    undo,
+    backups,
     delete,
     delete_session,
     sweep,

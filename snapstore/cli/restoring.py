@@ -78,9 +78,10 @@ def restore_lines(report: RestoreReport, session: str, name: str) -> list[str]:
     lines = [summary, *("  " + line for line in align_rows(rows))]
     if report.backup:
         lines.append(
-            f"replaced files kept as {session}/{report.backup} "
-            f"(undo: snapstore restore {session} {report.backup})"
+            f"replaced files kept as the undo backup {report.backup} (undo: snapstore undo {session})"
         )
+    if report.kept:
+        lines.append(f"left alone: {len(report.kept)} paths (storage roots, unrecordable paths)")
     return lines
 
 
@@ -104,7 +105,7 @@ def restore_lines(report: RestoreReport, session: str, name: str) -> list[str]:
 @click.option(
     "--no-backup",
     is_flag=True,
-    help="Do not keep the replaced files as the snapshot 'pre-restore' of the session.",
+    help="Do not keep the replaced files as an undo backup (no undo, no rollback on failure).",
 )
 @click.option(
     "--keep-special-bits", is_flag=True, help="Restore setuid, setgid and sticky bits too."
@@ -136,3 +137,33 @@ def restore(
         )
     document: dict[str, Any] = {"session": session, "name": name, **report.to_dict()}
     settings.emit(document, restore_lines(report, session, name), info=not dry_run)
+
+
+@click.command()
+@click.argument("session")
+@click.option(
+    "--backup",
+    metavar="NAME",
+    help="Put back this undo backup (see 'snapstore backups') instead of the newest.",
+)
+@click.option(
+    "--target",
+    type=click.Path(file_okay=False, path_type=Path),
+    metavar="DIR",
+    help="Restore into this directory instead of the one the backup was taken from.",
+)
+@click.option("--dry-run", is_flag=True, help="Report what would change; write nothing.")
+@json_option
+@pass_settings
+def undo(
+    settings: Settings, session: str, backup: str | None, target: Path | None, dry_run: bool
+) -> None:
+    """Undo the newest restore of SESSION: put back what it replaced. Undoable in turn."""
+    store = settings.store()
+    with settings.progress("restoring") as progress:
+        report = store.undo(
+            session, backup=backup, target=target, dry_run=dry_run, progress=progress
+        )
+    label = backup or "its newest undo backup"
+    document: dict[str, Any] = {"session": session, **report.to_dict()}
+    settings.emit(document, restore_lines(report, session, label), info=not dry_run)

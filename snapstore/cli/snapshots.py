@@ -112,6 +112,31 @@ def list_snapshots(settings: Settings, session: str | None) -> None:
     settings.emit({"snapshots": [info.to_dict() for info in infos]}, lines)
 
 
+@click.command()
+@click.argument("session")
+@json_option
+@pass_settings
+def backups(settings: Settings, session: str) -> None:
+    """List the undo backups of SESSION, oldest first: what each restore replaced."""
+    infos = settings.store().backups(session)
+    rows = [
+        [
+            info.name,
+            info.backup_of or "",
+            _files_cell(info),
+            human_size(info.total_bytes),
+            human_age(info.created_at),
+            info.base_dir,
+        ]
+        for info in infos
+    ]
+    headers = ["NAME", "TAKEN BEFORE RESTORING", "FILES", "SIZE", "CREATED", "TARGET"]
+    lines = render_table(headers, rows, right=(2, 3)) if rows else []
+    if not rows and not settings.json and not settings.quiet:
+        print_note(f"no undo backups in session {session!r}")
+    settings.emit({"backups": [info.to_dict() for info in infos]}, lines)
+
+
 def _entry_row(entry: FileEntry) -> list[str]:
     """One line of the entries table of ``show``."""
     present = entry.kind != "absent"

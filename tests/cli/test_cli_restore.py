@@ -67,7 +67,7 @@ def test_restore_puts_the_project_back(cli: Cli, project: Path, tree: Tree) -> N
     edit(project)
     out = cli.ok("restore", "s1", "n1").stdout
     assert out.startswith(f"restore of s1/n1 into {project}: wrote 2, removed 1")
-    assert "undo: snapstore restore s1 pre-restore" in out
+    assert "undo: snapstore undo s1" in out
     assert tree(project) == before
 
 
@@ -80,7 +80,7 @@ def test_restore_json_shape(cli: Cli, project: Path) -> None:
     assert document["removed"] == ["NEW.md"]
     assert document["dry_run"] is False
     assert document["target"] == str(project)
-    assert document["backup"] == "pre-restore"
+    assert document["backup"] == cli.json("backups", "s1")["backups"][0]["name"]
 
 
 def test_restore_can_be_undone_from_its_backup(cli: Cli, project: Path, tree: Tree) -> None:
@@ -88,8 +88,13 @@ def test_restore_can_be_undone_from_its_backup(cli: Cli, project: Path, tree: Tr
     edit(project)
     edited = tree(project)
     cli.ok("restore", "s1", "n1")
-    cli.ok("restore", "s1", "pre-restore", "--no-backup")
+    restored = tree(project)
+    assert "undo: snapstore undo s1" in cli.ok("undo", "s1").stdout
     assert tree(project) == edited
+    cli.ok("undo", "s1")
+    assert tree(project) == restored
+    assert len(cli.json("backups", "s1")["backups"]) == 3
+    assert [i["name"] for i in cli.json("list", "s1")["snapshots"]] == ["n1"]
 
 
 def test_restore_dry_run_writes_nothing(cli: Cli, project: Path, tree: Tree) -> None:

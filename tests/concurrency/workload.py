@@ -26,7 +26,6 @@ from helpers.trees import read_tree, remove_tree, write_tree
 
 from snapstore import SnapStore
 from snapstore.errors import SnapshotNotFound
-from snapstore.store import PRE_RESTORE
 
 NAMES = ("k0", "k1", "k2", "k3")
 SHARED_CONTENTS = tuple(f"shared content {i}\n".encode() * (i + 1) for i in range(4))
@@ -222,9 +221,13 @@ class Worker:
 
     def op_delete_session(self) -> None:
         present = sum(value is not None for value in self.files.values())
+        backups = len(self.store.backups(self.session))
         count = self.store.delete_session(self.session)
-        if count not in (present, present + 1):
-            self.fail(f"delete_session {self.session}: {count} deleted, model had {present}")
+        if count != present + backups:
+            self.fail(
+                f"delete_session {self.session}: {count} deleted, model had {present} and "
+                f"{backups} undo backups"
+            )
         self.files = dict.fromkeys(NAMES)
 
     def op_put_state(self) -> None:
@@ -235,7 +238,7 @@ class Worker:
             self.fail(f"{self.state_session}: get_state right after put_state differs")
 
     def op_list(self) -> None:
-        listed = {info.name for info in self.store.list(self.session)} - {PRE_RESTORE}
+        listed = {info.name for info in self.store.list(self.session)}
         expected = {name for name, value in self.files.items() if value is not None}
         if listed != expected:
             self.fail(f"list {self.session}: {sorted(listed)} != model {sorted(expected)}")
@@ -294,7 +297,6 @@ def check_final(root: Path, results: list[dict[str, Any]]) -> dict[str, int]:
     for result in results:
         process, thread = result["process"], result["thread"]
         session = session_of(process, thread)
-        owned.add((session, PRE_RESTORE))
         for name, value in result["files"].items():
             owned.add((session, name))
             problems += _final_files(store, session, name, value)

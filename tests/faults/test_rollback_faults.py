@@ -2,10 +2,11 @@
 
 The first fault hits call N of the restore; the second hits a call after it (during the
 rollback). A RestoreError saying ``rolled_back=True`` must mean the target is exactly as it
-was; ``rolled_back=False`` must name the pre-restore snapshot, which then puts the target
-back exactly. The store stays consistent either way. When the second fault hits the removal
-of a temp file the first one left beside its destination, that ``.snapstore-tmp-*`` file
-stays in the target (counted, not failed: nothing else can remove it).
+was; ``rolled_back=False`` must name the undo backup, and the next open of the store puts
+the target back exactly (its journal is still there). The store stays consistent either way.
+When the second fault hits the removal of a temp file the first one left beside its
+destination, that ``.snapstore-tmp-*`` file stays in the target until the store is opened
+again (counted here; the consistency check, which reopens the store, finds none).
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from helpers.trees import copy_tree, read_tree, remove_tree, temp_leftovers
 
 from faults.test_fault_injection import injected_cause
 from snapstore.errors import RestoreError, SnapstoreError
-from snapstore.store import PRE_RESTORE
 
 
 def _calls_with_one_fault(template_dir: Path, scratch: Path, fail_at: int) -> int:
@@ -61,7 +61,7 @@ def test_rollback_that_fails_is_reported_and_recoverable(scratch: Path) -> None:
             error = caught.value
             assert injected_cause(error) is not None, f"{where}: {error!r}"
             if isinstance(error, RestoreError) and not error.rolled_back:
-                assert PRE_RESTORE in str(error), f"{where}: no hint of the backup: {error}"
+                assert "undo backup" in str(error), f"{where}: no hint of the backup: {error}"
                 not_rolled_back += 1
             else:
                 assert read_tree(work / "target") == expect.old_target, where

@@ -30,10 +30,15 @@ def check_every_power_cut(
     omit_each: bool = False,
 ) -> int:
     """Materialize each crash state of ``model`` and run the consistency check on it; once the
-    whole operation is on disk only its new state passes. Returns how many states were checked."""
+    whole operation is on disk only its new state passes. Returns how many states were checked.
+
+    Each state is materialized where the operation ran: what the store records holds absolute
+    paths (the base directory of a snapshot, the target of an interrupted restore), so a crash
+    state only means the same thing at the same place."""
     checked = 0
+    disk = Path(model.base_dir)
     for state in model.states(random_per_prefix=random_per_prefix, omit_each=omit_each):
-        disk = scratch / f"state-{checked}"
+        remove_tree(disk)
         materialize(state, disk)
         try:
             completed = state.prefix == len(model.events)
@@ -44,6 +49,5 @@ def check_every_power_cut(
                 f"{scenario.name}: power cut after {state.prefix}/{len(model.events)} events "
                 f"(last {event[:3]!r:.120}), policy {state.policy}: {error}"
             ) from error
-        remove_tree(disk)
         checked += 1
     return checked

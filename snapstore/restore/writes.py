@@ -13,11 +13,15 @@ from __future__ import annotations
 import contextlib
 import os
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from snapstore.blobs import BlobStore
 from snapstore.durable import discard, temp_name
 from snapstore.fsio import FileSystem, start_writeback
 from snapstore.models import FileEntry
+
+if TYPE_CHECKING:
+    from snapstore.restore.apply import DirHandles
 
 BATCH_FILES = 64
 BATCH_BYTES = 32 << 20
@@ -26,30 +30,33 @@ _CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
 
 @dataclass
 class _Staged:
-    parent_fd: int
+    parent: str
     temp: str
     name: str
     fd: int | None
 
 
 class StagedFiles:
-    """Files waiting for their flush and rename. Parent descriptors must stay open until
-    ``publish``; after any failure call ``discard``."""
+    """Files waiting for their flush and rename, in directories of the target reached
+    through ``handles``; after any failure call ``discard``."""
 
-    def __init__(self, fs: FileSystem, blobs: BlobStore, *, durable: bool) -> None:
+    def __init__(
+        self, fs: FileSystem, blobs: BlobStore, handles: DirHandles, *, durable: bool
+    ) -> None:
         self.fs = fs
         self.blobs = blobs
+        self.handles = handles
         self.durable = durable
         self._staged: list[_Staged] = []
         self._bytes = 0
 
-    def add(self, parent_fd: int, name: str, entry: FileEntry, mode: int) -> None:
-        """Write ``entry``'s verified bytes to a temp file beside ``name``; publishes the
-        batch when it is full."""
+    def add(self, parent: str, name: str, entry: FileEntry, mode: int) -> None:
+        """Write ``entry``'s verified bytes to a temp file beside ``name`` in the directory
+        ``parent`` (relative to the target); publishes the batch when it is full."""
         assert entry.digest is not None
         temp = temp_name()
-        fd = self.fs.open(temp, _CREATE_FLAGS, 0o600, dir_fd=parent_fd)
-        staged = _Staged(parent_fd, temp, name, fd)
+        fd = self.fs.open(temp, _CREATE_FLAGS, 0o600, dir_fd=self.handles.get(parent))
+        staged = _Staged(parent, temp, name, fd)
         self._staged.append(staged)
         for chunk in self.blobs.chunks(entry.digest, entry.size):
             self.fs.write(fd, chunk)
@@ -70,9 +77,8 @@ class StagedFiles:
             self.fs.close(fd)
         while self._staged:
             staged = self._staged[0]
-            self.fs.replace(
-                staged.temp, staged.name, src_dir_fd=staged.parent_fd, dst_dir_fd=staged.parent_fd
-            )
+            parent_fd = self.handles.get(staged.parent)
+            self.fs.replace(staged.temp, staged.name, src_dir_fd=parent_fd, dst_dir_fd=parent_fd)
             self._staged.pop(0)
         self._bytes = 0
 
@@ -82,6 +88,7 @@ class StagedFiles:
             if staged.fd is not None:
                 with contextlib.suppress(OSError):
                     self.fs.close(staged.fd)
-            discard(self.fs, staged.temp, dir_fd=staged.parent_fd)
+            with contextlib.suppress(OSError):
+                discard(self.fs, staged.temp, dir_fd=self.handles.get(staged.parent))
         self._staged.clear()
         self._bytes = 0
