@@ -78,7 +78,8 @@ def restore_lines(report: RestoreReport, session: str, name: str) -> list[str]:
     lines = [summary, *("  " + line for line in align_rows(rows))]
     if report.backup:
         lines.append(
-            f"replaced files kept as the undo backup {report.backup} (undo: snapstore undo {session})"
+            f"replaced files kept as the undo backup {report.backup} "
+            f"(undo: snapstore undo {session})"
         )
     if report.kept:
         lines.append(f"left alone: {len(report.kept)} paths (storage roots, unrecordable paths)")
