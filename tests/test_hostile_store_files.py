@@ -7,21 +7,19 @@ memory if read whole) or by FIFOs (which block a plain ``open`` forever).
 
 from __future__ import annotations
 
-import contextlib
 import os
 import resource
-import signal
 import struct
 import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
 import blake3
 import pytest
+from helpers.alarm import no_hang
 from support import write_tree
 
 from snapstore import SnapStore
@@ -138,22 +136,6 @@ def test_an_index_claiming_a_huge_blob_does_not_shadow_a_loose_copy(tmp_path: Pa
         target=str(tmp_path / "t"),
     )
     assert out.splitlines() == ["b'just a few bytes\\n'", "1", "True"]
-
-
-@contextlib.contextmanager
-def no_hang(seconds: int = 10) -> Iterator[None]:
-    """Fail (instead of hanging the suite) if the block blocks for ``seconds``."""
-
-    def fail(signum: int, frame: object) -> None:
-        raise TimeoutError("blocked: a special file was opened as if it were a regular one")
-
-    previous = signal.signal(signal.SIGALRM, fail)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def _fifo_at(path: Path) -> None:

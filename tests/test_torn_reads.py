@@ -1,0 +1,122 @@
+"""A snapshot holds one whole version of each file, or fails that file; it never blocks on a
+special file put where a regular one was."""
+
+from __future__ import annotations
+
+import mmap
+import os
+import threading
+import types
+from pathlib import Path
+
+import pytest
+from helpers.alarm import no_hang
+from support import write_tree
+
+import snapstore.ingest as ingest
+import snapstore.statcache as statcache
+from snapstore import SnapStore
+from snapstore.errors import SourceChangedError, UnreadablePathError
+
+
+
+@pytest.fixture
+def one_second_timestamps(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make ingest see file times rounded down to the second, as on filesystems with 1-second
+    timestamps: a rewrite within the same second then leaves the stat exactly as it was."""
+    real_fstat = os.fstat
+
+    def coarse(fd: int) -> object:
+        info = real_fstat(fd)
+        second = 1_000_000_000
+        return types.SimpleNamespace(
+            st_mode=info.st_mode,
+            st_ino=info.st_ino,
+            st_dev=info.st_dev,
+            st_size=info.st_size,
+            st_mtime_ns=info.st_mtime_ns // second * second,
+            st_ctime_ns=info.st_ctime_ns // second * second,
+        )
+
+    monkeypatch.setattr(ingest.os, "fstat", coarse)
+
+
+@pytest.mark.parametrize("size", [2 << 20, 20 << 20], ids=["small", "large"])
+def test_a_file_rewritten_in_place_while_read_is_never_stored_torn(
+    store: SnapStore, tmp_path: Path, one_second_timestamps: None, size: int
+) -> None:
+    project = tmp_path / "proj"
+    write_tree(project, {"data.bin": b"A" * size})
+    stop = threading.Event()
+
+    versions = {b"A": b"A" * size, b"B": b"B" * size}
+
+    def rewrite_forever() -> None:
+        """Each version is written whole, by one call: a mix never rests on disk, only a
+        read that overlaps a write can see one."""
+        fd = os.open(project / "data.bin", os.O_WRONLY)
+        try:
+            letter = b"B"
+            while not stop.is_set():
+                os.pwrite(fd, versions[letter], 0)
+                letter = b"A" if letter == b"B" else b"B"
+                stop.wait(0.002)
+        finally:
+            os.close(fd)
+
+    writer = threading.Thread(target=rewrite_forever)
+    writer.start()
+    stored = failed = 0
+    try:
+        for attempt in range(12 if size < (8 << 20) else 4):
+            try:
+                store.create("s", f"n{attempt}", ["data.bin"], base_dir=project)
+            except SourceChangedError:
+                failed += 1
+                continue
+            data = store.read("s", f"n{attempt}", "data.bin")
+            assert data in versions.values(), "a torn mix was stored as one version"
+            stored += 1
+    finally:
+        stop.set()
+        writer.join()
+    assert stored + failed > 0
+
+
+def test_a_file_swapped_for_a_fifo_before_it_is_read_never_blocks(
+    store: SnapStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project = tmp_path / "proj"
+    write_tree(project, {"a.txt": "a", "b.txt": "b"})
+    real = ingest.ingest_file
+
+    def swap_then_read(batch: object, path: str, *args: object, **kwargs: object) -> object:
+        if path.endswith("b.txt"):
+            os.unlink(path)
+            os.mkfifo(path)
+        return real(batch, path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ingest, "ingest_file", swap_then_read)
+    with no_hang(), pytest.raises(UnreadablePathError, match="no longer a regular file"):
+        store.create("s", "n", ["."], base_dir=project)
+    os.unlink(project / "b.txt")
+    write_tree(project, {"b.txt": "b"})
+    with no_hang():
+        info = store.create("s", "n", ["."], base_dir=project, skip_unreadable=True)
+    assert [skipped.path for skipped in info.skipped] == ["b.txt"]
+
+
+def test_rehash_sees_a_write_through_mmap_that_left_the_stat_alone(
+    store: SnapStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write to an already-dirty page of a shared mapping does not change the file's stat,
+    so a cached digest can be stale (the documented limit); ``rehash=True`` reads every file."""
+    monkeypatch.setattr(statcache, "RACY_NS", 0)
+    project = tmp_path / "proj"
+    write_tree(project, {"mapped.bin": bytes(4096)})
+    with open(project / "mapped.bin", "r+b") as file, mmap.mmap(file.fileno(), 4096) as mapped:
+        mapped[0:5] = b"first"
+        store.create("s", "one", ["mapped.bin"], base_dir=project)
+        mapped[0:5] = b"later"
+        info = store.create("s", "two", ["mapped.bin"], base_dir=project, rehash=True)
+    assert store.read("s", info.name, "mapped.bin")[:5] == b"later"

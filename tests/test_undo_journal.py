@@ -1,0 +1,159 @@
+"""A restore killed part-way is rolled back (or finished) by whoever comes next, and the undo
+history stays as if the killed restore never happened; nothing the user had is lost."""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support import read_tree, write_tree
+
+import snapstore.restore.job as job
+from snapstore import SnapStore
+from snapstore.errors import InterruptedRestoreWarning, RestoreError
+from snapstore.restore.plan import Plan
+
+KILLED = 77
+
+
+def _killed_during_apply(fraction: float) -> Callable[..., None]:
+    """An ``apply_plan`` that carries out the first ``fraction`` of the plan, then dies."""
+    real = job.apply_plan
+
+    def dying(plan: Plan, *args: Any, **kwargs: Any) -> None:
+        changes = plan.changes
+        plan.actions = changes[: int(len(changes) * fraction)]
+        real(plan, *args, **kwargs)
+        os._exit(KILLED)
+
+    return dying
+
+
+def _in_a_child_killed_during_apply(fraction: float, work: Callable[[], object]) -> None:
+    pid = os.fork()
+    if pid == 0:
+        try:
+            job.apply_plan = _killed_during_apply(fraction)  # type: ignore[assignment]
+            work()
+        finally:
+            os._exit(1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == KILLED
+
+
+@pytest.fixture
+def edited(store: SnapStore, project: Path) -> dict[str, object]:
+    """A checkpoint ``cp`` of the project, then the user's edits on top (the state to keep)."""
+    write_tree(project, {f"many/f{i}.txt": f"original {i}\n" for i in range(40)})
+    store.create("s", "cp", ["."], base_dir=project)
+    write_tree(project, {f"many/f{i}.txt": f"my edit {i}\n" for i in range(40)})
+    write_tree(project, {"notes.txt": "new work"})
+    (project / "README.md").unlink()
+    return read_tree(project)
+
+
+def test_a_restore_killed_halfway_is_rolled_back_at_the_next_open(
+    store: SnapStore, project: Path, edited: dict[str, object]
+) -> None:
+    _in_a_child_killed_during_apply(0.5, lambda: SnapStore(store.root).restore("s", "cp"))
+    assert read_tree(project) != edited  # half restored
+    assert store.journals.pending()
+    reopened = SnapStore(store.root)
+    assert read_tree(project) == edited
+    assert not reopened.journals.pending()
+    assert reopened.backups("s") == []  # as if the killed restore never happened
+    assert not [p for p in project.rglob("*") if p.name.startswith(".snapstore-tmp")]
+
+
+def test_rerunning_a_killed_restore_keeps_the_edits(
+    store: SnapStore, project: Path, edited: dict[str, object]
+) -> None:
+    _in_a_child_killed_during_apply(0.5, lambda: SnapStore(store.root).restore("s", "cp"))
+    store.restore("s", "cp")  # the same long-lived store object: recovers first
+    assert store.restore("s", "cp").written == []
+    store.undo("s")
+    assert read_tree(project) == edited
+    assert store.verify(deep=True).ok
+
+
+def test_an_undo_killed_before_it_changed_anything_can_be_run_again(
+    store: SnapStore, project: Path, edited: dict[str, object]
+) -> None:
+    store.restore("s", "cp")
+    restored = read_tree(project)
+    _in_a_child_killed_during_apply(0.0, lambda: SnapStore(store.root).undo("s"))
+    assert read_tree(project) == restored
+    reopened = SnapStore(store.root)
+    assert len(reopened.backups("s")) == 1
+    reopened.undo("s")
+    assert read_tree(project) == edited
+
+
+def test_changes_made_after_the_kill_are_kept_before_rolling_back(
+    store: SnapStore, project: Path, edited: dict[str, object]
+) -> None:
+    _in_a_child_killed_during_apply(0.5, lambda: SnapStore(store.root).restore("s", "cp"))
+    (project / "many" / "f0.txt").write_text("typed after the crash")
+    after_crash = read_tree(project)
+    reopened = SnapStore(store.root)
+    assert read_tree(project) == edited
+    (kept,) = reopened.backups("s")
+    reopened.undo("s", backup=kept.name)
+    assert read_tree(project) == after_crash
+
+
+def test_a_killed_restore_into_a_new_directory_is_finished(
+    store: SnapStore, project: Path, tmp_path: Path, edited: dict[str, object]
+) -> None:
+    target = tmp_path / "fresh"
+    _in_a_child_killed_during_apply(0.5, lambda: SnapStore(store.root).restore("s", "cp", target))
+    SnapStore(store.root)
+    store.restore("s", "cp", tmp_path / "reference")
+    assert read_tree(target) == read_tree(tmp_path / "reference")
+
+
+def test_a_killed_restore_without_backup_is_finished(
+    store: SnapStore, project: Path, tmp_path: Path, edited: dict[str, object]
+) -> None:
+    _in_a_child_killed_during_apply(
+        0.5, lambda: SnapStore(store.root).restore("s", "cp", backup=False)
+    )
+    SnapStore(store.root)
+    assert SnapStore(store.root).restore("s", "cp").written == []
+    assert store.backups("s") == []
+
+
+def test_a_damaged_journal_is_reported_and_dropped(store: SnapStore, project: Path) -> None:
+    store.create("s", "cp", ["."], base_dir=project)
+    journal_dir = Path(store.root) / "journal"
+    journal_dir.mkdir(exist_ok=True)
+    (journal_dir / ("0" * 32)).write_bytes(b"garbage")
+    with pytest.warns(InterruptedRestoreWarning, match="damaged journal"):
+        SnapStore(store.root)
+    assert not (journal_dir / ("0" * 32)).exists()
+
+
+def test_a_recovery_that_fails_warns_at_open_and_blocks_only_its_target(
+    store: SnapStore, project: Path, tmp_path: Path, edited: dict[str, object]
+) -> None:
+    _in_a_child_killed_during_apply(0.5, lambda: SnapStore(store.root).restore("s", "cp"))
+    (backup,) = [
+        p for p in (Path(store.root) / "sessions").rglob("manifest") if "cp-" not in str(p)
+    ]
+    saved = backup.read_bytes()
+    backup.chmod(0o644)
+    backup.write_bytes(b"damaged")
+    with pytest.warns(InterruptedRestoreWarning, match="could not be finished or rolled back"):
+        reopened = SnapStore(store.root)
+    with pytest.raises(RestoreError, match="interrupted"):
+        reopened.restore("s", "cp")
+    reopened.restore("s", "cp", tmp_path / "elsewhere")  # other targets are not blocked
+    backup.write_bytes(saved)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        SnapStore(store.root)
+    assert read_tree(project) == edited
