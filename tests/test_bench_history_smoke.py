@@ -1,9 +1,11 @@
-"""The history replay's verification on a tiny synthetic repository: the work tree holds
-each commit's files exactly, and a wrong tree is noticed."""
+"""The history replay runs end to end on a tiny synthetic repository, verifies its restores
+and writes every result key; its verification notices a wrong tree. No timing is asserted:
+this only keeps ``bench/history.py`` from rotting."""
 
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import shutil
 import subprocess
@@ -66,6 +68,33 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> Path:
     _git(repo, "add", "-A", "-f")
     _git(repo, "commit", "-q", "-m", "four")
     return repo
+
+
+def test_history_replay_writes_every_key_and_verifies_restores(
+    history: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "result.json"
+    command = [sys.executable, str(BENCH / "history.py"), "--repo", str(history), "--states", "4"]
+    command += ["--tools", "snapstore,git", "--restores", "4", "--json", str(out)]
+    command += ["--work", str(tmp_path / "work")]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr + done.stdout
+    assert "restores verified" in done.stdout
+    result = json.loads(out.read_text())
+    assert set(result) >= {"meta", "tools", "targets", "table_markdown"}
+    assert result["meta"]["states"] == 4
+    assert result["meta"]["files_last"] == 8
+    assert set(result["tools"]) == {"snapstore", "git"}
+    for found in result["tools"].values():
+        assert len(found["samples"]) == 4
+        assert set(found["later"]) == {"median", "p90", "total"}
+        assert found["size_after_run"]["disk"] > 0
+        assert all({"step", "seconds", "disk", "apparent"} <= set(s) for s in found["maintenance"])
+        assert [r["state"] for r in found["restores"]] == [1, 2, 3, 4]
+        assert all(r["verified"] and not r["problems"] for r in found["restores"])
+        assert found["verified"] == 4
+        assert isinstance(found["sync_calls"], dict | str)
+    assert [t["number"] for t in result["targets"]] == ["H1", "H2", "H3", "H4", "H5"]
 
 
 @pytest.fixture
