@@ -161,7 +161,13 @@ def meta(
         "sync_count_state": len(commits) - 1,
         "not_installed": missing,
         "versions": {
-            name: version([name, "--version"]) for name in ("git", "restic", "borg", "strace")
+            argv[0]: version(argv)
+            for argv in (
+                ["git", "--version"],
+                ["restic", "version"],
+                ["borg", "--version"],
+                ["strace", "-V"],
+            )
         },
         "python": platform.python_version(),
         "platform": platform.platform(),

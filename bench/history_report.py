@@ -23,16 +23,21 @@ def summary(seconds: list[float]) -> dict[str, float | None]:
 
 
 def format_bytes(value: int | None) -> str:
+    """Bytes, decimal kB below a megabyte, MB with one decimal above."""
     if value is None:
         return "-"
+    if value < 1e3:
+        return f"{value} B"
     return f"{value / 1e3:.0f} kB" if value < 1e6 else f"{value / 1e6:.1f} MB"
 
 
 def _sync_cell(found: dict[str, int] | str) -> str:
+    """Flushes (fsync, fdatasync, syncfs); writeback hints (sync_file_range) apart."""
     if isinstance(found, str):
         return "not measured"
     flushes = found["fsync"] + found["fdatasync"] + found["syncfs"]
-    return f"{flushes} (+{found['sync_file_range']} sfr)"
+    ranges = found["sync_file_range"]
+    return f"{flushes} (+{ranges} sync_file_range)" if ranges else str(flushes)
 
 
 def rows(results: dict[str, dict[str, Any]], states: int) -> list[list[str]]:
