@@ -19,7 +19,6 @@ from snapstore import SnapStore
 from snapstore.errors import SourceChangedError, UnreadablePathError
 
 
-
 @pytest.fixture
 def one_second_timestamps(monkeypatch: pytest.MonkeyPatch) -> None:
     """Make ingest see file times rounded down to the second, as on filesystems with 1-second
