@@ -3,7 +3,9 @@
 Besides the public operations, rules reopen the store and crash mid-operation (an injected
 I/O error, or a forked child killed at its Nth filesystem call) before reopening: after a
 crash the touched snapshot must be exactly the model's old or new value, and the model
-follows whichever the disk holds.
+follows whichever the disk holds. Restores and undos go into one target directory per
+session, whose files and undo history the model follows too; a restore or undo killed part-way
+must leave, once the store is reopened, the target and its undo history as before or as after.
 """
 
 from __future__ import annotations
@@ -27,8 +29,10 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from snapstore import SnapStore
 from snapstore.errors import SnapshotNotFound, SnapstoreError
+from snapstore.fsio import FileSystem
 
-SESSIONS = st.sampled_from(["alpha", "beta", "a/b", "A", "ünï"])
+SESSIONS_LIST = ["alpha", "beta", "a/b", "A", "ünï"]
+SESSIONS = st.sampled_from(SESSIONS_LIST)
 NAMES = st.sampled_from(["n1", "n2", "N1", "x y"])
 PATHS = ("a.txt", "b/c.txt", "b/d.bin", "e/f/g")
 FILES = st.dictionaries(st.sampled_from(PATHS), st.binary(max_size=48), min_size=1)
@@ -39,6 +43,7 @@ VALUES = st.recursive(
 )
 HOUR = 3600.0
 KILLED = 77
+UNDO_DEPTH = 4
 RUN_COUNTS: Counter[str] = Counter()
 
 
@@ -60,13 +65,42 @@ class StoreMachine(RuleBasedStateMachine):
         super().__init__()
         self.dir = Path(tempfile.mkdtemp(prefix="snapstore-sm-", dir=scratch_base()))
         self.root = self.dir / "root"
-        self.store = SnapStore(self.root, fs=FastFileSystem(), lock_timeout=10)
+        self.store = self._open()
         self.model: dict[tuple[str, str], Entry] = {}
+        self.targets: dict[str, dict[str, bytes] | None] = {}
+        self.undo: dict[str, list[dict[str, bytes]]] = {}
+        self.untrimmed: set[str] = set()
+        """Sessions whose killed restore went through but may not have trimmed its history."""
         self.seq = 0
         RUN_COUNTS["examples"] += 1
 
     def teardown(self) -> None:
         remove_tree(self.dir)
+
+    def _open(self, fs: FileSystem | None = None) -> SnapStore:
+        return SnapStore(
+            self.root, fs=fs or FastFileSystem(), lock_timeout=10, undo_depth=UNDO_DEPTH
+        )
+
+    def _target(self, session: str) -> Path:
+        return self.dir / f"target-{sorted(set(SESSIONS_LIST)).index(session)}"
+
+    def _target_files(self, session: str) -> dict[str, bytes] | None:
+        target = self._target(session)
+        if not target.is_dir():
+            return None
+        return {p: node[1] for p, node in read_tree(target).items() if node[0] == "file"}
+
+    def _restored(self, session: str, before: dict[str, bytes] | None, backup: bool) -> None:
+        """The model after a restore or undo of ``session`` went through: the target holds
+        what it holds now, and what it replaced is the newest undo backup."""
+        after = self._target_files(session)
+        if backup and before is not None and before != after:
+            stack = self.undo.setdefault(session, [])
+            stack.append(before)
+            del stack[:-UNDO_DEPTH]
+            self.untrimmed.discard(session)
+        self.targets[session] = after
 
     def _next(self) -> int:
         self.seq += 1
@@ -131,19 +165,74 @@ class StoreMachine(RuleBasedStateMachine):
     def delete_session(self, session: str) -> None:
         count = self.store.delete_session(session)
         keys = [key for key in self.model if key[0] == session]
-        assert count == len(keys)
+        assert count == len(keys) + len(self.undo.get(session, []))
         for key in keys:
             del self.model[key]
+        self.undo.pop(session, None)
+        self.untrimmed.discard(session)
 
     @rule(session=SESSIONS, name=NAMES, backup=st.booleans())
     def restore(self, session: str, name: str, backup: bool) -> None:
         entry = self.model.get((session, name))
         if entry is None or entry.kind != "files" or entry.files is None:
             return
-        target = self.dir / "target"
-        self.store.restore(session, name, target, backup=backup)
-        tree = {p: node[1] for p, node in read_tree(target).items() if node[0] == "file"}
-        assert tree == entry.files
+        before = self._target_files(session)
+        self.store.restore(session, name, self._target(session), backup=backup)
+        assert self._target_files(session) == entry.files
+        self._restored(session, before, backup)
+
+    @rule(session=SESSIONS)
+    def undo(self, session: str) -> None:
+        stack = self.undo.get(session, [])
+        if not stack:
+            return
+        before = self._target_files(session)
+        expected = stack[-1]  # the backup stays: undoing again undoes this undo
+        self.store.undo(session)
+        assert self._target_files(session) == expected
+        self._restored(session, before, True)
+
+    @rule(
+        session=SESSIONS,
+        name=NAMES,
+        kill_at=st.integers(1, 80),
+        operation=st.sampled_from(["restore", "undo"]),
+    )
+    def restore_killed_and_reopened(
+        self, session: str, name: str, kill_at: int, operation: str
+    ) -> None:
+        entry = self.model.get((session, name))
+        stack = self.undo.get(session, [])
+        if operation == "undo" and not stack:
+            return
+        if operation == "restore" and (entry is None or entry.files is None):
+            return
+        before = self._target_files(session)
+        expected = stack[-1] if operation == "undo" else entry.files  # type: ignore[union-attr]
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                store = self._open(KillingFileSystem(kill_at))
+                if operation == "undo":
+                    store.undo(session)
+                else:
+                    store.restore(session, name, self._target(session))
+                code = 0
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        exit_code = os.waitstatus_to_exitcode(status)
+        assert exit_code in (0, KILLED)
+        RUN_COUNTS["restore_kills"] += exit_code == KILLED
+        self.reopen()
+        after = self._target_files(session)
+        if after == expected and (exit_code == 0 or after != before):
+            self._restored(session, before, operation == "undo" or before is not None)
+            if exit_code == KILLED:
+                self.untrimmed.add(session)
+            return
+        assert after == before, f"{operation} killed at {kill_at}: target neither old nor new"
 
     @rule(
         keep_last=st.none() | st.integers(0, 3),
@@ -178,7 +267,7 @@ class StoreMachine(RuleBasedStateMachine):
 
     @rule()
     def reopen(self) -> None:
-        self.store = SnapStore(self.root, fs=FastFileSystem(), lock_timeout=10)
+        self.store = self._open()
 
     def _settle(self, key: tuple[str, str], old: Entry | None, new: Entry | None) -> None:
         """After a crash: the disk holds the old or the new value; the model follows it."""
@@ -248,6 +337,14 @@ class StoreMachine(RuleBasedStateMachine):
         listed = {(info.session, info.name) for info in self.store.list()}
         assert listed == set(self.model)
         assert self.store.sessions() == sorted({key[0] for key in self.model})
+
+    @invariant()
+    def undo_history_matches_model(self) -> None:
+        for session in SESSIONS_LIST:
+            found, modelled = len(self.store.backups(session)), len(self.undo.get(session, []))
+            extra = int(session in self.untrimmed and modelled == UNDO_DEPTH)
+            assert found in (modelled, modelled + extra), f"{session}: {found} undo backups"
+        assert not self.store.journals.pending()
 
     @invariant()
     def store_verifies(self) -> None:

@@ -52,6 +52,9 @@ def _files_cell(info: SnapshotInfo) -> str:
 @click.option(
     "--skip-unreadable", is_flag=True, help="Skip files that cannot be read instead of failing."
 )
+@click.option(
+    "--rehash", is_flag=True, help="Read every file, trusting no digest cached by earlier runs."
+)
 @json_option
 @pass_settings
 def create(
@@ -63,6 +66,7 @@ def create(
     meta: tuple[tuple[str, str], ...],
     ttl: float | None,
     skip_unreadable: bool,
+    rehash: bool,
 ) -> None:
     """Checkpoint PATHS (files or directories) as snapshot NAME of SESSION."""
     store = settings.store(create=True)
@@ -75,6 +79,7 @@ def create(
             meta=dict(meta) or None,
             ttl=ttl,
             skip_unreadable=skip_unreadable,
+            rehash=rehash,
             progress=progress,
         )
     for skipped in info.skipped:

@@ -372,7 +372,8 @@ class RestoreJob:
             return
         paths = None if journal.paths is None else list(journal.paths)
         plan = self.plan(manifest, journal.target, paths, journal.keep_special_bits)
-        if plan.changes and journal.backups and os.path.isdir(journal.target):
+        if journal.backups and any(action.current is not None for action in plan.changes):
+            # Something there now that the interrupted restore did not write: keep it.
             self._keep_current(journal, plan, journal.restoring)
         apply_plan(
             plan,
