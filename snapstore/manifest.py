@@ -36,6 +36,9 @@ MAX_HEADER_BYTES = 16 * 1024 * 1024
 MAX_BODY_BYTES = 1 << 30
 MAX_MANIFEST_BYTES = PRELUDE.size + MAX_HEADER_BYTES + MAX_BODY_BYTES
 MAX_ENTRIES = 5_000_000
+CLOCK_TOLERANCE_NS = 60_000_000_000
+"""How far a recorded creation time may lie ahead of its manifest file's modification time
+before the file's time is trusted instead (clocks of hosts sharing a store differ a little)."""
 DIGEST_BYTES = 32
 SNAPSHOT_KINDS: tuple[SnapshotKind, ...] = ("files", "state")
 
@@ -256,9 +259,11 @@ class Header(NamedTuple):
     """A manifest's header as ``list()`` reads it: info plus raw timestamps (a named tuple:
     a listing makes one per snapshot).
 
-    ``order_ns`` is what ordering and ages go by: the recorded creation time, or the manifest
-    file's own modification time if that is earlier. A writer whose clock ran ahead (or a
-    forged header) cannot make a snapshot look newer than it was written.
+    ``order_ns`` is what ordering and ages go by: the recorded creation time, unless it lies
+    more than ``CLOCK_TOLERANCE_NS`` after the manifest file's own modification time (set by
+    the filesystem when it was written), which then replaces it. A writer whose clock ran
+    ahead (or a forged header) cannot make a snapshot look newer than it was written; small
+    differences (file times are coarser than the clock) keep the finer recorded order.
     """
 
     info: SnapshotInfo
@@ -267,8 +272,10 @@ class Header(NamedTuple):
     order_ns: int = 0
 
     def with_file_time(self, mtime_ns: int) -> Header:
-        """This header, ordered by the earlier of its recorded time and ``mtime_ns``."""
-        return self._replace(order_ns=min(self.created_ns, mtime_ns))
+        """This header, ordered as its file's modification time ``mtime_ns`` allows."""
+        if self.created_ns <= mtime_ns + CLOCK_TOLERANCE_NS:
+            return self
+        return self._replace(order_ns=mtime_ns)
 
     @property
     def effective_expires_ns(self) -> int | None:

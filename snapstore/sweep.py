@@ -7,17 +7,13 @@ from collections.abc import Iterable
 
 from snapstore.catalog import ManifestFile
 
-FUTURE_TOLERANCE_NS = 60_000_000_000
-"""How far a recorded creation time may lie ahead of its manifest file's time before a sweep
-reports it (a minute of clock skew between hosts is common)."""
-
 
 def future_stamped(found: Iterable[ManifestFile]) -> list[tuple[str, str]]:
     """The (session, name) of manifests whose recorded time is well ahead of their file's."""
     return [
         (item.header.info.session, item.header.info.name)
         for item in found
-        if item.header.ahead_ns > FUTURE_TOLERANCE_NS
+        if item.header.ahead_ns > 0
     ]
 
 

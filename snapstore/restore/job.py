@@ -41,7 +41,7 @@ from snapstore.models import RestoreReport
 from snapstore.naming import generated_name
 from snapstore.restore.apply import DirHandles, Progress, apply_plan, remove_tree
 from snapstore.restore.journal import CorruptJournalError, Journal
-from snapstore.restore.plan import Keep, Plan, complete_dirs, make_plan, select_entries
+from snapstore.restore.plan import Action, Keep, Plan, complete_dirs, make_plan, select_entries
 from snapstore.statcache import StatCache
 
 if TYPE_CHECKING:
@@ -76,6 +76,15 @@ def refuse_store_directory(store_root: str, real_dir: str, what: str) -> None:
         if parent == directory:
             return
         directory = parent
+
+
+def _not_written_by_a_restore(action: Action) -> bool:
+    """True for a change to something an interrupted restore cannot have left: it renames
+    only whole, final files and links into place, and creates directories whose final mode it
+    sets last; anything else in the target was there before it, or put there since."""
+    if action.current is None:
+        return False
+    return not (action.operation == "chmod" and action.entry.kind == "dir")
 
 
 class RestoreJob:
@@ -372,8 +381,7 @@ class RestoreJob:
             return
         paths = None if journal.paths is None else list(journal.paths)
         plan = self.plan(manifest, journal.target, paths, journal.keep_special_bits)
-        if journal.backups and any(action.current is not None for action in plan.changes):
-            # Something there now that the interrupted restore did not write: keep it.
+        if journal.backups and any(_not_written_by_a_restore(a) for a in plan.changes):
             self._keep_current(journal, plan, journal.restoring)
         apply_plan(
             plan,
