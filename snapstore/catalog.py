@@ -85,6 +85,10 @@ class Catalog:
             MANIFEST_FILE,
         )
 
+    def exists(self, session: str, name: str) -> bool:
+        """True if (session, name) has a manifest on disk now."""
+        return os.path.lexists(self.manifest_path(session, name))
+
     def read(self, session: str, name: str) -> Manifest:
         """Decode the committed manifest of (session, name); SnapshotNotFound if there is none."""
         path = self.manifest_path(session, name)

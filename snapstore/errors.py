@@ -35,6 +35,19 @@ class SnapshotNotFound(SnapstoreError, KeyError):
         return f"no snapshot {self.name!r} in session {self.session!r}"
 
 
+class SnapshotExistsError(SnapstoreError, FileExistsError):
+    """``create(..., if_exists="error")`` found a snapshot of that name already there."""
+
+    def __init__(self, session: str, name: str) -> None:
+        super().__init__(f"snapshot {name!r} already exists in session {session!r}")
+        self.session = session
+        self.name = name
+
+
+class MissingPathError(SnapstoreError, FileNotFoundError):
+    """``create(..., missing="error")`` was given a path that does not exist."""
+
+
 class CorruptManifestError(SnapstoreError):
     """A manifest failed to decode, failed its checksum, or failed validation."""
 

@@ -99,6 +99,7 @@ def _header(fields: list[Any]) -> Header:
             "roots": tuple(roots),
             "backup_of": backup_of,
             "excludes": tuple(excludes),
+            "replaced": False,
         },
     )
     return Header(info, created_ns, expires_ns, created_ns)

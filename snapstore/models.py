@@ -98,7 +98,10 @@ class SnapshotInfo(_ToDict):
     """Set on undo backups only: the name of the snapshot whose restore this backup was taken
     before (undo backups are listed by ``SnapStore.backups``, never by ``list``)."""
     excludes: tuple[str, ...] = ()
-    """The exclude patterns the snapshot was taken with (gitignore syntax)."""
+    """The exclude rules the snapshot was taken with (gitignore syntax, relative to its base
+    directory, in order); a restore leaves what they match alone."""
+    replaced: bool = False
+    """Set only on what ``create`` returns: it replaced a snapshot of the same name."""
 
     @property
     def is_backup(self) -> bool:
@@ -119,6 +122,15 @@ class Snapshot(_ToDict):
             if candidate.path == path:
                 return candidate
         return None
+
+
+@dataclass(frozen=True)
+class PathVersion(_ToDict):
+    """One change of a path across a session's checkpoints: the snapshot where it changed, and
+    the path's entry there (None: the path is gone, or absent, from that snapshot on)."""
+
+    snapshot: SnapshotInfo
+    entry: FileEntry | None
 
 
 @dataclass

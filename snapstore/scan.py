@@ -16,7 +16,8 @@ from operator import itemgetter
 from stat import S_ISREG
 
 from snapstore.durable import TEMP_PREFIX
-from snapstore.errors import UnreadablePathError, UnsafePathError
+from snapstore.errors import InvalidValueError, UnreadablePathError, UnsafePathError
+from snapstore.excludes import GITIGNORE, Matcher, read_patterns, rebase
 from snapstore.layout import MARKER_FILE, is_store_root
 from snapstore.manifest import EntryRow
 from snapstore.models import SkippedPath
@@ -79,8 +80,10 @@ unless they turn out to be a storage root)."""
 class Scanner:
     """Walks paths under a base directory. Never records a storage root (the store's own,
     listed in ``exclude_dirs`` by device and inode, or any directory holding a snapstore
-    FORMAT marker) nor restore temp files. ``skip_special``: FIFOs, sockets and devices, which
-    hold no data to keep, are noted as skipped instead of failing the scan."""
+    FORMAT marker) nor restore temp files, nor what ``excludes`` matches; with ``gitignore``,
+    the ``.gitignore`` files met on the way add their rules to it. ``skip_special``: FIFOs,
+    sockets and devices, which hold no data to keep, are noted as skipped instead of failing
+    the scan."""
 
     def __init__(
         self,
@@ -89,13 +92,17 @@ class Scanner:
         exclude_dirs: Iterable[tuple[int, int]] = (),
         skip_unreadable: bool = False,
         skip_special: bool = False,
-        reuse: Reuse = _read_everything,
+        excludes: Matcher | None = None,
+        gitignore: bool = False,
+        reuse: Reuse | None = None,
     ) -> None:
         self.base_dir = base_dir
         self.exclude_dirs = set(exclude_dirs)
+        self.excludes = excludes if excludes is not None else Matcher()
+        self.gitignore = gitignore
         self.skip_unreadable = skip_unreadable
         self.skip_special = skip_special
-        self.reuse = reuse
+        self.reuse = reuse or _read_everything
         self.result = ScanResult()
         self._added = False
 
@@ -147,6 +154,11 @@ class Scanner:
         except UnsafePathError as error:
             self._problem(relative, str(error))
             return
+        if self.excludes(relative, stat.S_ISDIR(info.st_mode)):
+            raise InvalidValueError(
+                f"cannot snapshot {relative!r}: the exclude rules leave it out (rules: "
+                f"{', '.join(self.excludes.patterns[:5])})"
+            )
         if stat.S_ISDIR(info.st_mode) and (
             (info.st_dev, info.st_ino) in self.exclude_dirs or is_store_root(absolute)
         ):
@@ -231,6 +243,12 @@ class Scanner:
             return others
         if row[0]:
             self.result.rows.append(row)
+        if self.gitignore and GITIGNORE in names:
+            within = "" if relative == "." else relative
+            found = read_patterns(os.path.join(absolute, GITIGNORE))
+            self.excludes.extend(rebase(pattern, within) for pattern in found)
+        if self.excludes:
+            children = self._not_excluded(relative, children)
         rows, to_read, reuse = self.result.rows, self.result.to_read, self.reuse
         checked = plain_names(relative, names)
         prefix = relative + "/"
@@ -261,3 +279,18 @@ class Scanner:
             else:
                 others.append((child_relative, directory + name, info))
         return others
+
+    def _not_excluded(
+        self, relative: str, children: list[os.DirEntry[str]]
+    ) -> list[os.DirEntry[str]]:
+        """The children of ``relative`` that no exclude rule leaves out."""
+        names = self.excludes.simple_names
+        if names:
+            return [child for child in children if child.name not in names]
+        prefix = "" if relative == "." else relative + "/"
+        excluded = self.excludes
+        return [
+            child
+            for child in children
+            if not excluded(prefix + child.name, child.is_dir(follow_symlinks=False))
+        ]

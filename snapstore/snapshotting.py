@@ -14,7 +14,8 @@ from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from snapstore.batch import BlobBatch
-from snapstore.errors import MissingBlobError
+from snapstore.errors import MissingBlobError, SnapshotExistsError
+from snapstore.excludes import Matcher, initial_patterns
 from snapstore.ingest import ingest_scan
 from snapstore.manifest import encode, expiry_ns, ns_to_time
 from snapstore.models import SnapshotInfo
@@ -42,6 +43,10 @@ class Request:
     skip_unreadable: bool = False
     rehash: bool = False
     backup_of: str | None = None
+    exclude: tuple[str, ...] = ()
+    default_excludes: bool = True
+    gitignore: bool = False
+    if_exists: str = "replace"
 
 
 def take_snapshot(
@@ -60,12 +65,21 @@ def take_snapshot(
     cache = StatCache(store.cache_dir, store.tmp_dir, store.fs, request.base, scan_start_ns)
     batch = BlobBatch(store.blobs)
     backup = request.backup_of is not None
+    excludes = Matcher(
+        ()
+        if backup
+        else initial_patterns(
+            request.base, request.exclude, default_excludes=request.default_excludes
+        )
+    )
     scanner = Scanner(
         request.base,
         exclude_dirs=[(root_info.st_dev, root_info.st_ino)],
         skip_unreadable=request.skip_unreadable,
         skip_special=backup,
-        **({} if request.rehash else {"reuse": cache.reuse_hook(batch.claim)}),
+        excludes=excludes,
+        gitignore=request.gitignore and not backup,
+        reuse=None if request.rehash else cache.reuse_hook(batch.claim),
     )
     try:
         for path in request.paths:
@@ -80,6 +94,8 @@ def take_snapshot(
         raise
     file_rows = [row for row in rows if row[1] == "file"]
     with store.namespace_lock.exclusive():
+        if request.if_exists == "error" and store.catalog.exists(request.session, request.name):
+            raise SnapshotExistsError(request.session, request.name)
         missing = store.blobs.first_missing(file_rows)
         if missing is not None:
             path, _, _, _, _, digest, _ = missing
@@ -100,6 +116,7 @@ def take_snapshot(
             skipped=tuple(sorted(scanned.skipped, key=lambda s: s.path)),
             roots=tuple(sorted({p for p in request.paths if p not in request.shallow})),
             backup_of=request.backup_of,
+            excludes=tuple(excludes.patterns),
         )
         data = encode(info, created_ns=created_ns, expires_ns=expires_ns, rows=rows)
         replaced = store.catalog.commit(request.session, request.name, data)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import dataclasses
 import os
 import re
 import time
@@ -20,14 +21,17 @@ from typing import Any
 
 from snapstore import maintenance, packgc
 from snapstore.catalog import Catalog, ManifestFile
+from snapstore.compare import diff_entries, history, subtree
 from snapstore.errors import (
     CorruptManifestError,
     InvalidNameError,
     InvalidValueError,
     LockTimeout,
+    MissingPathError,
     NotAStateSnapshotError,
     SnapshotNotFound,
 )
+from snapstore.excludes import Matcher, check_patterns
 from snapstore.fsio import LOCAL, FileSystem
 from snapstore.gcpause import gc_paused
 from snapstore.layout import open_layout
@@ -44,13 +48,15 @@ from snapstore.manifest import Manifest, encode, expiry_ns, ns_to_time, time_to_
 from snapstore.models import (
     DiffReport,
     GcReport,
+    PathVersion,
     RestoreReport,
     Snapshot,
     SnapshotInfo,
     SweepReport,
     VerifyReport,
 )
-from snapstore.naming import encode_name
+from snapstore.naming import encode_name, generated_name
+from snapstore.paths import check_relative_path
 from snapstore.restore import PathNotInSnapshotError, select_entries
 from snapstore.restore.job import RestoreJob, refuse_store_directory
 from snapstore.restore.journal import JournalDir
@@ -166,44 +172,72 @@ class SnapStore:
     def create(
         self,
         session: str,
-        name: str,
-        paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[str],
+        name: str | None = None,
+        paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[str] | None = None,
         *,
         base_dir: str | os.PathLike[str] = ".",
         meta: Mapping[str, Any] | None = None,
         ttl: Duration | None = None,
+        exclude: Iterable[str] = (),
+        default_excludes: bool = True,
+        gitignore: bool = False,
+        if_exists: str = "replace",
+        missing: str = "absent",
         skip_unreadable: bool = False,
         rehash: bool = False,
         progress: Progress | None = None,
     ) -> SnapshotInfo:
         """Snapshot ``paths`` (files or directories under ``base_dir``) as (session, name).
 
+        ``name``: None generates a unique name that sorts by time. ``exclude``: gitignore
+        patterns (relative to ``base_dir``) to leave out, besides the base dir's
+        ``.snapstoreignore``, the built-in VCS directories (``.git``, ``.hg``, ``.svn``,
+        ``.jj``; ``default_excludes=False`` keeps them) and, with ``gitignore``, the rules of
+        every ``.gitignore`` met; the rules are recorded, and a restore leaves what they match
+        alone. ``if_exists="error"`` refuses to replace a snapshot of the same name
+        (SnapshotExistsError); ``missing="error"`` refuses paths that do not exist
+        (MissingPathError) instead of recording them as absent. ``rehash``: read every file,
+        trusting no cached digest. ``progress(done, total)`` counts the files that must be read.
+
         Blobs are ingested before the namespace lock is taken; the manifest is committed last,
-        atomically. Paths that do not exist are recorded as absent. On any failure nothing is
-        committed and the previous snapshot of (session, name), if any, stays as it was.
-        Waits for a restore into ``base_dir`` (or a directory holding it) to finish.
-        ``rehash``: read every file, trusting no cached digest (see docs/format.md, "Stat
-        cache", for the one change a cached digest can miss). ``progress(done, total)``
-        counts the files that must be read.
+        atomically. On any failure nothing is committed and the previous snapshot of
+        (session, name), if any, stays as it was. Waits for a restore into ``base_dir`` (or a
+        directory holding it) to finish. ``SnapshotInfo.replaced`` says whether it replaced one.
         """
         encode_name(session, "session")
+        name = generated_name() if name is None else name
         encode_name(name, "snapshot name")
+        if paths is None:
+            raise InvalidValueError("create needs the paths to snapshot")
         if isinstance(paths, str | os.PathLike):
             paths = [paths]
+        if if_exists not in ("replace", "error"):
+            raise InvalidValueError(f"if_exists must be 'replace' or 'error', not {if_exists!r}")
+        if missing not in ("absent", "error"):
+            raise InvalidValueError(f"missing must be 'absent' or 'error', not {missing!r}")
         base = os.path.abspath(os.fspath(base_dir))
         if not os.path.isdir(base):
             raise InvalidValueError(f"base_dir {base} is not a directory")
         real_base = os.path.realpath(base)
         refuse_store_directory(self.root, real_base, "base_dir")
+        relative = [relative_to_base(base, path) for path in paths]
+        if missing == "error":
+            absent = [p for p in relative if not os.path.lexists(os.path.join(base, p))]
+            if absent:
+                raise MissingPathError(f"no such path under {base}: {', '.join(absent[:5])}")
         request = Request(
             session,
             name,
             base,
-            [relative_to_base(base, path) for path in paths],
+            relative,
             dict(meta or {}),
             ttl=ttl_seconds(ttl),
             skip_unreadable=skip_unreadable,
             rehash=rehash,
+            exclude=tuple(check_patterns(exclude)),
+            default_excludes=default_excludes,
+            gitignore=gitignore,
+            if_exists=if_exists,
         )
         expiry_ns(0, request.ttl)
         key = target_key(real_base)
@@ -215,8 +249,8 @@ class SnapStore:
             self.blobs_in_use(),
             gc_paused(),
         ):
-            info, _ = take_snapshot(self, request, progress=progress)
-            return info
+            info, replaced = take_snapshot(self, request, progress=progress)
+        return dataclasses.replace(info, replaced=True) if replaced else info
 
     @contextlib.contextmanager
     def blobs_in_use(self) -> Iterator[None]:
@@ -317,8 +351,9 @@ class SnapStore:
         return manifest
 
     def exclusion_of(self, info: SnapshotInfo) -> Excluded | None:
-        """What a restore of the snapshot ``info`` must leave alone as excluded."""
-        return None
+        """What a restore of the snapshot ``info`` must leave alone as excluded: what its
+        recorded exclude rules match."""
+        return Matcher(info.excludes) if info.excludes else None
 
     # ----------------------------------------------------------------- restore and undo
 
@@ -418,20 +453,50 @@ class SnapStore:
                 self.catalog.remove(item.path)
 
     def diff(
-        self, session: str, name: str, target: str | os.PathLike[str] | None = None
+        self,
+        session: str,
+        name: str,
+        other: str | None = None,
+        *,
+        target: str | os.PathLike[str] | None = None,
     ) -> DiffReport:
-        """What a restore into ``target`` would change: added, modified and removed paths."""
+        """What changed: from snapshot ``name`` to snapshot ``other`` of the same session, or,
+        without ``other``, what a restore of ``name`` into ``target`` (default: its base dir)
+        would change. Every path is listed on its own: a directory added or removed comes with
+        everything in it."""
+        if isinstance(other, os.PathLike):
+            raise InvalidValueError("diff compares two snapshots; pass a directory as target=")
+        if other is not None:
+            old, new = self.files_manifest(session, name), self.files_manifest(session, other)
+            return diff_entries(old.entries, new.entries)
         plan = self._restores.dry_plan(session, name, None if target is None else os.fspath(target))
         report = DiffReport()
         for action in plan.changes:
             path = action.entry.path
             if action.operation == "remove":
                 report.removed.append(path)
+                if action.current == "dir":
+                    report.removed.extend(subtree(os.path.join(plan.target, path), path))
             elif action.operation == "create":
                 report.added.append(path)
             else:
                 report.modified.append(path)
         return report
+
+    def history(self, session: str, path: str) -> builtins.list[PathVersion]:
+        """The checkpoints of a session (oldest first) in which ``path`` changed: where it first
+        appears, and each where its kind, mode, size, digest or link target differs from the
+        checkpoint before (an entry of None: gone from that one on). Reads manifests only."""
+        wanted = check_relative_path(path)
+        versions = []
+        for info in self._checkpoints(session):
+            try:
+                manifest = self.catalog.read(session, info.name)
+            except SnapshotNotFound:
+                continue  # deleted since the listing
+            found = next((e for e in manifest.entries if e.path == wanted), None)
+            versions.append((manifest.info, found))
+        return history(versions)
 
     # ----------------------------------------------------------------- delete and sweep
 

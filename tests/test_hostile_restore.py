@@ -139,7 +139,7 @@ def assert_refused(arena: Arena, data: bytes) -> SnapstoreError:
     assert arena.picture() == before, "a refused restore wrote something"
     assert not isinstance(caught.value, RestoreError), "refused only after writing began"
     with pytest.raises(SnapstoreError):
-        arena.store.diff("s", "evil", arena.target)
+        arena.store.diff("s", "evil", target=arena.target)
     return caught.value
 
 

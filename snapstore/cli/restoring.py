@@ -53,7 +53,7 @@ def diff_lines(report: DiffReport, label: str, target: str) -> list[str]:
 def diff(settings: Settings, session: str, name: str, target: Path | None) -> None:
     """Show what restoring snapshot NAME of SESSION would change, without writing anything."""
     target_text = _target_text(settings, session, name, target)
-    report = settings.store().diff(session, name, target_text)
+    report = settings.store().diff(session, name, target=target_text)
     document = {
         "session": session,
         "name": name,
