@@ -444,13 +444,15 @@ class SnapStore:
                 self.catalog.remove(path)
 
     def trim_backups(self, session: str) -> None:
-        """Delete the session's oldest undo backups beyond ``undo_depth``, deciding from the
-        manifests on disk under the namespace lock."""
+        """Delete the session's oldest undo backups beyond ``undo_depth``, under the namespace
+        lock. The cached listing only proposes: each one is read again from its manifest before
+        it is deleted (a cache never decides a deletion)."""
         with self.namespace_lock.exclusive():
-            found = [m for m in self.catalog.headers(session) if m.header.info.is_backup]
-            found.sort(key=attrgetter("header.order_ns", "header.info.name"))
+            found = [m for m in self._listing(session) if m.header.info.is_backup]
             for item in found[: max(0, len(found) - self.undo_depth)]:
-                self.catalog.remove(item.path)
+                with contextlib.suppress(FileNotFoundError, CorruptManifestError):
+                    if self.catalog.read_header(item.path).info.is_backup:
+                        self.catalog.remove(item.path)
 
     def diff(
         self,
