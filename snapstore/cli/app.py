@@ -19,6 +19,7 @@ from snapstore.checkpoint.cli import checkpoint_group
 from snapstore.cli.context import Settings
 from snapstore.cli.demo import demo
 from snapstore.cli.demo_bridges import demo_editor, demo_recover
+from snapstore.cli.exitcodes import ExitCode, exit_code_for
 from snapstore.cli.maintenance import delete, delete_session, gc, sweep, verify
 from snapstore.cli.output import one_line, print_error, print_json
 from snapstore.cli.params import DURATION
@@ -26,8 +27,6 @@ from snapstore.cli.restoring import diff, restore
 from snapstore.cli.snapshots import cat, create, list_snapshots, show
 from snapstore.cli.state import state
 from snapstore.errors import SnapstoreError
-
-EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -128,9 +127,9 @@ def _fail(error_type: str, message: str, json_output: bool, code: int) -> int:
 def _usage_failure(error: click.UsageError, json_output: bool) -> int:
     """Report a usage error the way click does, or as a JSON error document."""
     if json_output:
-        return _fail("UsageError", error.format_message(), json_output, EXIT_USAGE)
+        return _fail("UsageError", error.format_message(), json_output, ExitCode.USAGE)
     error.show()
-    return EXIT_USAGE
+    return ExitCode.USAGE
 
 
 def _quiet_broken_pipe() -> int:
@@ -138,7 +137,7 @@ def _quiet_broken_pipe() -> int:
     with contextlib.suppress(OSError, ValueError):
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
-    return EXIT_ERROR
+    return ExitCode.ERROR
 
 
 def _describe(error: BaseException) -> str:
@@ -151,11 +150,11 @@ def run(args: Sequence[str]) -> int:
     json_output, debug = _global_flags(args)
     try:
         result: Any = cli.main(list(args), prog_name="snapstore", standalone_mode=False)
-        return result if isinstance(result, int) else EXIT_OK
+        return int(result) if isinstance(result, int) else ExitCode.OK
     except click.UsageError as error:
         return _usage_failure(error, json_output)
     except click.Abort:
-        return _fail("Aborted", "aborted", json_output, EXIT_ERROR)
+        return _fail("Aborted", "aborted", json_output, ExitCode.ERROR)
     except click.ClickException as error:
         return _fail(type(error).__name__, error.format_message(), json_output, error.exit_code)
     except BrokenPipeError:
@@ -163,12 +162,12 @@ def run(args: Sequence[str]) -> int:
     except (SnapstoreError, OSError) as error:
         if debug:
             traceback.print_exc()
-        return _fail(type(error).__name__, _describe(error), json_output, EXIT_ERROR)
+        return _fail(type(error).__name__, _describe(error), json_output, exit_code_for(error))
     except Exception as error:
         if debug:
             traceback.print_exc()
         message = f"internal error: {type(error).__name__}: {_describe(error)} (rerun with --debug)"
-        return _fail(type(error).__name__, message, json_output, EXIT_ERROR)
+        return _fail(type(error).__name__, message, json_output, ExitCode.ERROR)
 
 
 def main(argv: Sequence[str] | None = None) -> NoReturn:

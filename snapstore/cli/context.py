@@ -7,11 +7,12 @@ import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import click
 
 from snapstore import SnapStore
+from snapstore.cli.exitcodes import ExitCode
 from snapstore.cli.output import print_json, print_lines, stderr_is_terminal
 
 ProgressCallback = Callable[[int, int], None]
@@ -20,6 +21,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 class StoreNotFound(click.ClickException):
     """The storage root does not exist, and this command would not create one."""
+
+    exit_code = ExitCode.NO_STORE
 
     def __init__(self, root: Path) -> None:
         super().__init__(
@@ -92,6 +95,11 @@ class _LazyProgressBar:
 
 
 pass_settings = click.make_pass_decorator(Settings)
+
+
+def finish(code: ExitCode) -> NoReturn:
+    """End the command with ``code``, after its output (which says why, if it is not OK)."""
+    click.get_current_context().exit(int(code))
 
 
 def set_json(ctx: click.Context, _param: click.Parameter, value: bool) -> None:

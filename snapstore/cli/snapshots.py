@@ -10,7 +10,8 @@ from typing import Any
 
 import click
 
-from snapstore.cli.context import Settings, json_option, pass_settings
+from snapstore.cli.context import Settings, finish, json_option, pass_settings
+from snapstore.cli.exitcodes import ExitCode
 from snapstore.cli.output import (
     count,
     human_age,
@@ -64,7 +65,11 @@ def create(
     ttl: float | None,
     skip_unreadable: bool,
 ) -> None:
-    """Checkpoint PATHS (files or directories) as snapshot NAME of SESSION."""
+    """Checkpoint PATHS (files or directories) as snapshot NAME of SESSION.
+
+    With --skip-unreadable, a snapshot that left files out is still committed, and the
+    command exits 3 (partial success).
+    """
     store = settings.store(create=True)
     with settings.progress("snapshotting") as progress:
         info = store.create(
@@ -84,6 +89,8 @@ def create(
         f"{human_size(info.total_bytes)}, expires {human_expiry(info.expires_at)}"
     )
     settings.emit({"snapshot": info.to_dict()}, [line], info=True)
+    if info.skipped:
+        finish(ExitCode.PARTIAL)
 
 
 @click.command("list")

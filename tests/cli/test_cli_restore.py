@@ -7,6 +7,8 @@ from pathlib import Path
 
 from clitools import Cli
 
+from snapstore.cli.exitcodes import ExitCode
+
 Tree = Callable[[Path], dict[str, bytes]]
 
 
@@ -129,8 +131,8 @@ def test_quiet_restore_prints_nothing(cli: Cli, project: Path) -> None:
 
 def test_restore_of_a_missing_snapshot(cli: Cli, project: Path) -> None:
     checkpoint(cli, project)
-    cli.fails("restore", "s1", "nope", error_type="SnapshotNotFound")
-    cli.fails("diff", "nobody", "n1", error_type="SnapshotNotFound")
+    cli.fails("restore", "s1", "nope", code=ExitCode.NOT_FOUND, error_type="SnapshotNotFound")
+    cli.fails("diff", "nobody", "n1", code=ExitCode.NOT_FOUND, error_type="SnapshotNotFound")
 
 
 def test_restore_of_a_state_value_is_refused(cli: Cli) -> None:
