@@ -3,67 +3,41 @@
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import sys
 import traceback
-import warnings
 from collections.abc import Sequence
-from pathlib import Path
-from typing import Any, NoReturn, TextIO
+from typing import Any, NoReturn
 
 import click
 
 import snapstore
 from snapstore.checkpoint.cli import checkpoint_group
+from snapstore.cli import diagnostics
 from snapstore.cli.context import Settings
 from snapstore.cli.demo import demo
 from snapstore.cli.demo_bridges import demo_editor, demo_recover
 from snapstore.cli.exitcodes import ExitCode, exit_code_for
 from snapstore.cli.maintenance import delete, delete_session, gc, sweep, verify
+from snapstore.cli.options import global_options, global_parameters
 from snapstore.cli.output import one_line, print_error, print_json
-from snapstore.cli.params import DURATION
 from snapstore.cli.restoring import diff, restore
 from snapstore.cli.snapshots import cat, create, list_snapshots, show
 from snapstore.cli.state import state
 from snapstore.errors import SnapstoreError
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option(
-    "--root",
-    type=click.Path(file_okay=False, path_type=Path),
-    metavar="DIR",
-    envvar="SNAPSTORE_ROOT",
-    default=".snapstore",
-    show_default="$SNAPSTORE_ROOT, else ./.snapstore",
-    help="The store's directory.",
+@click.group(
+    context_settings={"help_option_names": ["-h", "--help"]},
+    params=global_parameters(top=True),
+    epilog="Global options may also follow the command name: snapstore list --json.",
 )
-@click.option("--json", "json_output", is_flag=True, help="Print one JSON document on stdout.")
-@click.option(
-    "--lock-timeout",
-    type=DURATION,
-    default=30.0,
-    show_default=True,
-    help="Seconds to wait for another process's lock before failing.",
-)
-@click.option("--quiet", "-q", is_flag=True, help="No progress bars or success messages.")
-@click.option("--debug", is_flag=True, help="Show tracebacks and debug logs.")
 @click.version_option(snapstore.__version__, prog_name="snapstore")
 @click.pass_context
-def cli(
-    ctx: click.Context,
-    root: Path,
-    json_output: bool,
-    lock_timeout: float,
-    quiet: bool,
-    debug: bool,
-) -> None:
+def cli(ctx: click.Context) -> None:
     """Checkpoint sets of files, inspect the checkpoints, and restore them."""
-    ctx.obj = Settings(
-        root=root, json=json_output, lock_timeout=lock_timeout, quiet=quiet, debug=debug
-    )
-    _configure_diagnostics(debug)
+    settings = ctx.ensure_object(Settings)
+    diagnostics.configure(settings.verbose, settings.debug)
 
 
 for _command in (
@@ -84,30 +58,7 @@ for _command in (
     demo_editor,
     demo_recover,
 ):
-    cli.add_command(_command)
-
-
-def _show_warning(
-    message: Warning | str,
-    category: type[Warning],
-    filename: str,
-    lineno: int,
-    file: TextIO | None = None,
-    line: str | None = None,
-) -> None:
-    """Print a library warning as one ``warning:`` line on stderr."""
-    click.echo(f"warning: {one_line(str(message))}", err=True)
-
-
-def _configure_diagnostics(debug: bool) -> None:
-    """Warnings and log records go to stderr as short lines (with detail under --debug)."""
-    if not debug:
-        warnings.showwarning = _show_warning
-    logging.basicConfig(
-        level=logging.DEBUG if debug else logging.WARNING,
-        format="%(levelname)s %(name)s: %(message)s" if debug else "warning: %(message)s",
-        stream=sys.stderr,
-    )
+    cli.add_command(global_options(_command))
 
 
 def _global_flags(args: Sequence[str]) -> tuple[bool, bool]:

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import Any, NoReturn
 
 import click
 
@@ -16,7 +16,6 @@ from snapstore.cli.exitcodes import ExitCode
 from snapstore.cli.output import print_json, print_lines, stderr_is_terminal
 
 ProgressCallback = Callable[[int, int], None]
-F = TypeVar("F", bound=Callable[..., Any])
 
 
 class StoreNotFound(click.ClickException):
@@ -33,13 +32,19 @@ class StoreNotFound(click.ClickException):
 
 @dataclass
 class Settings:
-    """The global options of one run, and the store opened from them (lazily)."""
+    """The global options of one run, and the store opened from them (lazily).
 
-    root: Path
+    ``root_given`` is true when ``--root`` was on the command line (not from the environment
+    or the default); ``verbose`` counts ``-v``.
+    """
+
+    root: Path = Path(".snapstore")
     json: bool = False
     lock_timeout: float = 30.0
     quiet: bool = False
     debug: bool = False
+    verbose: int = 0
+    root_given: bool = False
     _store: SnapStore | None = field(default=None, repr=False)
 
     def store(self, *, create: bool = False) -> SnapStore:
@@ -100,23 +105,3 @@ pass_settings = click.make_pass_decorator(Settings)
 def finish(code: ExitCode) -> NoReturn:
     """End the command with ``code``, after its output (which says why, if it is not OK)."""
     click.get_current_context().exit(int(code))
-
-
-def set_json(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
-    """Let ``--json`` also follow the command name (``snapstore list --json``)."""
-    settings = ctx.find_object(Settings)
-    if value and settings is not None:
-        settings.json = True
-
-
-def json_option(function: F) -> F:
-    """Add ``--json`` to a command, with the same meaning as the global option."""
-    option = click.option(
-        "--json",
-        "json_output",
-        is_flag=True,
-        expose_value=False,
-        callback=set_json,
-        help="Print one JSON document on stdout.",
-    )
-    return option(function)

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import click
 
 from snapstore import SnapStore
-from snapstore.cli.context import Settings, finish, json_option, pass_settings
+from snapstore.cli.context import Settings, finish, pass_settings
 from snapstore.cli.exitcodes import ExitCode
 from snapstore.cli.output import (
     align_rows,
@@ -85,7 +85,6 @@ missing_ok_option = click.option(
 @click.argument("name")
 @yes_option
 @missing_ok_option
-@json_option
 @pass_settings
 def delete(settings: Settings, session: str, name: str, yes: bool, missing_ok: bool) -> None:
     """Delete snapshot NAME of SESSION (its blobs are freed by the next gc)."""
@@ -101,7 +100,6 @@ def delete(settings: Settings, session: str, name: str, yes: bool, missing_ok: b
 @click.argument("session")
 @yes_option
 @missing_ok_option
-@json_option
 @pass_settings
 def delete_session(settings: Settings, session: str, yes: bool, missing_ok: bool) -> None:
     """Delete every snapshot of SESSION."""
@@ -123,7 +121,6 @@ def delete_session(settings: Settings, session: str, yes: bool, missing_ok: bool
     help="Keep only the N newest snapshots of each session.",
 )
 @click.option("--dry-run", is_flag=True, help="Report what would be deleted; delete nothing.")
-@json_option
 @pass_settings
 def sweep(settings: Settings, ttl: float | None, keep_last: int | None, dry_run: bool) -> None:
     """Delete expired snapshots, and those beyond --ttl or --keep-last."""
@@ -139,7 +136,6 @@ def sweep(settings: Settings, ttl: float | None, keep_last: int | None, dry_run:
 
 @click.command()
 @click.option("--dry-run", is_flag=True, help="Report what would be freed; delete nothing.")
-@json_option
 @pass_settings
 def gc(settings: Settings, dry_run: bool) -> None:
     """Free blobs no snapshot references, and stale temp files.
@@ -178,7 +174,6 @@ def gc_exit_code(report: GcReport) -> ExitCode:
 
 @click.command()
 @click.option("--deep", is_flag=True, help="Re-hash every blob, not only check that it exists.")
-@json_option
 @pass_settings
 def verify(settings: Settings, deep: bool) -> None:
     """Check every snapshot and blob; exit 13 when committed data is damaged."""

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from snapstore.cli.context import Settings, json_option, pass_settings
+from snapstore.cli.context import Settings, pass_settings
 from snapstore.cli.output import align_rows, render_table
 from snapstore.models import DiffReport, RestoreReport
 
@@ -48,7 +48,6 @@ def diff_lines(report: DiffReport, label: str, target: str) -> list[str]:
     metavar="DIR",
     help="Compare this directory instead of the snapshot's base dir.",
 )
-@json_option
 @pass_settings
 def diff(settings: Settings, session: str, name: str, target: Path | None) -> None:
     """Show what restoring snapshot NAME of SESSION would change, without writing anything."""
@@ -109,7 +108,6 @@ def restore_lines(report: RestoreReport, session: str, name: str) -> list[str]:
 @click.option(
     "--keep-special-bits", is_flag=True, help="Restore setuid, setgid and sticky bits too."
 )
-@json_option
 @pass_settings
 def restore(
     settings: Settings,

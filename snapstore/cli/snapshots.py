@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from snapstore.cli.context import Settings, finish, json_option, pass_settings
+from snapstore.cli.context import Settings, finish, pass_settings
 from snapstore.cli.exitcodes import ExitCode
 from snapstore.cli.output import (
     count,
@@ -53,7 +53,6 @@ def _files_cell(info: SnapshotInfo) -> str:
 @click.option(
     "--skip-unreadable", is_flag=True, help="Skip files that cannot be read instead of failing."
 )
-@json_option
 @pass_settings
 def create(
     settings: Settings,
@@ -95,7 +94,6 @@ def create(
 
 @click.command("list")
 @click.argument("session", required=False)
-@json_option
 @pass_settings
 def list_snapshots(settings: Settings, session: str | None) -> None:
     """List snapshots, oldest first (only SESSION's, if given)."""
@@ -172,7 +170,6 @@ def show_document(snapshot: Snapshot, value: Any) -> dict[str, Any]:
 @click.command()
 @click.argument("session")
 @click.argument("name")
-@json_option
 @pass_settings
 def show(settings: Settings, session: str, name: str) -> None:
     """Show one snapshot: its header, then every entry with mode, size and digest."""
@@ -193,7 +190,6 @@ def show(settings: Settings, session: str, name: str) -> None:
 @click.argument("session")
 @click.argument("name")
 @click.argument("path")
-@json_option
 @pass_settings
 def cat(settings: Settings, session: str, name: str, path: str) -> None:
     """Write the bytes PATH had in the snapshot to stdout (verified against its digest)."""

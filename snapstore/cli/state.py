@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from snapstore.cli.context import Settings, json_option, pass_settings
+from snapstore.cli.context import Settings, pass_settings
 from snapstore.cli.maintenance import confirm
 from snapstore.cli.output import human_expiry, to_json
 from snapstore.cli.params import DURATION, JSON_VALUE
@@ -37,7 +37,6 @@ def _saved_value(settings: Settings, session: str, name: str) -> Any:
     default=_MISSING,
     help="Print this JSON value instead of failing when there is no saved value.",
 )
-@json_option
 @pass_settings
 def get_value(settings: Settings, session: str, name: str, default: Any) -> None:
     """Print the value saved as NAME in SESSION, as JSON."""
@@ -56,7 +55,6 @@ def get_value(settings: Settings, session: str, name: str, default: Any) -> None
 @click.argument("name")
 @click.argument("value", type=JSON_VALUE)
 @click.option("--ttl", type=DURATION, help="Expire after this long (90s, 15m, 24h, 7d).")
-@json_option
 @pass_settings
 def set_value(settings: Settings, session: str, name: str, value: Any, ttl: float | None) -> None:
     """Save the JSON VALUE as NAME in SESSION, replacing any old value.
@@ -72,7 +70,6 @@ def set_value(settings: Settings, session: str, name: str, value: Any, ttl: floa
 @click.argument("session")
 @click.argument("name")
 @click.option("--yes", "-y", is_flag=True, help="Confirm: the next run starts from scratch.")
-@json_option
 @pass_settings
 def reset_value(settings: Settings, session: str, name: str, yes: bool) -> None:
     """Forget the value saved as NAME in SESSION, so its pipeline starts over."""
