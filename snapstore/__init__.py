@@ -2,7 +2,12 @@
 
 ``SnapStore`` checkpoints sets of files per (session, name) and small resume values, in one
 storage root that several processes share. See docs/format.md and docs/concurrency.md.
+
+The library logs what it does under the ``snapstore`` logger (``snapstore.lock``,
+``snapstore.packgc``, ...) and is silent unless the application configures logging.
 """
+
+import logging
 
 from snapstore.errors import (
     CorruptBlobError,
@@ -34,6 +39,8 @@ from snapstore.restore import PathNotInSnapshotError
 from snapstore.store import SnapStore, UnreliableLockWarning
 
 __version__ = "0.1.0"
+
+logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 __all__ = [
     "CorruptBlobError",

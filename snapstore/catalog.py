@@ -7,6 +7,7 @@ new file); commits and deletes are called with the namespace lock held.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import stat
 import warnings
@@ -24,6 +25,8 @@ from snapstore.naming import dir_name
 MANIFEST_FILE = "manifest"
 MANIFEST_SUFFIX = os.sep + MANIFEST_FILE
 HEADER_READ_BYTES = 4096
+
+logger = logging.getLogger(__name__)
 
 
 class CorruptManifestWarning(UserWarning):
@@ -204,6 +207,7 @@ class Catalog:
         if self.durable:
             for directory in found:
                 self.fs.fsync_dir(os.path.dirname(directory))
+        logger.debug("committed snapshot %r of session %r (%d bytes)", name, session, len(data))
 
     def remove(self, path: str) -> None:
         """Delete a committed manifest durably, then its (now empty) directories best-effort.
@@ -215,6 +219,7 @@ class Catalog:
         self.fs.unlink(path)
         if self.durable:
             self.fs.fsync_dir(name_dir)
+        logger.debug("removed manifest %s", path)
         self.remove_empty_dirs(name_dir)
 
     def remove_empty_dirs(self, name_dir: str) -> None:

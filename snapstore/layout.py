@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 
 from snapstore.durable import write_atomic
@@ -12,6 +13,8 @@ from snapstore.fsio import FileSystem
 FORMAT_MAJOR = 1
 FORMAT_TEXT = f"snapstore format {FORMAT_MAJOR}\n"
 LAYOUT_DIRS = ("locks", "blobs", "packs", "sessions", "tmp")
+
+logger = logging.getLogger(__name__)
 
 
 def open_layout(root: str, fs: FileSystem, *, durable: bool) -> None:
@@ -38,6 +41,7 @@ def open_layout(root: str, fs: FileSystem, *, durable: bool) -> None:
     write_atomic(
         fs, marker, FORMAT_TEXT.encode(), tmp_dir=os.path.join(root, "tmp"), durable=durable
     )
+    logger.info("created a new store at %s", root)
 
 
 def make_layout_dirs(root: str, fs: FileSystem) -> None:

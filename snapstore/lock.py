@@ -8,6 +8,7 @@ handles without unlocking, so it never releases a lock its parent holds.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import time
 from collections.abc import Iterator
@@ -15,6 +16,7 @@ from typing import IO
 
 from snapstore.errors import LockTimeout
 
+logger = logging.getLogger(__name__)
 _POLL_START = 0.001
 _POLL_MAX = 0.05
 
@@ -53,9 +55,12 @@ class FileLock:
         import portalocker  # deferred: its import costs ~40 ms, paid only by lock users
 
         mode = portalocker.LockFlags.EXCLUSIVE if exclusive else portalocker.LockFlags.SHARED
+        kind = "exclusive" if exclusive else "shared"
         limit = self.timeout if timeout is None else timeout
-        deadline = time.monotonic() + limit
+        started = time.monotonic()
+        deadline = started + limit
         delay = _POLL_START
+        waited = False
         file = self._open()
         try:
             while True:
@@ -65,12 +70,25 @@ class FileLock:
                 except portalocker.exceptions.LockException:
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
+                        logger.debug("gave up on lock %r (%s) after %gs", self.name, kind, limit)
                         raise LockTimeout(self.name, limit) from None
+                    if not waited:
+                        waited = True
+                        logger.debug(
+                            "waiting for lock %r (%s): another process holds it; giving up "
+                            "after %gs",
+                            self.name,
+                            kind,
+                            limit,
+                        )
                     time.sleep(min(delay, remaining))
                     delay = min(delay * 2, _POLL_MAX)
         except BaseException:
             file.close()
             raise
+        if waited:
+            elapsed = time.monotonic() - started
+            logger.debug("took lock %r (%s) after %.3fs", self.name, kind, elapsed)
         return _Handle(file)
 
     @contextlib.contextmanager
