@@ -8,8 +8,18 @@ from typing import Any
 import click
 
 from snapstore.cli.context import Settings, pass_settings
-from snapstore.cli.output import align_rows, render_table
+from snapstore.cli.output import align_rows, capped_rows, render_table
 from snapstore.models import DiffReport, RestoreReport
+
+PATHS_SHOWN = 20
+"""Paths of each kind (written, removed; add, modify, remove) printed without ``--list``."""
+
+list_option = click.option(
+    "--list",
+    "list_all",
+    is_flag=True,
+    help=f"Print every path (by default the first {PATHS_SHOWN} of each kind).",
+)
 
 
 def _target_text(settings: Settings, session: str, name: str, target: Path | None) -> str:
@@ -19,24 +29,19 @@ def _target_text(settings: Settings, session: str, name: str, target: Path | Non
     return settings.store().get(session, name).info.base_dir
 
 
-def _change_rows(report: DiffReport) -> list[list[str]]:
-    """``[change, path]`` rows, in the words of what a restore would do."""
-    return [
-        *(["add", path] for path in report.added),
-        *(["modify", path] for path in report.modified),
-        *(["remove", path] for path in report.removed),
-    ]
-
-
-def diff_lines(report: DiffReport, label: str, target: str) -> list[str]:
-    """Human output of ``diff``: a summary line, then one row per path a restore would change."""
+def diff_lines(
+    report: DiffReport, label: str, target: str, limit: int | None = PATHS_SHOWN
+) -> list[str]:
+    """Human output of ``diff``: a summary line, then a row per path a restore would change
+    (at most ``limit`` of each kind)."""
     if not report.changed:
         return [f"{target} matches {label}"]
     summary = (
         f"{target} differs from {label}: a restore would add {len(report.added)}, "
         f"modify {len(report.modified)}, remove {len(report.removed)}"
     )
-    return [summary, "", *render_table(["CHANGE", "PATH"], _change_rows(report))]
+    groups = [("add", report.added), ("modify", report.modified), ("remove", report.removed)]
+    return [summary, "", *render_table(["CHANGE", "PATH"], capped_rows(groups, limit))]
 
 
 @click.command()
@@ -48,9 +53,13 @@ def diff_lines(report: DiffReport, label: str, target: str) -> list[str]:
     metavar="DIR",
     help="Compare this directory instead of the snapshot's base dir.",
 )
+@list_option
 @pass_settings
-def diff(settings: Settings, session: str, name: str, target: Path | None) -> None:
-    """Show what restoring snapshot NAME of SESSION would change, without writing anything."""
+def diff(settings: Settings, session: str, name: str, target: Path | None, list_all: bool) -> None:
+    """Show what restoring snapshot NAME of SESSION would change, without writing anything.
+
+    Prints the first 20 paths of each kind of change; --list prints them all, --json too.
+    """
     target_text = _target_text(settings, session, name, target)
     report = settings.store().diff(session, name, target_text)
     document = {
@@ -60,11 +69,15 @@ def diff(settings: Settings, session: str, name: str, target: Path | None) -> No
         **report.to_dict(),
         "changed": report.changed,
     }
-    settings.emit(document, diff_lines(report, f"{session}/{name}", target_text))
+    limit = None if list_all else PATHS_SHOWN
+    settings.emit(document, diff_lines(report, f"{session}/{name}", target_text, limit))
 
 
-def restore_lines(report: RestoreReport, session: str, name: str) -> list[str]:
-    """Human output of ``restore``: a summary line, then each written and removed path."""
+def restore_lines(
+    report: RestoreReport, session: str, name: str, limit: int | None = PATHS_SHOWN
+) -> list[str]:
+    """Human output of ``restore``: a summary line, then the written and removed paths (at
+    most ``limit`` of each), then where the replaced files were kept."""
     write, remove = ("would write", "would remove") if report.dry_run else ("wrote", "removed")
     prefix = "dry run: " if report.dry_run else ""
     summary = (
@@ -72,8 +85,7 @@ def restore_lines(report: RestoreReport, session: str, name: str) -> list[str]:
         f"{write} {len(report.written)}, {remove} {len(report.removed)}, "
         f"{len(report.unchanged)} unchanged"
     )
-    rows = [[write, path] for path in report.written]
-    rows += [[remove, path] for path in report.removed]
+    rows = capped_rows([(write, report.written), (remove, report.removed)], limit)
     lines = [summary, *("  " + line for line in align_rows(rows))]
     if report.backup:
         lines.append(
@@ -108,6 +120,7 @@ def restore_lines(report: RestoreReport, session: str, name: str) -> list[str]:
 @click.option(
     "--keep-special-bits", is_flag=True, help="Restore setuid, setgid and sticky bits too."
 )
+@list_option
 @pass_settings
 def restore(
     settings: Settings,
@@ -118,8 +131,13 @@ def restore(
     dry_run: bool,
     no_backup: bool,
     keep_special_bits: bool,
+    list_all: bool,
 ) -> None:
-    """Put the files of snapshot NAME of SESSION back, writing only what differs."""
+    """Put the files of snapshot NAME of SESSION back, writing only what differs.
+
+    Prints a summary and the first 20 written and removed paths; --list prints them all,
+    --json too.
+    """
     store = settings.store()
     with settings.progress("restoring") as progress:
         report = store.restore(
@@ -133,4 +151,5 @@ def restore(
             progress=progress,
         )
     document: dict[str, Any] = {"session": session, "name": name, **report.to_dict()}
-    settings.emit(document, restore_lines(report, session, name), info=not dry_run)
+    lines = restore_lines(report, session, name, None if list_all else PATHS_SHOWN)
+    settings.emit(document, lines, info=not dry_run)
