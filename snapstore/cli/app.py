@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, NoReturn
 
 import click
@@ -27,7 +28,41 @@ from snapstore.cli.state import state
 from snapstore.errors import SnapstoreError
 
 
+class OutputClosed(Exception):
+    """The reader of stdout went away while a command was writing (``| head``); carries the
+    BrokenPipeError as its cause."""
+
+
+@contextlib.contextmanager
+def _output_closed_is_ours() -> Iterator[None]:
+    """Re-raise a BrokenPipeError as OutputClosed, which click passes through: click itself
+    would turn it into ``sys.exit(1)``."""
+    try:
+        yield
+    except BrokenPipeError as error:
+        raise OutputClosed() from error
+
+
+class SnapstoreGroup(click.Group):
+    """The top-level group: lets ``run()``, not click, decide what a closed pipe means."""
+
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:
+        with _output_closed_is_ours():
+            return super().make_context(info_name, args, parent, **extra)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        with _output_closed_is_ours():
+            return super().invoke(ctx)
+
+
 @click.group(
+    cls=SnapstoreGroup,
     context_settings={"help_option_names": ["-h", "--help"]},
     params=global_parameters(top=True),
     epilog="Global options may also follow the command name: snapstore list --json.",
@@ -83,12 +118,25 @@ def _usage_failure(error: click.UsageError, json_output: bool) -> int:
     return ExitCode.USAGE
 
 
-def _quiet_broken_pipe() -> int:
-    """Stop writing after the reader went away (``snapstore list | head``)."""
+def _stdout_reader_gone() -> bool:
+    """True when stdout is a pipe whose reader has closed it (``| head`` read all it wanted),
+    so a BrokenPipeError came from our output and not from some other pipe."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        events = poller.poll(0)
+    except (AttributeError, OSError, ValueError):
+        return True
+    return any(mask & (select.POLLERR | select.POLLHUP) for _, mask in events)
+
+
+def _stop_writing() -> int:
+    """The reader of stdout went away (``snapstore list | head -1``): that is how pipelines
+    end, not an error. Point stdout at /dev/null so the final flush cannot fail, exit 0."""
     with contextlib.suppress(OSError, ValueError):
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
-    return ExitCode.ERROR
+    return ExitCode.OK
 
 
 def _describe(error: BaseException) -> str:
@@ -108,8 +156,11 @@ def run(args: Sequence[str]) -> int:
         return _fail("Aborted", "aborted", json_output, ExitCode.ERROR)
     except click.ClickException as error:
         return _fail(type(error).__name__, error.format_message(), json_output, error.exit_code)
-    except BrokenPipeError:
-        return _quiet_broken_pipe()
+    except OutputClosed as closed:
+        if _stdout_reader_gone():
+            return _stop_writing()
+        cause = closed.__cause__ or closed
+        return _fail(type(cause).__name__, _describe(cause), json_output, exit_code_for(cause))
     except (SnapstoreError, OSError) as error:
         if debug:
             traceback.print_exc()

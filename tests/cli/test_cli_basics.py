@@ -115,19 +115,6 @@ def test_import_snapstore_does_not_import_click() -> None:
     subprocess.run([sys.executable, "-c", code], env=cli_env(), check=True, cwd=REPO)
 
 
-def test_broken_pipe_is_quiet(cli: Cli, project: Path) -> None:
-    for index in range(3):
-        cli.snapshot(project, "README.md", name=f"n{index}")
-    command = [sys.executable, "-m", "snapstore", "--root", str(cli.root), "list"]
-    with subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli_env()
-    ) as process:
-        assert process.stdout is not None and process.stderr is not None
-        process.stdout.close()
-        errors = process.stderr.read().decode()
-    assert "Traceback" not in errors
-
-
 @pytest.mark.parametrize(
     ("text", "seconds"),
     [
