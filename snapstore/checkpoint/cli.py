@@ -14,6 +14,7 @@ import click
 from snapstore.checkpoint.errors import CheckpointError, CheckpointNotFound
 from snapstore.checkpoint.inspect import explain, plan_lines
 from snapstore.checkpoint.store import FileCheckpointStore, jsonable
+from snapstore.cli.completion import complete_checkpoint_key
 from snapstore.cli.context import Settings, pass_settings
 from snapstore.cli.maintenance import confirm
 from snapstore.cli.output import human_age, print_note, render_table
@@ -73,7 +74,7 @@ def list_checkpoints(settings: Settings) -> None:
 
 
 @checkpoint_group.command("inspect")
-@click.argument("key")
+@click.argument("key", shell_complete=complete_checkpoint_key)
 @pass_settings
 def inspect_checkpoint(settings: Settings, key: str) -> None:
     """Explain KEY and what its next run will do.
@@ -89,7 +90,7 @@ def inspect_checkpoint(settings: Settings, key: str) -> None:
 
 
 @checkpoint_group.command("reset")
-@click.argument("key")
+@click.argument("key", shell_complete=complete_checkpoint_key)
 @click.option("--yes", "-y", is_flag=True, help="Confirm: the next run starts from the beginning.")
 @pass_settings
 def reset_checkpoint(settings: Settings, key: str, yes: bool) -> None:

@@ -15,6 +15,7 @@ import click
 import snapstore
 from snapstore.checkpoint.cli import checkpoint_group
 from snapstore.cli import diagnostics
+from snapstore.cli.completion import completion
 from snapstore.cli.context import Settings
 from snapstore.cli.demo import demo
 from snapstore.cli.demo_bridges import demo_editor, demo_recover
@@ -89,6 +90,7 @@ for _command in (
     verify,
     state,
     checkpoint_group,
+    completion,
     demo,
     demo_editor,
     demo_recover,

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import click
 
 from snapstore import SnapStore
+from snapstore.cli.completion import complete_session, snapshot_names
 from snapstore.cli.context import Settings, finish, pass_settings
 from snapstore.cli.exitcodes import ExitCode
 from snapstore.cli.output import (
@@ -81,8 +82,8 @@ missing_ok_option = click.option(
 
 
 @click.command()
-@click.argument("session")
-@click.argument("name")
+@click.argument("session", shell_complete=complete_session)
+@click.argument("name", shell_complete=snapshot_names())
 @yes_option
 @missing_ok_option
 @pass_settings
@@ -97,7 +98,7 @@ def delete(settings: Settings, session: str, name: str, yes: bool, missing_ok: b
 
 
 @click.command("delete-session")
-@click.argument("session")
+@click.argument("session", shell_complete=complete_session)
 @yes_option
 @missing_ok_option
 @pass_settings

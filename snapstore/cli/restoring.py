@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from snapstore.cli.completion import complete_session, snapshot_names
 from snapstore.cli.context import Settings, pass_settings
 from snapstore.cli.output import align_rows, capped_rows, render_table
 from snapstore.models import DiffReport, RestoreReport
@@ -45,8 +46,8 @@ def diff_lines(
 
 
 @click.command()
-@click.argument("session")
-@click.argument("name")
+@click.argument("session", shell_complete=complete_session)
+@click.argument("name", shell_complete=snapshot_names("files"))
 @click.option(
     "--target",
     type=click.Path(file_okay=False, path_type=Path),
@@ -96,8 +97,8 @@ def restore_lines(
 
 
 @click.command()
-@click.argument("session")
-@click.argument("name")
+@click.argument("session", shell_complete=complete_session)
+@click.argument("name", shell_complete=snapshot_names("files"))
 @click.option(
     "--target",
     type=click.Path(file_okay=False, path_type=Path),

@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from snapstore.cli.completion import complete_file_path, complete_session, snapshot_names
 from snapstore.cli.context import Settings, finish, pass_settings
 from snapstore.cli.exitcodes import ExitCode
 from snapstore.cli.output import (
@@ -36,9 +37,9 @@ def _files_cell(info: SnapshotInfo) -> str:
 
 
 @click.command()
-@click.argument("session")
-@click.argument("name")
-@click.argument("paths", nargs=-1, required=True)
+@click.argument("session", shell_complete=complete_session)
+@click.argument("name", shell_complete=snapshot_names())
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
 @click.option(
     "--base",
     "base_dir",
@@ -93,7 +94,7 @@ def create(
 
 
 @click.command("list")
-@click.argument("session", required=False)
+@click.argument("session", required=False, shell_complete=complete_session)
 @pass_settings
 def list_snapshots(settings: Settings, session: str | None) -> None:
     """List snapshots, oldest first (only SESSION's, if given)."""
@@ -168,8 +169,8 @@ def show_document(snapshot: Snapshot, value: Any) -> dict[str, Any]:
 
 
 @click.command()
-@click.argument("session")
-@click.argument("name")
+@click.argument("session", shell_complete=complete_session)
+@click.argument("name", shell_complete=snapshot_names())
 @pass_settings
 def show(settings: Settings, session: str, name: str) -> None:
     """Show one snapshot: its header, then every entry with mode, size and digest."""
@@ -187,9 +188,9 @@ def show(settings: Settings, session: str, name: str) -> None:
 
 
 @click.command()
-@click.argument("session")
-@click.argument("name")
-@click.argument("path")
+@click.argument("session", shell_complete=complete_session)
+@click.argument("name", shell_complete=snapshot_names("files"))
+@click.argument("path", shell_complete=complete_file_path)
 @pass_settings
 def cat(settings: Settings, session: str, name: str, path: str) -> None:
     """Write the bytes PATH had in the snapshot to stdout (verified against its digest)."""

@@ -6,6 +6,7 @@ from typing import Any
 
 import click
 
+from snapstore.cli.completion import complete_session, snapshot_names
 from snapstore.cli.context import Settings, pass_settings
 from snapstore.cli.maintenance import confirm
 from snapstore.cli.output import human_expiry, to_json
@@ -28,8 +29,8 @@ def _saved_value(settings: Settings, session: str, name: str) -> Any:
 
 
 @state.command("get")
-@click.argument("session")
-@click.argument("name")
+@click.argument("session", shell_complete=complete_session)
+@click.argument("name", shell_complete=snapshot_names("state"))
 @click.option(
     "--default",
     "default",
@@ -51,8 +52,8 @@ def get_value(settings: Settings, session: str, name: str, default: Any) -> None
 
 
 @state.command("set")
-@click.argument("session")
-@click.argument("name")
+@click.argument("session", shell_complete=complete_session)
+@click.argument("name", shell_complete=snapshot_names("state"))
 @click.argument("value", type=JSON_VALUE)
 @click.option("--ttl", type=DURATION, help="Expire after this long (90s, 15m, 24h, 7d).")
 @pass_settings
@@ -67,8 +68,8 @@ def set_value(settings: Settings, session: str, name: str, value: Any, ttl: floa
 
 
 @state.command("reset")
-@click.argument("session")
-@click.argument("name")
+@click.argument("session", shell_complete=complete_session)
+@click.argument("name", shell_complete=snapshot_names("state"))
 @click.option("--yes", "-y", is_flag=True, help="Confirm: the next run starts from scratch.")
 @pass_settings
 def reset_value(settings: Settings, session: str, name: str, yes: bool) -> None:
