@@ -88,7 +88,7 @@ class SnapStore:
         self.fs = fs or LOCAL
         self._tmp_dir = os.path.join(self.root, "tmp")
         self._cache_dir = os.path.join(self.root, "cache")
-        open_layout(self.root, self.fs, durable=durable)
+        self.read_only = not open_layout(self.root, self.fs, durable=durable)
         self.blobs = BlobStorage(self.root, self._tmp_dir, self.fs, durable=durable)
         self.catalog = Catalog(
             os.path.join(self.root, "sessions"), self._tmp_dir, self.fs, durable=durable

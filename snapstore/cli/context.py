@@ -11,7 +11,7 @@ from typing import Any, NoReturn
 
 import click
 
-from snapstore import SnapStore
+from snapstore import ReadOnlyStoreError, SnapStore
 from snapstore.cli.exitcodes import ExitCode
 from snapstore.cli.output import print_json, print_lines, stderr_is_terminal
 
@@ -54,6 +54,14 @@ class Settings:
                 raise StoreNotFound(self.root)
             self._store = SnapStore(self.root, lock_timeout=self.lock_timeout)
         return self._store
+
+    def writable_store(self, why: str, *, create: bool = False) -> SnapStore:
+        """The store, for a command that writes into it before any exclusive lock would tell
+        (``why``): a read-only store fails now, not half-way through."""
+        store = self.store(create=create)
+        if store.read_only:
+            raise ReadOnlyStoreError(f"the store at {self.root} is read-only for you: {why}")
+        return store
 
     def emit(self, document: Any, lines: list[str], *, info: bool = False) -> None:
         """Print the JSON ``document`` or the human ``lines``; ``info`` lines obey --quiet."""

@@ -139,7 +139,13 @@ def restore(
     Prints a summary and the first 20 written and removed paths; --list prints them all,
     --json too.
     """
-    store = settings.store()
+    if dry_run or no_backup:
+        store = settings.store()
+    else:
+        store = settings.writable_store(
+            "a restore first keeps the files it replaces in it as the snapshot 'pre-restore' "
+            "(--no-backup restores without that backup, --dry-run only shows what would change)"
+        )
     with settings.progress("restoring") as progress:
         report = store.restore(
             session,

@@ -70,7 +70,7 @@ def create(
     With --skip-unreadable, a snapshot that left files out is still committed, and the
     command exits 3 (partial success).
     """
-    store = settings.store(create=True)
+    store = settings.writable_store("create writes new blobs and a manifest", create=True)
     with settings.progress("snapshotting") as progress:
         info = store.create(
             session,
