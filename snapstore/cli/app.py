@@ -1,4 +1,4 @@
-"""The ``snapstore`` command group, its global options, and how errors become exit codes."""
+"""The ``snapstore`` command group, and ``run()``: how errors and closed pipes become exit codes."""
 
 from __future__ import annotations
 
