@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from click.shell_completion import BashComplete
-from clitools import Cli
+from clitools import Cli, cli_env
 
 from snapstore import SnapStore
 from snapstore.checkpoint import FileCheckpointStore
@@ -135,3 +137,26 @@ def test_completion_through_the_environment_of_a_real_shell(cli: Cli, filled: Pa
     assert result.code == 0, result
     assert result.stdout.splitlines() == ["plain,cursor"]
     assert result.stderr == ""
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_the_bash_script_completes_in_bash(cli: Cli, filled: Path, tmp_path: Path) -> None:
+    """Source the printed script in bash and press Tab (call its completion function)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    wrapper = bin_dir / "snapstore"
+    wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m snapstore "$@"\n')
+    wrapper.chmod(0o755)
+    script = (
+        "source <(snapstore completion bash)\n"
+        f'COMP_WORDS=(snapstore --root "{filled}" restore editor "")\n'
+        "COMP_CWORD=5\n"
+        "_snapstore_completion snapstore\n"
+        'printf "%s\\n" "${COMPREPLY[@]}"\n'
+    )
+    env = cli_env({"PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"})
+    done = subprocess.run(
+        ["bash", "-c", script], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["before-edit", "before-refactor"]
