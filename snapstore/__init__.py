@@ -2,7 +2,12 @@
 
 ``SnapStore`` checkpoints sets of files per (session, name) and small resume values, in one
 storage root that several processes share. See docs/format.md and docs/concurrency.md.
+
+The library logs what it does under the ``snapstore`` logger (``snapstore.lock``,
+``snapstore.packgc``, ...) and is silent unless the application configures logging.
 """
+
+import logging
 
 from snapstore.errors import (
     CorruptBlobError,
@@ -13,6 +18,7 @@ from snapstore.errors import (
     LockTimeout,
     MissingBlobError,
     NotAStateSnapshotError,
+    ReadOnlyStoreError,
     RestoreError,
     SnapshotNotFound,
     SnapstoreError,
@@ -35,6 +41,8 @@ from snapstore.store import SnapStore, UnreliableLockWarning
 
 __version__ = "0.1.0"
 
+logging.getLogger(__name__).addHandler(logging.NullHandler())
+
 __all__ = [
     "CorruptBlobError",
     "CorruptManifestError",
@@ -48,6 +56,7 @@ __all__ = [
     "MissingBlobError",
     "NotAStateSnapshotError",
     "PathNotInSnapshotError",
+    "ReadOnlyStoreError",
     "RestoreError",
     "RestoreReport",
     "SkippedPath",

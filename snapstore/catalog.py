@@ -7,6 +7,7 @@ new file); commits and deletes are called with the namespace lock held.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import stat
 import warnings
@@ -32,6 +33,8 @@ from snapstore.readfile import UnfitFileError, open_regular, read_all, read_regu
 MANIFEST_FILE = "manifest"
 MANIFEST_SUFFIX = os.sep + MANIFEST_FILE
 HEADER_READ_BYTES = 4096
+
+logger = logging.getLogger(__name__)
 
 
 def _manifest_bytes(path: str) -> bytes:
@@ -231,6 +234,7 @@ class Catalog:
         if self.durable:
             for directory in found:
                 self.fs.fsync_dir(os.path.dirname(directory))
+        logger.debug("committed snapshot %r of session %r (%d bytes)", name, session, len(data))
         return replaced
 
     def remove(self, path: str) -> None:
@@ -243,6 +247,7 @@ class Catalog:
         self.fs.unlink(path)
         if self.durable:
             self.fs.fsync_dir(name_dir)
+        logger.debug("removed manifest %s", path)
         self.remove_empty_dirs(name_dir)
 
     def remove_empty_dirs(self, name_dir: str) -> None:

@@ -92,6 +92,15 @@ class RestoreError(SnapstoreError):
         self.rolled_back = rolled_back
 
 
+class ReadOnlyStoreError(SnapstoreError, PermissionError):
+    """This process can read the store but not write it, and the operation would write.
+
+    Raised before anything is changed: by operations that take an exclusive lock (commits,
+    deletes, sweep, gc) and when a store would have to be created. Reading (list, get, read,
+    diff, verify, a dry-run restore) works on such a store; see docs/concurrency.md.
+    """
+
+
 class InvalidValueError(SnapstoreError, ValueError):
     """A metadata or state value cannot be stored (not msgpack-encodable, or the wrong type)."""
 

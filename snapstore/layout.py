@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import errno
+import logging
 import os
 
 from snapstore.durable import ensure_dir, write_atomic
-from snapstore.errors import FormatError
+from snapstore.errors import FormatError, ReadOnlyStoreError
 from snapstore.fsio import FileSystem
 from snapstore.readfile import open_regular
 
@@ -16,6 +18,11 @@ LAYOUT_DIRS = ("locks", "blobs", "packs", "sessions", "tmp")
 MARKER_FILE = "FORMAT"
 MARKER_PREFIX = b"snapstore format "
 MARKER_MAX_BYTES = 256
+READ_ONLY_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.EROFS})
+"""What creating a file or directory fails with where this process may only read."""
+_EFFECTIVE_IDS = os.access in os.supports_effective_ids
+
+logger = logging.getLogger(__name__)
 
 
 def read_marker(root: str, *, dir_fd: int | None = None) -> bytes | None:
@@ -38,27 +45,60 @@ def is_store_root(directory: str = "", *, dir_fd: int | None = None) -> bool:
     return marker is not None and marker.startswith(MARKER_PREFIX)
 
 
-def open_layout(root: str, fs: FileSystem, *, durable: bool) -> None:
+def open_layout(root: str, fs: FileSystem, *, durable: bool) -> bool:
     """Create the layout of a new root, or check an existing root's format marker; refuse a
-    directory that holds other things and no marker (it is not a store)."""
+    directory that holds other things and no marker (it is not a store).
+
+    Returns whether this process may write to the store. An existing store it cannot write
+    is opened read-only: nothing is created in it (ReadOnlyStoreError comes later, from an
+    operation that would write). A new store that cannot be created raises ReadOnlyStoreError.
+    """
     marker = os.path.join(root, MARKER_FILE)
     if os.path.lexists(marker):
         found = read_marker(root)
         if found is None:
             raise FormatError(f"{marker} is not a readable regular file")
         check_format(root, found.decode("utf-8", "replace"))
+        if not layout_writable(root):
+            logger.debug("opened the store at %s read-only: this process cannot write it", root)
+            return False
         make_layout_dirs(root, fs)
-        return
-    ensure_dir(fs, root, stop_at=os.sep, durable=durable)
+        return True
+    try:
+        ensure_dir(fs, root, stop_at=os.sep, durable=durable)
+    except OSError as error:
+        if error.errno not in READ_ONLY_ERRNOS:
+            raise
+        raise ReadOnlyStoreError(
+            f"cannot create a store at {root}: {error.strerror or error}"
+        ) from error
     strangers = set(os.listdir(root)) - set(LAYOUT_DIRS) - {MARKER_FILE}
     if strangers:
         raise FormatError(
             f"{root} is not a snapstore root (no FORMAT marker, and it holds "
             f"{sorted(strangers)[:3]}); refusing to use it"
         )
+    if not layout_writable(root):
+        raise ReadOnlyStoreError(
+            f"{root} holds no store yet, and this process cannot create one there "
+            "(it is not writable)"
+        )
     make_layout_dirs(root, fs)
     write_atomic(
         fs, marker, FORMAT_TEXT.encode(), tmp_dir=os.path.join(root, "tmp"), durable=durable
+    )
+    logger.info("created a new store at %s", root)
+    return True
+
+
+def layout_writable(root: str) -> bool:
+    """Whether this process may create and remove entries in the root and in each of its
+    layout directories that exists (a read-only mount counts as not writable)."""
+    places = [root, *(os.path.join(root, name) for name in LAYOUT_DIRS)]
+    return all(
+        os.access(place, os.W_OK | os.X_OK, effective_ids=_EFFECTIVE_IDS)
+        for place in places
+        if os.path.isdir(place)
     )
 
 

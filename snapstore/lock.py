@@ -7,6 +7,12 @@ locks again. The store's two main locks are also taken on a directory that canno
 while the store exists (a ``guard``), so a lock file removed while held does not let a second
 holder in. A forked child drops inherited handles without unlocking, so it never releases a
 lock its parent holds.
+
+A process that may only read the store opens the lock file read-only: a shared lock works on
+such a descriptor (flock ignores the open mode), so a read-only reader still keeps gc away
+from what it reads. It never takes an exclusive lock (every operation that does writes):
+that raises ReadOnlyStoreError. If the lock file is missing and cannot be created, a shared
+hold reads without any lock (see docs/concurrency.md, "Read-only use").
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ import time
 from collections.abc import Iterator
 from typing import IO
 
-from snapstore.errors import LockTimeout
+from snapstore.errors import LockTimeout, ReadOnlyStoreError
 from snapstore.fsio import LOCAL, FileSystem
 
 try:
@@ -27,18 +33,19 @@ try:
 except ImportError:  # pragma: no cover - Windows: no directory guards
     fcntl = None  # type: ignore[assignment]
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 _POLL_START = 0.001
 _POLL_MAX = 0.05
 _GUARD_UNSUPPORTED = {errno.EBADF, errno.EINVAL, errno.ENOLCK, errno.EOPNOTSUPP}
+_READ_ONLY_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.EROFS})
 
 
 class _Handle:
-    """One held lock: the open lock file and, if any, the guard directory's descriptor.
-    Knows whether it was inherited across fork."""
+    """One held lock: the open lock file (None: held without a lock) and, if any, the guard
+    directory's descriptor. Knows whether it was inherited across fork."""
 
-    def __init__(self, file: IO[bytes], guard_fd: int | None) -> None:
+    def __init__(self, file: IO[bytes] | None, guard_fd: int | None) -> None:
         self.file = file
         self.guard_fd = guard_fd
         self.pid = os.getpid()
@@ -46,12 +53,13 @@ class _Handle:
     def release(self) -> None:
         """Unlock and close; in a forked child only close, leaving the parent's lock alone."""
         try:
-            if self.pid == os.getpid():
+            if self.file is not None and self.pid == os.getpid():
                 import portalocker
 
                 portalocker.unlock(self.file)
         finally:
-            self.file.close()
+            if self.file is not None:
+                self.file.close()
             if self.guard_fd is not None:
                 os.close(self.guard_fd)  # closing releases the guard's flock (never in a child)
 
@@ -103,12 +111,25 @@ class FileLock:
         self.guard = guard
         self.fs = fs
 
-    def _open(self) -> IO[bytes]:
+    def _open(self) -> tuple[IO[bytes] | None, OSError | None]:
+        """The lock file, opened for writing (created through the seam if missing) if this
+        process may; else read-only (None if it is missing too), with the error that said
+        this process may not write it."""
         try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CLOEXEC)
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_CLOEXEC)
+            except FileNotFoundError:
+                fd = self.fs.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            return os.fdopen(fd, "r+b"), None
+        except OSError as error:
+            if error.errno not in _READ_ONLY_ERRNOS:
+                raise
+            refused = error
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
         except FileNotFoundError:
-            fd = self.fs.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        return os.fdopen(fd, "r+b")
+            return None, refused
+        return os.fdopen(fd, "rb"), refused
 
     def _open_guard(self) -> int | None:
         if self.guard is None or fcntl is None:
@@ -127,7 +148,21 @@ class FileLock:
                 os.close(guard_fd)
                 return None
             while True:
-                file = self._open()
+                file, refused = self._open()
+                if exclusive and refused is not None:
+                    raise ReadOnlyStoreError(
+                        f"the store is read-only for this process ({self.path} is not "
+                        f"writable), and this operation would change it (it needs the "
+                        f"{self.name!r} lock exclusively)"
+                    ) from refused
+                if file is None:
+                    logger.warning(
+                        "reading without the %r lock: %s is missing and this process cannot "
+                        "create it, so a gc running meanwhile may remove what is being read",
+                        self.name,
+                        self.path,
+                    )
+                    return _Handle(None, guard_fd)
                 try:
                     portalocker.lock(file, mode | portalocker.LockFlags.NON_BLOCKING)
                 except portalocker.exceptions.LockException:
@@ -137,7 +172,9 @@ class FileLock:
                     return None
                 if _same_file(file.fileno(), self.path):
                     return _Handle(file, guard_fd)
-                log.debug("lock file %s was replaced while being locked; locking again", self.path)
+                logger.debug(
+                    "lock file %s was replaced while being locked; locking again", self.path
+                )
                 file.close()
         except BaseException:
             if file is not None:
@@ -147,20 +184,31 @@ class FileLock:
             raise
 
     def _acquire(self, exclusive: bool, timeout: float | None) -> _Handle:
+        kind = "exclusive" if exclusive else "shared"
         limit = self.timeout if timeout is None else timeout
         started = time.monotonic()
         deadline = started + limit
         delay = _POLL_START
+        waited = False
         while True:
             handle = self._try_once(exclusive)
             if handle is not None:
-                waited = time.monotonic() - started
-                if waited > 0.1:
-                    log.debug("took lock %r after waiting %.2f s", self.name, waited)
+                if waited:
+                    elapsed = time.monotonic() - started
+                    logger.debug("took lock %r (%s) after %.3fs", self.name, kind, elapsed)
                 return handle
             remaining = deadline - time.monotonic()
             if remaining <= 0:
+                logger.debug("gave up on lock %r (%s) after %gs", self.name, kind, limit)
                 raise LockTimeout(self.name, limit)
+            if not waited:
+                waited = True
+                logger.debug(
+                    "waiting for lock %r (%s): another process holds it; giving up after %gs",
+                    self.name,
+                    kind,
+                    limit,
+                )
             time.sleep(min(delay, remaining))
             delay = min(delay * 2, _POLL_MAX)
 
@@ -205,7 +253,7 @@ def shared_behind(lock: FileLock, intent: FileLock) -> Iterator[None]:
     except LockTimeout as error:
         if error.lock_name != intent.name:
             raise
-        log.debug(
+        logger.debug(
             "lock %r still announced after %g s; taking %r anyway",
             intent.name,
             intent.timeout,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 from collections.abc import Iterator
 
@@ -12,6 +13,8 @@ from snapstore.errors import CorruptBlobError, CorruptManifestError, MissingBlob
 from snapstore.fsio import FileSystem
 from snapstore.manifest import Manifest
 from snapstore.storage import BlobStorage
+
+logger = logging.getLogger(__name__)
 
 
 def committed_manifests(catalog: Catalog) -> Iterator[Manifest | CorruptManifestError]:
@@ -37,6 +40,7 @@ def referenced_digests(catalog: Catalog) -> tuple[set[bytes], list[str]]:
             corrupt.append(str(manifest))
         else:
             referenced.update(e.digest for e in manifest.entries if e.digest is not None)
+    logger.debug("manifests reference %d blobs; %d are corrupt", len(referenced), len(corrupt))
     return referenced, corrupt
 
 
@@ -53,6 +57,7 @@ def clean_temp(fs: FileSystem, tmp_dir: str, dry_run: bool) -> int:
             if not dry_run:
                 with contextlib.suppress(FileNotFoundError):
                     fs.unlink(path)
+                logger.info("removed stale temp file %s", path)
             removed += 1
     return removed
 

@@ -9,6 +9,7 @@ pack: a crash anywhere leaves at most duplicates and unindexed packs, which the 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 from dataclasses import dataclass, field
 
@@ -23,6 +24,8 @@ from snapstore.storage import BlobStorage
 REWRITE_GARBAGE_SHARE = 0.5
 SMALL_PACK_BYTES = 16 << 20
 MERGE_SMALL_PACKS = 16
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -78,6 +81,12 @@ def collect(storage: BlobStorage, referenced: set[bytes], *, dry_run: bool) -> P
     packs = storage.packs
     result = PackGcResult()
     todo = plan(packs.indexes(), referenced)
+    logger.debug(
+        "pack gc%s: %d packs hold no live blob, %d are worth rewriting",
+        " (dry run)" if dry_run else "",
+        len(todo.delete),
+        len(todo.rewrite),
+    )
     dead = todo.dead(referenced)
     old_bytes = sum(i.pack_size for i in todo.delete + todo.rewrite)
     written_bytes = 0
@@ -85,6 +94,7 @@ def collect(storage: BlobStorage, referenced: set[bytes], *, dry_run: bool) -> P
         try:
             written = _rewrite(storage, todo, referenced)
         except (CorruptBlobError, MissingBlobError) as error:
+            logger.warning("packs were not rewritten: %s", error)
             result.problems.append(f"packs were not rewritten: {error}")
             todo.rewrite = []
             dead = todo.dead(referenced)
@@ -92,13 +102,28 @@ def collect(storage: BlobStorage, referenced: set[bytes], *, dry_run: bool) -> P
             written = []
         written_bytes = sum(i.pack_size for i in written)
         result.packs_written = len(written)
+        if written:
+            logger.info(
+                "rewrote the live blobs of %d packs into %d new packs (%d bytes)",
+                len(todo.rewrite),
+                len(written),
+                written_bytes,
+            )
     if not dry_run:
         for index in todo.delete + todo.rewrite:
             packs.delete(index.pack_id)
+            logger.info(
+                "deleted pack %s (%d bytes, %d blobs, %d of them unreferenced)",
+                index.pack_id,
+                index.pack_size,
+                len(index.entries),
+                sum(1 for digest in index.entries if digest not in referenced),
+            )
         for orphan in packs.orphans():
             with contextlib.suppress(FileNotFoundError):
                 old_bytes += os.lstat(orphan).st_size
                 storage.fs.unlink(orphan)
+                logger.info("deleted %s, a pack file no index names", orphan)
     else:
         old_bytes += sum(os.lstat(p).st_size for p in packs.orphans() if os.path.lexists(p))
     result.packs_deleted = len(todo.delete) + len(todo.rewrite)

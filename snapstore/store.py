@@ -29,6 +29,7 @@ from snapstore.errors import (
     LockTimeout,
     MissingPathError,
     NotAStateSnapshotError,
+    ReadOnlyStoreError,
     SnapshotNotFound,
 )
 from snapstore.excludes import Matcher, check_patterns
@@ -116,7 +117,7 @@ class SnapStore:
         self.fs = fs or LOCAL
         self.tmp_dir = os.path.join(self.root, "tmp")
         self.cache_dir = os.path.join(self.root, "cache")
-        open_layout(self.root, self.fs, durable=durable)
+        self.read_only = not open_layout(self.root, self.fs, durable=durable)
         self.blobs = BlobStorage(self.root, self.tmp_dir, self.fs, durable=durable)
         self.catalog = Catalog(
             os.path.join(self.root, "sessions"), self.tmp_dir, self.fs, durable=durable
@@ -146,10 +147,18 @@ class SnapStore:
                 UnreliableLockWarning,
                 stacklevel=2,
             )
-        self._restores.recover_all()
+        if not self.read_only:
+            self._restores.recover_all()
 
     def __repr__(self) -> str:
         return f"SnapStore({self.root!r})"
+
+    def _check_writable(self, what: str) -> None:
+        """ReadOnlyStoreError, before anything starts, if this process cannot write the store."""
+        if self.read_only:
+            raise ReadOnlyStoreError(
+                f"cannot {what}: the store at {self.root} is read-only for this process"
+            )
 
     def __enter__(self) -> SnapStore:
         return self
@@ -207,6 +216,7 @@ class SnapStore:
         encode_name(session, "session")
         name = generated_name() if name is None else name
         encode_name(name, "snapshot name")
+        self._check_writable("create a snapshot")
         if paths is None:
             raise InvalidValueError("create needs the paths to snapshot")
         if isinstance(paths, str | os.PathLike):
@@ -448,7 +458,12 @@ class SnapStore:
         lock. The cached listing only proposes: each one is read again from its manifest before
         it is deleted (a cache never decides a deletion)."""
         with self.namespace_lock.exclusive():
-            found = [m for m in self._listing(session) if m.header.info.is_backup]
+            found = [
+                item
+                for item in self.catalog.scan(session, cached=True)
+                if isinstance(item, ManifestFile) and item.header.info.is_backup
+            ]
+            found.sort(key=attrgetter("header.order_ns", "header.info.name"))
             for item in found[: max(0, len(found) - self.undo_depth)]:
                 with contextlib.suppress(FileNotFoundError, CorruptManifestError):
                     if self.catalog.read_header(item.path).info.is_backup:

@@ -51,8 +51,8 @@ def test_a_lock_file_replaced_between_open_and_lock_is_locked_again(
     opened: list[IO[bytes]] = [stale]
     real_open = FileLock._open
 
-    def open_stale_first(self: FileLock) -> IO[bytes]:
-        return opened.pop() if opened else real_open(self)
+    def open_stale_first(self: FileLock) -> tuple[IO[bytes] | None, OSError | None]:
+        return (opened.pop(), None) if opened else real_open(self)
 
     monkeypatch.setattr(FileLock, "_open", open_stale_first)
     with holder.exclusive(), pytest.raises(LockTimeout):  # noqa: SIM117

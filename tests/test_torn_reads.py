@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import mmap
 import os
-import threading
 import types
 from pathlib import Path
 
@@ -16,7 +15,7 @@ from support import write_tree
 import snapstore.ingest as ingest
 import snapstore.statcache as statcache
 from snapstore import SnapStore
-from snapstore.errors import SourceChangedError, UnreadablePathError
+from snapstore.errors import UnreadablePathError
 
 
 @pytest.fixture

@@ -166,6 +166,15 @@ class Checkpointer:
                     problem,
                 )
                 position, self.restarted = self.initial, True
+        if loaded is None or self.restarted:
+            logger.info("checkpoint %r: starting from the initial position %r", self.key, position)
+        else:
+            logger.info(
+                "checkpoint %r: resuming from position %r (saved %s)",
+                self.key,
+                position,
+                loaded.saved_at.isoformat(),
+            )
         source.resume(position)
         self.resumed_from = position
 
@@ -180,6 +189,13 @@ class Checkpointer:
             identity = source.identity_at(position) if isinstance(source, GuardedSource) else None
             run = RunInfo(source_kind(source), self.every, self.records, trigger)
             self.last_saved = self.store.save(self.key, position, identity=identity, run=run)
+            logger.debug(
+                "checkpoint %r: saved position %r after %d records (%s)",
+                self.key,
+                position,
+                self.records,
+                trigger,
+            )
         except Exception as error:
             self.failed_saves += 1
             if self.policy is FailurePolicy.FAIL_CLOSED:

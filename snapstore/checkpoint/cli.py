@@ -14,7 +14,8 @@ import click
 from snapstore.checkpoint.errors import CheckpointError, CheckpointNotFound
 from snapstore.checkpoint.inspect import explain, plan_lines
 from snapstore.checkpoint.store import FileCheckpointStore, jsonable
-from snapstore.cli.context import Settings, json_option, pass_settings
+from snapstore.cli.completion import complete_checkpoint_key
+from snapstore.cli.context import Settings, pass_settings
 from snapstore.cli.maintenance import confirm
 from snapstore.cli.output import human_age, print_note, render_table
 
@@ -36,7 +37,6 @@ def checkpoint_group() -> None:
 
 
 @checkpoint_group.command("list")
-@json_option
 @pass_settings
 def list_checkpoints(settings: Settings) -> None:
     """List checkpoints and their saved positions.
@@ -74,8 +74,7 @@ def list_checkpoints(settings: Settings) -> None:
 
 
 @checkpoint_group.command("inspect")
-@click.argument("key")
-@json_option
+@click.argument("key", shell_complete=complete_checkpoint_key)
 @pass_settings
 def inspect_checkpoint(settings: Settings, key: str) -> None:
     """Explain KEY and what its next run will do.
@@ -91,9 +90,8 @@ def inspect_checkpoint(settings: Settings, key: str) -> None:
 
 
 @checkpoint_group.command("reset")
-@click.argument("key")
+@click.argument("key", shell_complete=complete_checkpoint_key)
 @click.option("--yes", "-y", is_flag=True, help="Confirm: the next run starts from the beginning.")
-@json_option
 @pass_settings
 def reset_checkpoint(settings: Settings, key: str, yes: bool) -> None:
     """Delete KEY so its next run starts over.

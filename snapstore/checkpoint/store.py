@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from dataclasses import dataclass
@@ -31,6 +32,8 @@ SaveTrigger = Literal["interval", "end", "stop"]
 """Why a run saved: every N records, at the end of the stream, or when it stopped early."""
 
 _MISSING = object()
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -178,7 +181,10 @@ class FileCheckpointStore:
     def delete(self, key: str) -> bool:
         """Remove the checkpoint under ``key``; False if there was none."""
         _check_key(key)
-        return self.store.delete(self.session, key)
+        deleted = self.store.delete(self.session, key)
+        if deleted:
+            logger.info("deleted checkpoint %r: its next run starts from the beginning", key)
+        return deleted
 
     def keys(self) -> list[str]:
         """Every key with a committed checkpoint in this root, sorted."""

@@ -1,70 +1,79 @@
-"""The ``snapstore`` command group, its global options, and how errors become exit codes."""
+"""The ``snapstore`` command group, and ``run()``: how errors and closed pipes become exit codes."""
 
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
+import select
 import sys
 import traceback
-import warnings
-from collections.abc import Sequence
-from pathlib import Path
-from typing import Any, NoReturn, TextIO
+from collections.abc import Iterator, Sequence
+from typing import Any, NoReturn
 
 import click
 
 import snapstore
 from snapstore.checkpoint.cli import checkpoint_group
+from snapstore.cli import diagnostics
+from snapstore.cli.completion import completion
 from snapstore.cli.context import Settings
 from snapstore.cli.demo import demo
 from snapstore.cli.demo_bridges import demo_editor, demo_recover
+from snapstore.cli.exitcodes import ExitCode, exit_code_for
 from snapstore.cli.maintenance import delete, delete_session, gc, sweep, verify
+from snapstore.cli.options import global_options, global_parameters
 from snapstore.cli.output import one_line, print_error, print_json
-from snapstore.cli.params import DURATION
 from snapstore.cli.restoring import diff, restore, undo
 from snapstore.cli.snapshots import backups, cat, create, list_snapshots, show
 from snapstore.cli.state import state
 from snapstore.errors import SnapstoreError
 
-EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
+
+class OutputClosed(Exception):
+    """The reader of stdout went away while a command was writing (``| head``); carries the
+    BrokenPipeError as its cause."""
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option(
-    "--root",
-    type=click.Path(file_okay=False, path_type=Path),
-    metavar="DIR",
-    envvar="SNAPSTORE_ROOT",
-    default=".snapstore",
-    show_default="$SNAPSTORE_ROOT, else ./.snapstore",
-    help="The store's directory.",
+@contextlib.contextmanager
+def _output_closed_is_ours() -> Iterator[None]:
+    """Re-raise a BrokenPipeError as OutputClosed, which click passes through: click itself
+    would turn it into ``sys.exit(1)``."""
+    try:
+        yield
+    except BrokenPipeError as error:
+        raise OutputClosed() from error
+
+
+class SnapstoreGroup(click.Group):
+    """The top-level group: lets ``run()``, not click, decide what a closed pipe means."""
+
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:
+        with _output_closed_is_ours():
+            return super().make_context(info_name, args, parent, **extra)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        with _output_closed_is_ours():
+            return super().invoke(ctx)
+
+
+@click.group(
+    cls=SnapstoreGroup,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    params=global_parameters(top=True),
+    epilog="Global options may also follow the command name: snapstore list --json.",
 )
-@click.option("--json", "json_output", is_flag=True, help="Print one JSON document on stdout.")
-@click.option(
-    "--lock-timeout",
-    type=DURATION,
-    default=30.0,
-    show_default=True,
-    help="Seconds to wait for another process's lock before failing.",
-)
-@click.option("--quiet", "-q", is_flag=True, help="No progress bars or success messages.")
-@click.option("--debug", is_flag=True, help="Show tracebacks and debug logs.")
 @click.version_option(snapstore.__version__, prog_name="snapstore")
 @click.pass_context
-def cli(
-    ctx: click.Context,
-    root: Path,
-    json_output: bool,
-    lock_timeout: float,
-    quiet: bool,
-    debug: bool,
-) -> None:
+def cli(ctx: click.Context) -> None:
     """Checkpoint sets of files, inspect the checkpoints, and restore them."""
-    ctx.obj = Settings(
-        root=root, json=json_output, lock_timeout=lock_timeout, quiet=quiet, debug=debug
-    )
-    _configure_diagnostics(debug)
+    settings = ctx.ensure_object(Settings)
+    diagnostics.configure(settings.verbose, settings.debug)
 
 
 for _command in (
@@ -83,34 +92,12 @@ for _command in (
     verify,
     state,
     checkpoint_group,
+    completion,
     demo,
     demo_editor,
     demo_recover,
 ):
-    cli.add_command(_command)
-
-
-def _show_warning(
-    message: Warning | str,
-    category: type[Warning],
-    filename: str,
-    lineno: int,
-    file: TextIO | None = None,
-    line: str | None = None,
-) -> None:
-    """Print a library warning as one ``warning:`` line on stderr."""
-    click.echo(f"warning: {one_line(str(message))}", err=True)
-
-
-def _configure_diagnostics(debug: bool) -> None:
-    """Warnings and log records go to stderr as short lines (with detail under --debug)."""
-    if not debug:
-        warnings.showwarning = _show_warning
-    logging.basicConfig(
-        level=logging.DEBUG if debug else logging.WARNING,
-        format="%(levelname)s %(name)s: %(message)s" if debug else "warning: %(message)s",
-        stream=sys.stderr,
-    )
+    cli.add_command(global_options(_command))
 
 
 def _global_flags(args: Sequence[str]) -> tuple[bool, bool]:
@@ -130,17 +117,30 @@ def _fail(error_type: str, message: str, json_output: bool, code: int) -> int:
 def _usage_failure(error: click.UsageError, json_output: bool) -> int:
     """Report a usage error the way click does, or as a JSON error document."""
     if json_output:
-        return _fail("UsageError", error.format_message(), json_output, EXIT_USAGE)
+        return _fail("UsageError", error.format_message(), json_output, ExitCode.USAGE)
     error.show()
-    return EXIT_USAGE
+    return ExitCode.USAGE
 
 
-def _quiet_broken_pipe() -> int:
-    """Stop writing after the reader went away (``snapstore list | head``)."""
+def _stdout_reader_gone() -> bool:
+    """True when stdout is a pipe whose reader has closed it (``| head`` read all it wanted),
+    so a BrokenPipeError came from our output and not from some other pipe."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        events = poller.poll(0)
+    except (AttributeError, OSError, ValueError):
+        return True
+    return any(mask & (select.POLLERR | select.POLLHUP) for _, mask in events)
+
+
+def _stop_writing() -> int:
+    """The reader of stdout went away (``snapstore list | head -1``): that is how pipelines
+    end, not an error. Point stdout at /dev/null so the final flush cannot fail, exit 0."""
     with contextlib.suppress(OSError, ValueError):
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
-    return EXIT_ERROR
+    return ExitCode.OK
 
 
 def _describe(error: BaseException) -> str:
@@ -153,24 +153,27 @@ def run(args: Sequence[str]) -> int:
     json_output, debug = _global_flags(args)
     try:
         result: Any = cli.main(list(args), prog_name="snapstore", standalone_mode=False)
-        return result if isinstance(result, int) else EXIT_OK
+        return int(result) if isinstance(result, int) else ExitCode.OK
     except click.UsageError as error:
         return _usage_failure(error, json_output)
     except click.Abort:
-        return _fail("Aborted", "aborted", json_output, EXIT_ERROR)
+        return _fail("Aborted", "aborted", json_output, ExitCode.ERROR)
     except click.ClickException as error:
         return _fail(type(error).__name__, error.format_message(), json_output, error.exit_code)
-    except BrokenPipeError:
-        return _quiet_broken_pipe()
+    except OutputClosed as closed:
+        if _stdout_reader_gone():
+            return _stop_writing()
+        cause = closed.__cause__ or closed
+        return _fail(type(cause).__name__, _describe(cause), json_output, exit_code_for(cause))
     except (SnapstoreError, OSError) as error:
         if debug:
             traceback.print_exc()
-        return _fail(type(error).__name__, _describe(error), json_output, EXIT_ERROR)
+        return _fail(type(error).__name__, _describe(error), json_output, exit_code_for(error))
     except Exception as error:
         if debug:
             traceback.print_exc()
         message = f"internal error: {type(error).__name__}: {_describe(error)} (rerun with --debug)"
-        return _fail(type(error).__name__, message, json_output, EXIT_ERROR)
+        return _fail(type(error).__name__, message, json_output, ExitCode.ERROR)
 
 
 def main(argv: Sequence[str] | None = None) -> NoReturn:

@@ -7,19 +7,21 @@ import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NoReturn
 
 import click
 
-from snapstore import SnapStore
+from snapstore import ReadOnlyStoreError, SnapStore
+from snapstore.cli.exitcodes import ExitCode
 from snapstore.cli.output import print_json, print_lines, stderr_is_terminal
 
 ProgressCallback = Callable[[int, int], None]
-F = TypeVar("F", bound=Callable[..., Any])
 
 
 class StoreNotFound(click.ClickException):
     """The storage root does not exist, and this command would not create one."""
+
+    exit_code = ExitCode.NO_STORE
 
     def __init__(self, root: Path) -> None:
         super().__init__(
@@ -30,13 +32,19 @@ class StoreNotFound(click.ClickException):
 
 @dataclass
 class Settings:
-    """The global options of one run, and the store opened from them (lazily)."""
+    """The global options of one run, and the store opened from them (lazily).
 
-    root: Path
+    ``root_given`` is true when ``--root`` was on the command line (not from the environment
+    or the default); ``verbose`` counts ``-v``.
+    """
+
+    root: Path = Path(".snapstore")
     json: bool = False
     lock_timeout: float = 30.0
     quiet: bool = False
     debug: bool = False
+    verbose: int = 0
+    root_given: bool = False
     _store: SnapStore | None = field(default=None, repr=False)
 
     def store(self, *, create: bool = False) -> SnapStore:
@@ -46,6 +54,14 @@ class Settings:
                 raise StoreNotFound(self.root)
             self._store = SnapStore(self.root, lock_timeout=self.lock_timeout)
         return self._store
+
+    def writable_store(self, why: str, *, create: bool = False) -> SnapStore:
+        """The store, for a command that writes into it before any exclusive lock would tell
+        (``why``): a read-only store fails now, not half-way through."""
+        store = self.store(create=create)
+        if store.read_only:
+            raise ReadOnlyStoreError(f"the store at {self.root} is read-only for you: {why}")
+        return store
 
     def emit(self, document: Any, lines: list[str], *, info: bool = False) -> None:
         """Print the JSON ``document`` or the human ``lines``; ``info`` lines obey --quiet."""
@@ -94,21 +110,6 @@ class _LazyProgressBar:
 pass_settings = click.make_pass_decorator(Settings)
 
 
-def set_json(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
-    """Let ``--json`` also follow the command name (``snapstore list --json``)."""
-    settings = ctx.find_object(Settings)
-    if value and settings is not None:
-        settings.json = True
-
-
-def json_option(function: F) -> F:
-    """Add ``--json`` to a command, with the same meaning as the global option."""
-    option = click.option(
-        "--json",
-        "json_output",
-        is_flag=True,
-        expose_value=False,
-        callback=set_json,
-        help="Print one JSON document on stdout.",
-    )
-    return option(function)
+def finish(code: ExitCode) -> NoReturn:
+    """End the command with ``code``, after its output (which says why, if it is not OK)."""
+    click.get_current_context().exit(int(code))

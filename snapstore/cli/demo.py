@@ -14,11 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import click
-from click.core import ParameterSource
 
 import snapstore
 from snapstore import SnapStore
-from snapstore.cli.context import Settings, json_option, pass_settings
+from snapstore.cli.context import Settings, finish, pass_settings
 from snapstore.cli.demo_bridges import (
     MID_EDIT_MARKER,
     SAMPLE_PROJECT,
@@ -26,6 +25,7 @@ from snapstore.cli.demo_bridges import (
     compare,
     fingerprint,
 )
+from snapstore.cli.exitcodes import ExitCode
 from snapstore.cli.output import print_note
 
 SESSION = "demo"
@@ -155,19 +155,15 @@ def run_demo(settings: Settings, workdir: Path, root: Path, narrator: Narrator) 
 
 @click.command()
 @click.option("--keep", is_flag=True, help="Keep the temporary project and store for a look.")
-@json_option
 @pass_settings
-@click.pass_context
-def demo(ctx: click.Context, settings: Settings, keep: bool) -> None:
+def demo(settings: Settings, keep: bool) -> None:
     """Show the store at work: a bridge is killed mid-edit and another one restores its files.
 
     Runs in a temporary folder (and a temporary store, unless --root is given) and exits 1 if
     the project does not come back byte for byte.
     """
-    source = ctx.parent.get_parameter_source("root") if ctx.parent else None
-    explicit = source == ParameterSource.COMMANDLINE
     workdir = Path(tempfile.mkdtemp(prefix="snapstore-demo-"))
-    root = settings.root.resolve() if explicit else workdir / "store"
+    root = settings.root.resolve() if settings.root_given else workdir / "store"
     try:
         document = run_demo(settings, workdir, root, Narrator(live=not settings.json))
     finally:
@@ -178,4 +174,4 @@ def demo(ctx: click.Context, settings: Settings, keep: bool) -> None:
     if settings.json:
         settings.emit({**document, "kept": keep}, [])
     if not document["ok"]:
-        ctx.exit(1)
+        finish(ExitCode.ERROR)

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
+from collections.abc import Iterator
 
 import click
 
-from snapstore.cli.context import Settings, json_option, pass_settings
+from snapstore import SnapStore
+from snapstore.cli.completion import complete_session, snapshot_names
+from snapstore.cli.context import Settings, finish, pass_settings
+from snapstore.cli.exitcodes import ExitCode
 from snapstore.cli.output import (
     align_rows,
     count,
@@ -16,14 +21,47 @@ from snapstore.cli.output import (
     stderr_is_terminal,
 )
 from snapstore.cli.params import DURATION
-from snapstore.errors import SnapshotNotFound
+from snapstore.errors import SnapshotNotFound, SnapstoreError
+from snapstore.models import GcReport
 
 
 class SessionNotFound(click.ClickException):
     """``delete-session`` found no snapshot in the session."""
 
+    exit_code = ExitCode.NOT_FOUND
+
     def __init__(self, session: str) -> None:
         super().__init__(f"no snapshots in session {session!r}")
+
+
+class PartialFailure(click.ClickException):
+    """A command that deletes several snapshots failed after deleting some of them."""
+
+    exit_code = ExitCode.PARTIAL
+
+
+@contextlib.contextmanager
+def partial_deletes(store: SnapStore, session: str | None = None) -> Iterator[None]:
+    """Turn an error raised after some snapshots (of ``session``, or any) were deleted into a
+    PartialFailure that says how many went; an error before any went is raised as it is.
+
+    The count compares the manifests on disk before and after, so a snapshot another process
+    deleted meanwhile is counted too; the message says "gone", not "deleted by this run".
+    """
+    before = set(store.catalog.manifest_paths(session))
+    try:
+        yield
+    except (SnapstoreError, OSError) as error:
+        try:
+            gone = len(before - set(store.catalog.manifest_paths(session)))
+        except OSError:
+            raise error from None
+        if not gone:
+            raise
+        raise PartialFailure(
+            f"stopped part-way: {gone} of {count(len(before), 'snapshot')} were gone when "
+            f"{type(error).__name__} stopped it: {error}"
+        ) from error
 
 
 def confirm(settings: Settings, yes: bool, action: str) -> None:
@@ -44,11 +82,10 @@ missing_ok_option = click.option(
 
 
 @click.command()
-@click.argument("session")
-@click.argument("name")
+@click.argument("session", shell_complete=complete_session)
+@click.argument("name", shell_complete=snapshot_names())
 @yes_option
 @missing_ok_option
-@json_option
 @pass_settings
 def delete(settings: Settings, session: str, name: str, yes: bool, missing_ok: bool) -> None:
     """Delete snapshot NAME of SESSION (its blobs are freed by the next gc)."""
@@ -61,15 +98,16 @@ def delete(settings: Settings, session: str, name: str, yes: bool, missing_ok: b
 
 
 @click.command("delete-session")
-@click.argument("session")
+@click.argument("session", shell_complete=complete_session)
 @yes_option
 @missing_ok_option
-@json_option
 @pass_settings
 def delete_session(settings: Settings, session: str, yes: bool, missing_ok: bool) -> None:
     """Delete every snapshot of SESSION."""
     confirm(settings, yes, f"delete every snapshot of session {session}")
-    deleted = settings.store().delete_session(session)
+    store = settings.store()
+    with partial_deletes(store, session):
+        deleted = store.delete_session(session)
     if not deleted and not missing_ok:
         raise SessionNotFound(session)
     line = f"deleted {count(deleted, 'snapshot')} of session {session}"
@@ -84,11 +122,12 @@ def delete_session(settings: Settings, session: str, yes: bool, missing_ok: bool
     help="Keep only the N newest snapshots of each session.",
 )
 @click.option("--dry-run", is_flag=True, help="Report what would be deleted; delete nothing.")
-@json_option
 @pass_settings
 def sweep(settings: Settings, ttl: float | None, keep_last: int | None, dry_run: bool) -> None:
     """Delete expired snapshots, and those beyond --ttl or --keep-last."""
-    report = settings.store().sweep(ttl=ttl, keep_last=keep_last, dry_run=dry_run)
+    store = settings.store()
+    with partial_deletes(store):
+        report = store.sweep(ttl=ttl, keep_last=keep_last, dry_run=dry_run)
     pairs = [{"session": session, "name": name} for session, name in report.deleted]
     verb = "would delete" if dry_run else "deleted"
     lines = [f"{verb} {count(len(pairs), 'snapshot')}"]
@@ -98,28 +137,47 @@ def sweep(settings: Settings, ttl: float | None, keep_last: int | None, dry_run:
 
 @click.command()
 @click.option("--dry-run", is_flag=True, help="Report what would be freed; delete nothing.")
-@json_option
 @pass_settings
 def gc(settings: Settings, dry_run: bool) -> None:
-    """Free blobs no snapshot references, and stale temp files."""
+    """Free blobs no snapshot references, and stale temp files.
+
+    Exits 11 when it could not take the store's lock, 13 when damage stopped part of it.
+    """
     report = settings.store().gc(dry_run=dry_run)
-    if report.skipped and not settings.json:
-        print_note(f"warning: gc skipped: {report.reason or 'the store is busy'}")
+    document = {**report.to_dict(), "dry_run": dry_run}
+    code = gc_exit_code(report)
+    if report.skipped:
+        removed = report.temp_files_removed
+        lines = [f"{'would remove' if dry_run else 'removed'} {count(removed, 'temp file')}"]
+        settings.emit(document, lines if removed else [], info=not dry_run)
+        print_error(f"gc skipped: {report.reason or 'no reason given'}")
+        finish(code)
     verb = "would free" if dry_run else "freed"
     line = (
         f"{verb} {count(report.blobs_deleted, 'blob')} ({human_size(report.bytes_freed)}) "
         f"and {count(report.temp_files_removed, 'temp file')}"
     )
-    settings.emit({**report.to_dict(), "dry_run": dry_run}, [line], info=not dry_run)
+    settings.emit(document, [line], info=not dry_run)
+    if report.reason:
+        print_note(f"warning: {report.reason}")
+    finish(code)
+
+
+def gc_exit_code(report: GcReport) -> ExitCode:
+    """LOCKED for a gc that could not take the gc lock, DAMAGED for one a corrupt manifest
+    stopped or that kept a pack it could not rewrite (its ``reason``), else OK."""
+    if report.skipped and "corrupt manifest" not in (report.reason or ""):
+        return ExitCode.LOCKED
+    if report.skipped or report.reason:
+        return ExitCode.DAMAGED
+    return ExitCode.OK
 
 
 @click.command()
 @click.option("--deep", is_flag=True, help="Re-hash every blob, not only check that it exists.")
-@json_option
 @pass_settings
-@click.pass_context
-def verify(ctx: click.Context, settings: Settings, deep: bool) -> None:
-    """Check every snapshot and blob; exit 1 when committed data is damaged."""
+def verify(settings: Settings, deep: bool) -> None:
+    """Check every snapshot and blob; exit 13 when committed data is damaged."""
     with settings.progress("verifying") as progress:
         report = settings.store().verify(deep=deep, progress=progress)
     status = "ok" if report.ok else count(len(report.problems), "problem")
@@ -135,4 +193,4 @@ def verify(ctx: click.Context, settings: Settings, deep: bool) -> None:
     settings.emit(report.to_dict(), lines, info=report.ok)
     if not report.ok:
         print_error(f"the store is damaged: {count(len(report.problems), 'problem')}")
-        ctx.exit(1)
+        finish(ExitCode.DAMAGED)

@@ -82,6 +82,18 @@ def render_table(
     return align_rows([list(headers), *rows], right)
 
 
+def capped_rows(groups: Sequence[tuple[str, Sequence[str]]], limit: int | None) -> list[list[str]]:
+    """``[label, item]`` rows of each group, at most ``limit`` per group (None: all), a cut
+    group ending with the row ``[label, "... and N more (use --list)"]``."""
+    rows: list[list[str]] = []
+    for label, items in groups:
+        shown = items if limit is None else items[:limit]
+        rows += [[label, item] for item in shown]
+        if len(items) > len(shown):
+            rows.append([label, f"... and {len(items) - len(shown)} more (use --list)"])
+    return rows
+
+
 def _json_default(value: Any) -> Any:
     """Encode what ``json`` cannot: bytes as hex, datetimes as ISO 8601, the rest as text."""
     if isinstance(value, bytes | bytearray):

@@ -7,9 +7,20 @@ from typing import Any
 
 import click
 
-from snapstore.cli.context import Settings, json_option, pass_settings
-from snapstore.cli.output import align_rows, render_table
+from snapstore.cli.completion import complete_session, snapshot_names
+from snapstore.cli.context import Settings, pass_settings
+from snapstore.cli.output import align_rows, capped_rows, render_table
 from snapstore.models import DiffReport, RestoreReport
+
+PATHS_SHOWN = 20
+"""Paths of each kind (written, removed; add, modify, remove) printed without ``--list``."""
+
+list_option = click.option(
+    "--list",
+    "list_all",
+    is_flag=True,
+    help=f"Print every path (by default the first {PATHS_SHOWN} of each kind).",
+)
 
 
 def _target_text(settings: Settings, session: str, name: str, target: Path | None) -> str:
@@ -19,39 +30,37 @@ def _target_text(settings: Settings, session: str, name: str, target: Path | Non
     return settings.store().get(session, name).info.base_dir
 
 
-def _change_rows(report: DiffReport) -> list[list[str]]:
-    """``[change, path]`` rows, in the words of what a restore would do."""
-    return [
-        *(["add", path] for path in report.added),
-        *(["modify", path] for path in report.modified),
-        *(["remove", path] for path in report.removed),
-    ]
-
-
-def diff_lines(report: DiffReport, label: str, target: str) -> list[str]:
-    """Human output of ``diff``: a summary line, then one row per path a restore would change."""
+def diff_lines(
+    report: DiffReport, label: str, target: str, limit: int | None = PATHS_SHOWN
+) -> list[str]:
+    """Human output of ``diff``: a summary line, then a row per path a restore would change
+    (at most ``limit`` of each kind)."""
     if not report.changed:
         return [f"{target} matches {label}"]
     summary = (
         f"{target} differs from {label}: a restore would add {len(report.added)}, "
         f"modify {len(report.modified)}, remove {len(report.removed)}"
     )
-    return [summary, "", *render_table(["CHANGE", "PATH"], _change_rows(report))]
+    groups = [("add", report.added), ("modify", report.modified), ("remove", report.removed)]
+    return [summary, "", *render_table(["CHANGE", "PATH"], capped_rows(groups, limit))]
 
 
 @click.command()
-@click.argument("session")
-@click.argument("name")
+@click.argument("session", shell_complete=complete_session)
+@click.argument("name", shell_complete=snapshot_names("files"))
 @click.option(
     "--target",
     type=click.Path(file_okay=False, path_type=Path),
     metavar="DIR",
     help="Compare this directory instead of the snapshot's base dir.",
 )
-@json_option
+@list_option
 @pass_settings
-def diff(settings: Settings, session: str, name: str, target: Path | None) -> None:
-    """Show what restoring snapshot NAME of SESSION would change, without writing anything."""
+def diff(settings: Settings, session: str, name: str, target: Path | None, list_all: bool) -> None:
+    """Show what restoring snapshot NAME of SESSION would change, without writing anything.
+
+    Prints the first 20 paths of each kind of change; --list prints them all, --json too.
+    """
     target_text = _target_text(settings, session, name, target)
     report = settings.store().diff(session, name, target=target_text)
     document = {
@@ -61,11 +70,15 @@ def diff(settings: Settings, session: str, name: str, target: Path | None) -> No
         **report.to_dict(),
         "changed": report.changed,
     }
-    settings.emit(document, diff_lines(report, f"{session}/{name}", target_text))
+    limit = None if list_all else PATHS_SHOWN
+    settings.emit(document, diff_lines(report, f"{session}/{name}", target_text, limit))
 
 
-def restore_lines(report: RestoreReport, session: str, name: str) -> list[str]:
-    """Human output of ``restore``: a summary line, then each written and removed path."""
+def restore_lines(
+    report: RestoreReport, session: str, name: str, limit: int | None = PATHS_SHOWN
+) -> list[str]:
+    """Human output of ``restore``: a summary line, then the written and removed paths (at
+    most ``limit`` of each), then where the replaced files were kept."""
     write, remove = ("would write", "would remove") if report.dry_run else ("wrote", "removed")
     prefix = "dry run: " if report.dry_run else ""
     summary = (
@@ -73,8 +86,7 @@ def restore_lines(report: RestoreReport, session: str, name: str) -> list[str]:
         f"{write} {len(report.written)}, {remove} {len(report.removed)}, "
         f"{len(report.unchanged)} unchanged"
     )
-    rows = [[write, path] for path in report.written]
-    rows += [[remove, path] for path in report.removed]
+    rows = capped_rows([(write, report.written), (remove, report.removed)], limit)
     lines = [summary, *("  " + line for line in align_rows(rows))]
     if report.backup:
         lines.append(
@@ -87,8 +99,8 @@ def restore_lines(report: RestoreReport, session: str, name: str) -> list[str]:
 
 
 @click.command()
-@click.argument("session")
-@click.argument("name")
+@click.argument("session", shell_complete=complete_session)
+@click.argument("name", shell_complete=snapshot_names("files"))
 @click.option(
     "--target",
     type=click.Path(file_okay=False, path_type=Path),
@@ -111,7 +123,7 @@ def restore_lines(report: RestoreReport, session: str, name: str) -> list[str]:
 @click.option(
     "--keep-special-bits", is_flag=True, help="Restore setuid, setgid and sticky bits too."
 )
-@json_option
+@list_option
 @pass_settings
 def restore(
     settings: Settings,
@@ -122,9 +134,20 @@ def restore(
     dry_run: bool,
     no_backup: bool,
     keep_special_bits: bool,
+    list_all: bool,
 ) -> None:
-    """Put the files of snapshot NAME of SESSION back, writing only what differs."""
-    store = settings.store()
+    """Put the files of snapshot NAME of SESSION back, writing only what differs.
+
+    Prints a summary and the first 20 written and removed paths; --list prints them all,
+    --json too.
+    """
+    if dry_run or no_backup:
+        store = settings.store()
+    else:
+        store = settings.writable_store(
+            "a restore first keeps the files it replaces in it as the snapshot 'pre-restore' "
+            "(--no-backup restores without that backup, --dry-run only shows what would change)"
+        )
     with settings.progress("restoring") as progress:
         report = store.restore(
             session,
@@ -137,7 +160,8 @@ def restore(
             progress=progress,
         )
     document: dict[str, Any] = {"session": session, "name": name, **report.to_dict()}
-    settings.emit(document, restore_lines(report, session, name), info=not dry_run)
+    lines = restore_lines(report, session, name, None if list_all else PATHS_SHOWN)
+    settings.emit(document, lines, info=not dry_run)
 
 
 @click.command()
@@ -154,7 +178,6 @@ def restore(
     help="Restore into this directory instead of the one the backup was taken from.",
 )
 @click.option("--dry-run", is_flag=True, help="Report what would change; write nothing.")
-@json_option
 @pass_settings
 def undo(
     settings: Settings, session: str, backup: str | None, target: Path | None, dry_run: bool
@@ -167,4 +190,4 @@ def undo(
         )
     label = backup or "its newest undo backup"
     document: dict[str, Any] = {"session": session, **report.to_dict()}
-    settings.emit(document, restore_lines(report, session, label), info=not dry_run)
+    settings.emit(document, restore_lines(report, session, label, PATHS_SHOWN), info=not dry_run)

@@ -10,7 +10,9 @@ from typing import Any
 
 import click
 
-from snapstore.cli.context import Settings, json_option, pass_settings
+from snapstore.cli.completion import complete_file_path, complete_session, snapshot_names
+from snapstore.cli.context import Settings, finish, pass_settings
+from snapstore.cli.exitcodes import ExitCode
 from snapstore.cli.output import (
     count,
     human_age,
@@ -35,9 +37,9 @@ def _files_cell(info: SnapshotInfo) -> str:
 
 
 @click.command()
-@click.argument("session")
-@click.argument("name")
-@click.argument("paths", nargs=-1, required=True)
+@click.argument("session", shell_complete=complete_session)
+@click.argument("name", shell_complete=snapshot_names())
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
 @click.option(
     "--base",
     "base_dir",
@@ -55,7 +57,6 @@ def _files_cell(info: SnapshotInfo) -> str:
 @click.option(
     "--rehash", is_flag=True, help="Read every file, trusting no digest cached by earlier runs."
 )
-@json_option
 @pass_settings
 def create(
     settings: Settings,
@@ -68,8 +69,12 @@ def create(
     skip_unreadable: bool,
     rehash: bool,
 ) -> None:
-    """Checkpoint PATHS (files or directories) as snapshot NAME of SESSION."""
-    store = settings.store(create=True)
+    """Checkpoint PATHS (files or directories) as snapshot NAME of SESSION.
+
+    With --skip-unreadable, a snapshot that left files out is still committed, and the
+    command exits 3 (partial success).
+    """
+    store = settings.writable_store("create writes new blobs and a manifest", create=True)
     with settings.progress("snapshotting") as progress:
         info = store.create(
             session,
@@ -89,11 +94,12 @@ def create(
         f"{human_size(info.total_bytes)}, expires {human_expiry(info.expires_at)}"
     )
     settings.emit({"snapshot": info.to_dict()}, [line], info=True)
+    if info.skipped:
+        finish(ExitCode.PARTIAL)
 
 
 @click.command("list")
-@click.argument("session", required=False)
-@json_option
+@click.argument("session", required=False, shell_complete=complete_session)
 @pass_settings
 def list_snapshots(settings: Settings, session: str | None) -> None:
     """List snapshots, oldest first (only SESSION's, if given)."""
@@ -119,7 +125,6 @@ def list_snapshots(settings: Settings, session: str | None) -> None:
 
 @click.command()
 @click.argument("session")
-@json_option
 @pass_settings
 def backups(settings: Settings, session: str) -> None:
     """List the undo backups of SESSION, oldest first: what each restore replaced."""
@@ -193,9 +198,8 @@ def show_document(snapshot: Snapshot, value: Any) -> dict[str, Any]:
 
 
 @click.command()
-@click.argument("session")
-@click.argument("name")
-@json_option
+@click.argument("session", shell_complete=complete_session)
+@click.argument("name", shell_complete=snapshot_names())
 @pass_settings
 def show(settings: Settings, session: str, name: str) -> None:
     """Show one snapshot: its header, then every entry with mode, size and digest."""
@@ -213,10 +217,9 @@ def show(settings: Settings, session: str, name: str) -> None:
 
 
 @click.command()
-@click.argument("session")
-@click.argument("name")
-@click.argument("path")
-@json_option
+@click.argument("session", shell_complete=complete_session)
+@click.argument("name", shell_complete=snapshot_names("files"))
+@click.argument("path", shell_complete=complete_file_path)
 @pass_settings
 def cat(settings: Settings, session: str, name: str, path: str) -> None:
     """Write the bytes PATH had in the snapshot to stdout (verified against its digest)."""

@@ -6,7 +6,8 @@ from typing import Any
 
 import click
 
-from snapstore.cli.context import Settings, json_option, pass_settings
+from snapstore.cli.completion import complete_session, snapshot_names
+from snapstore.cli.context import Settings, pass_settings
 from snapstore.cli.maintenance import confirm
 from snapstore.cli.output import human_expiry, to_json
 from snapstore.cli.params import DURATION, JSON_VALUE
@@ -28,8 +29,8 @@ def _saved_value(settings: Settings, session: str, name: str) -> Any:
 
 
 @state.command("get")
-@click.argument("session")
-@click.argument("name")
+@click.argument("session", shell_complete=complete_session)
+@click.argument("name", shell_complete=snapshot_names("state"))
 @click.option(
     "--default",
     "default",
@@ -37,7 +38,6 @@ def _saved_value(settings: Settings, session: str, name: str) -> Any:
     default=_MISSING,
     help="Print this JSON value instead of failing when there is no saved value.",
 )
-@json_option
 @pass_settings
 def get_value(settings: Settings, session: str, name: str, default: Any) -> None:
     """Print the value saved as NAME in SESSION, as JSON."""
@@ -52,11 +52,10 @@ def get_value(settings: Settings, session: str, name: str, default: Any) -> None
 
 
 @state.command("set")
-@click.argument("session")
-@click.argument("name")
+@click.argument("session", shell_complete=complete_session)
+@click.argument("name", shell_complete=snapshot_names("state"))
 @click.argument("value", type=JSON_VALUE)
 @click.option("--ttl", type=DURATION, help="Expire after this long (90s, 15m, 24h, 7d).")
-@json_option
 @pass_settings
 def set_value(settings: Settings, session: str, name: str, value: Any, ttl: float | None) -> None:
     """Save the JSON VALUE as NAME in SESSION, replacing any old value.
@@ -69,10 +68,9 @@ def set_value(settings: Settings, session: str, name: str, value: Any, ttl: floa
 
 
 @state.command("reset")
-@click.argument("session")
-@click.argument("name")
+@click.argument("session", shell_complete=complete_session)
+@click.argument("name", shell_complete=snapshot_names("state"))
 @click.option("--yes", "-y", is_flag=True, help="Confirm: the next run starts from scratch.")
-@json_option
 @pass_settings
 def reset_value(settings: Settings, session: str, name: str, yes: bool) -> None:
     """Forget the value saved as NAME in SESSION, so its pipeline starts over."""

@@ -28,6 +28,7 @@ from snapstore.durable import TEMP_PREFIX
 from snapstore.errors import (
     CorruptManifestError,
     InterruptedRestoreWarning,
+    ReadOnlyStoreError,
     RestoreError,
     SnapshotNotFound,
     SnapstoreError,
@@ -184,6 +185,10 @@ class RestoreJob:
             plan = self.dry_plan(session, name, target, paths, keep_special_bits)
             return restore_report(plan, dry_run=True)
         target_dir, real = self._target(session, name, target)
+        if store.read_only:
+            return self._run_unrecorded(
+                session, name, target_dir, paths, backup, keep_special_bits, progress
+            )
         with store.target_locks.restoring(real):
             key = target_key(real)
             self.recover(key)
@@ -223,6 +228,47 @@ class RestoreJob:
                 if journal.backup is not None:
                     store.trim_backups(session)
                 return report
+
+    def _run_unrecorded(
+        self,
+        session: str,
+        name: str,
+        target_dir: str,
+        paths: list[str] | None,
+        backup: bool,
+        keep_special_bits: bool,
+        progress: Progress | None,
+    ) -> RestoreReport:
+        """A restore from a store this process can only read: no backup can be kept, no
+        journal written and no target lock created there, so only ``backup=False`` is
+        allowed, and a restore killed part-way is neither finished nor rolled back."""
+        if backup:
+            raise ReadOnlyStoreError(
+                f"cannot keep an undo backup: the store at {self.store.root} is read-only for "
+                "this process (restore with backup=False to write the target anyway)"
+            )
+        with self.store.blobs_in_use(), gc_paused():
+            plan = self._planned(session, name, target_dir, paths, keep_special_bits)
+            report = restore_report(plan, dry_run=False)
+            if not plan.changes:
+                return report
+            try:
+                apply_plan(
+                    plan,
+                    self.store.blobs,
+                    self.store.fs,
+                    durable=self.store.durable,
+                    keep_special_bits=keep_special_bits,
+                    progress=progress,
+                )
+            except OSError as error:
+                raise RestoreError(
+                    f"restore of {name!r} (session {session!r}) into {target_dir} failed: "
+                    f"{error}; no backup was kept (read-only store), so the target may be "
+                    "partly restored",
+                    rolled_back=False,
+                ) from error
+            return report
 
     def _keep_backup(self, journal: Journal, key: str, plan: Plan) -> None:
         """Commit the undo backup of what the plan is about to change; if that fails, nothing

@@ -12,6 +12,7 @@ from checkpoint_support import subprocess_env, write_lines
 
 from snapstore import SnapStore
 from snapstore.checkpoint import CHECKPOINT_SESSION, Checkpointer, FileCheckpointStore, LinesSource
+from snapstore.cli.exitcodes import ExitCode
 
 
 def _read_some(path: Path, store: Any, key: str, count: int, every: int = 4) -> None:
@@ -82,11 +83,14 @@ def test_cli_inspect(tmp_path: Path) -> None:
 def test_cli_inspect_of_a_missing_or_corrupt_key_fails_in_one_line(tmp_path: Path) -> None:
     root, _ = _store_with_checkpoints(tmp_path)
     missing = _snapstore(root, "checkpoint", "inspect", "nope")
-    assert missing.returncode == 1
+    assert missing.returncode == ExitCode.NOT_FOUND
     assert missing.stderr.strip() == "error: no checkpoint saved under key 'nope'"
     SnapStore(root, durable=False).put_state(CHECKPOINT_SESSION, "broken", "junk")
     corrupt = _snapstore(root, "checkpoint", "inspect", "broken")
-    assert corrupt.returncode == 1 and "checkpoint 'broken' is corrupt" in corrupt.stderr
+    assert (
+        corrupt.returncode == ExitCode.DAMAGED
+        and "checkpoint 'broken' is corrupt" in corrupt.stderr
+    )
     assert len(corrupt.stderr.strip().splitlines()) == 1
 
 
@@ -101,7 +105,10 @@ def test_cli_reset_needs_yes_then_deletes(tmp_path: Path) -> None:
     assert document["deleted"] is True and document["previous"] == {"offset": 65, "records": 5}
     assert FileCheckpointStore(root).keys() == ["api"]
     again = _snapstore(root, "checkpoint", "reset", "feed", "--yes")
-    assert again.returncode == 1 and "no checkpoint saved under key 'feed'" in again.stderr
+    assert (
+        again.returncode == ExitCode.NOT_FOUND
+        and "no checkpoint saved under key 'feed'" in again.stderr
+    )
 
 
 def test_cli_reset_removes_a_corrupt_checkpoint(tmp_path: Path) -> None:

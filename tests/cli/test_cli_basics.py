@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
@@ -11,6 +12,17 @@ from pathlib import Path
 import pytest
 from clitools import REPO, Cli, cli_env
 
+from snapstore import (
+    CorruptBlobError,
+    CorruptManifestError,
+    LockTimeout,
+    MissingBlobError,
+    PathNotInSnapshotError,
+    SnapshotNotFound,
+    UnsafePathError,
+)
+from snapstore.checkpoint.errors import CheckpointNotFound, CorruptCheckpointError
+from snapstore.cli.exitcodes import ExitCode, exit_code_for
 from snapstore.cli.output import align_rows, human_age, human_expiry, human_size
 from snapstore.cli.params import parse_duration
 
@@ -77,7 +89,7 @@ def test_root_comes_from_environment(cli: Cli, project: Path) -> None:
 
 
 def test_read_commands_do_not_create_a_missing_store(cli: Cli) -> None:
-    error = cli.fails("list", error_type="StoreNotFound")
+    error = cli.fails("list", code=ExitCode.NO_STORE, error_type="StoreNotFound")
     assert str(cli.root) in error["message"]
     assert not cli.root.exists()
 
@@ -85,7 +97,7 @@ def test_read_commands_do_not_create_a_missing_store(cli: Cli) -> None:
 def test_errors_are_one_line_without_traceback(cli: Cli, project: Path) -> None:
     cli.snapshot(project)
     result = cli.run("show", "s1", "missing")
-    assert result.code == 1
+    assert result.code == ExitCode.NOT_FOUND
     assert result.stdout == ""
     assert result.stderr.strip() == "error: no snapshot 'missing' in session 's1'"
 
@@ -93,7 +105,7 @@ def test_errors_are_one_line_without_traceback(cli: Cli, project: Path) -> None:
 def test_debug_shows_the_traceback(cli: Cli, project: Path) -> None:
     cli.snapshot(project)
     result = cli.run("--debug", "show", "s1", "missing")
-    assert result.code == 1
+    assert result.code == ExitCode.NOT_FOUND
     assert "Traceback" in result.stderr
     assert "SnapshotNotFound" in result.stderr
 
@@ -101,19 +113,6 @@ def test_debug_shows_the_traceback(cli: Cli, project: Path) -> None:
 def test_import_snapstore_does_not_import_click() -> None:
     code = "import sys, snapstore; assert 'click' not in sys.modules, 'click imported'"
     subprocess.run([sys.executable, "-c", code], env=cli_env(), check=True, cwd=REPO)
-
-
-def test_broken_pipe_is_quiet(cli: Cli, project: Path) -> None:
-    for index in range(3):
-        cli.snapshot(project, "README.md", name=f"n{index}")
-    command = [sys.executable, "-m", "snapstore", "--root", str(cli.root), "list"]
-    with subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli_env()
-    ) as process:
-        assert process.stdout is not None and process.stderr is not None
-        process.stdout.close()
-        errors = process.stderr.read().decode()
-    assert "Traceback" not in errors
 
 
 @pytest.mark.parametrize(
@@ -182,3 +181,31 @@ def test_module_entry_point_matches_console_script() -> None:
     text = (REPO / "pyproject.toml").read_text()
     assert 'snapstore = "snapstore.cli:main"' in text
     assert os.path.exists(REPO / "snapstore" / "__main__.py")
+
+
+def test_exit_code_table_in_the_docs_matches_the_code() -> None:
+    text = (REPO / "docs" / "cli.md").read_text()
+    rows = re.findall(r"^\| (\d+) \| `(\w+)` \|", text, re.M)
+    assert [(int(number), name) for number, name in rows] == [
+        (code.value, code.name) for code in ExitCode
+    ]
+
+
+@pytest.mark.parametrize(
+    ("error", "code"),
+    [
+        (LockTimeout("gc", 1.0), ExitCode.LOCKED),
+        (SnapshotNotFound("s", "n"), ExitCode.NOT_FOUND),
+        (PathNotInSnapshotError("nope"), ExitCode.NOT_FOUND),
+        (CheckpointNotFound("key"), ExitCode.NOT_FOUND),
+        (CorruptManifestError("bad"), ExitCode.DAMAGED),
+        (CorruptBlobError("bad"), ExitCode.DAMAGED),
+        (MissingBlobError("gone"), ExitCode.DAMAGED),
+        (CorruptCheckpointError("key", "bad"), ExitCode.DAMAGED),
+        (PermissionError(13, "Permission denied"), ExitCode.PERMISSION),
+        (OSError(5, "Input/output error"), ExitCode.ERROR),
+        (UnsafePathError("../x"), ExitCode.ERROR),
+    ],
+)
+def test_exit_code_for_each_error_type(error: BaseException, code: ExitCode) -> None:
+    assert exit_code_for(error) is code

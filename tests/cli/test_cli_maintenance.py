@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import portalocker
-from clitools import Cli
+from clitools import Cli, Result, cli_env
+
+from snapstore.cli.exitcodes import ExitCode
 
 
 def names(cli: Cli) -> list[str]:
@@ -33,7 +37,9 @@ def test_delete(cli: Cli, project: Path) -> None:
 
 def test_delete_missing(cli: Cli, project: Path) -> None:
     cli.snapshot(project, "README.md")
-    cli.fails("delete", "s1", "nope", "--yes", error_type="SnapshotNotFound")
+    cli.fails(
+        "delete", "s1", "nope", "--yes", code=ExitCode.NOT_FOUND, error_type="SnapshotNotFound"
+    )
     document = cli.json("delete", "s1", "nope", "--yes", "--missing-ok")
     assert document["deleted"] is False
 
@@ -45,7 +51,9 @@ def test_delete_session(cli: Cli, project: Path) -> None:
     assert cli.run("delete-session", "s1").code == 2
     assert cli.json("delete-session", "s1", "--yes") == {"session": "s1", "deleted": 2}
     assert names(cli) == ["other/c"]
-    cli.fails("delete-session", "s1", "--yes", error_type="SessionNotFound")
+    cli.fails(
+        "delete-session", "s1", "--yes", code=ExitCode.NOT_FOUND, error_type="SessionNotFound"
+    )
     assert cli.json("delete-session", "s1", "--yes", "--missing-ok")["deleted"] == 0
 
 
@@ -112,18 +120,22 @@ def test_corrupt_manifest(cli: Cli, project: Path) -> None:
     cli.snapshot(project, "README.md", session="good")
     (broken,) = [path for path in cli.root.glob("sessions/s1-*/*/manifest")]
     broken.write_bytes(b"\x00garbage\xff" * 10)
-    cli.fails("show", "s1", "n1", error_type="CorruptManifestError")
+    cli.fails("show", "s1", "n1", code=ExitCode.DAMAGED, error_type="CorruptManifestError")
     listed = cli.run("--json", "list")
     assert listed.code == 0
     assert [info["session"] for info in listed.json()["snapshots"]] == ["good"]
     assert listed.stderr.startswith("warning: ") and len(listed.stderr.splitlines()) == 1
     gc = cli.run("-q", "gc")
-    assert gc.code == 0 and gc.stderr.startswith("warning: gc skipped: 1 corrupt manifest")
+    assert gc.code == ExitCode.DAMAGED, gc
+    assert gc.stderr.startswith("error: gc skipped: 1 corrupt manifest")
+    assert "freed" not in gc.stdout
+    gc_document = cli.json("gc", code=ExitCode.DAMAGED)
+    assert gc_document["skipped"] is True and "corrupt manifest" in gc_document["reason"]
     verified = cli.run("verify")
-    assert verified.code == 1
+    assert verified.code == ExitCode.DAMAGED
     assert "problem:" in verified.stdout
     assert verified.stderr.startswith("error: the store is damaged")
-    document = cli.json("verify", code=1)
+    document = cli.json("verify", code=ExitCode.DAMAGED)
     assert document["ok"] is False and len(document["problems"]) == 1
 
 
@@ -132,15 +144,15 @@ def test_corrupt_blob_is_found_by_deep_verify(cli: Cli, project: Path) -> None:
     (blob,) = [path for path in cli.root.glob("blobs/*/*") if path.is_file()]
     blob.chmod(0o600)
     blob.write_bytes(b"tampered")
-    assert cli.json("verify", "--deep", code=1)["ok"] is False
-    cli.fails("cat", "s1", "n1", "README.md", error_type="CorruptBlobError")
+    assert cli.json("verify", "--deep", code=ExitCode.DAMAGED)["ok"] is False
+    cli.fails("cat", "s1", "n1", "README.md", code=ExitCode.DAMAGED, error_type="CorruptBlobError")
 
 
 def test_missing_blob_is_found_by_verify(cli: Cli, project: Path) -> None:
     cli.snapshot(project, "README.md")
     (blob,) = [path for path in cli.root.glob("blobs/*/*") if path.is_file()]
     blob.unlink()
-    problems = cli.json("verify", code=1)["problems"]
+    problems = cli.json("verify", code=ExitCode.DAMAGED)["problems"]
     assert len(problems) == 1
 
 
@@ -156,14 +168,106 @@ def test_locked_store_times_out(cli: Cli, project: Path) -> None:
     with portalocker.Lock(str(lock_path), mode="a", flags=portalocker.LockFlags.EXCLUSIVE):
         started = time.monotonic()
         error = cli.fails(
-            "--lock-timeout", "0.2", "delete", "s1", "n1", "--yes", error_type="LockTimeout"
+            "--lock-timeout",
+            "0.2",
+            "delete",
+            "s1",
+            "n1",
+            "--yes",
+            code=ExitCode.LOCKED,
+            error_type="LockTimeout",
         )
         assert time.monotonic() - started < 10
         assert "namespace" in error["message"]
         result = cli.run(
             "--lock-timeout", "0.2", "create", "s1", "n2", "README.md", "--base", str(project)
         )
-        assert result.code == 1
+        assert result.code == ExitCode.LOCKED
         assert result.stderr.startswith("error: could not take lock")
         assert len(result.stderr.splitlines()) == 1
     assert names(cli) == ["s1/n1"]
+
+
+def test_gc_that_cannot_take_the_lock_says_so_and_exits_locked(cli: Cli, project: Path) -> None:
+    cli.snapshot(project, "data")
+    cli.store().delete("s1", "n1")
+    lock_path = cli.root / "locks" / "gc"
+    with portalocker.Lock(str(lock_path), mode="a", flags=portalocker.LockFlags.SHARED):
+        result = cli.run("--lock-timeout", "0.2", "gc")
+        assert result.code == ExitCode.LOCKED, result
+        assert "freed" not in result.stdout
+        assert result.stderr.startswith("error: gc skipped: the store is busy: could not take")
+        document = cli.json("--lock-timeout", "0.2", "gc", code=ExitCode.LOCKED)
+    assert document["skipped"] is True and "could not take lock 'gc'" in document["reason"]
+    assert document["blobs_deleted"] == 0
+    assert cli.json("gc")["blobs_deleted"] == 1
+
+
+FAIL_SECOND_UNLINK = """
+import sys
+from snapstore.fsio import FileSystem
+from snapstore.cli import main
+
+calls = []
+real_unlink = FileSystem.unlink
+
+def unlink(self, path, *args, **kwargs):
+    if "/sessions/" in path:
+        calls.append(path)
+        if len(calls) == 2:
+            raise OSError(5, "Input/output error (injected)", path)
+    return real_unlink(self, path, *args, **kwargs)
+
+FileSystem.unlink = unlink
+main(sys.argv[1:])
+"""
+
+
+def _run_failing_second_delete(cli: Cli, *args: str) -> Result:
+    """Run the command line in a process whose second manifest unlink fails with EIO."""
+    completed = subprocess.run(
+        [sys.executable, "-c", FAIL_SECOND_UNLINK, "--root", str(cli.root), *args],
+        cwd=cli.cwd,
+        env=cli_env(),
+        capture_output=True,
+        stdin=subprocess.DEVNULL,
+        timeout=60,
+        check=False,
+    )
+    return Result(completed.returncode, completed.stdout, completed.stderr.decode())
+
+
+def test_delete_session_that_stops_part_way_is_a_partial_success(cli: Cli, project: Path) -> None:
+    for name in ("a", "b", "c"):
+        cli.snapshot(project, "README.md", name=name)
+    result = _run_failing_second_delete(cli, "--json", "delete-session", "s1", "--yes")
+    assert result.code == ExitCode.PARTIAL, result
+    error = result.json()["error"]
+    assert error["type"] == "PartialFailure"
+    assert "1 of 3 snapshots were gone" in error["message"]
+    assert "Input/output error (injected)" in error["message"]
+    assert result.stderr.startswith("error: stopped part-way: 1 of 3 snapshots")
+    assert len(names(cli)) == 2
+
+
+def test_sweep_that_stops_part_way_is_a_partial_success(cli: Cli, project: Path) -> None:
+    for name in ("a", "b", "c"):
+        cli.snapshot(project, "README.md", name=name)
+    result = _run_failing_second_delete(cli, "sweep", "--keep-last", "0")
+    assert result.code == ExitCode.PARTIAL, result
+    assert "1 of 3 snapshots were gone" in result.stderr
+    assert len(names(cli)) == 2
+
+
+def test_delete_session_that_fails_before_deleting_anything_keeps_its_error(
+    cli: Cli, project: Path
+) -> None:
+    cli.snapshot(project, "README.md", name="a")
+    cli.snapshot(project, "README.md", name="b")
+    lock_path = cli.root / "locks" / "namespace"
+    with portalocker.Lock(str(lock_path), mode="a", flags=portalocker.LockFlags.EXCLUSIVE):
+        error = cli.fails(
+            "--lock-timeout", "0.1", "delete-session", "s1", "-y", code=ExitCode.LOCKED
+        )
+    assert error["type"] == "LockTimeout"
+    assert len(names(cli)) == 2

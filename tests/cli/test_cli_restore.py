@@ -7,6 +7,8 @@ from pathlib import Path
 
 from clitools import Cli
 
+from snapstore.cli.exitcodes import ExitCode
+
 Tree = Callable[[Path], dict[str, bytes]]
 
 
@@ -134,10 +136,80 @@ def test_quiet_restore_prints_nothing(cli: Cli, project: Path) -> None:
 
 def test_restore_of_a_missing_snapshot(cli: Cli, project: Path) -> None:
     checkpoint(cli, project)
-    cli.fails("restore", "s1", "nope", error_type="SnapshotNotFound")
-    cli.fails("diff", "nobody", "n1", error_type="SnapshotNotFound")
+    cli.fails("restore", "s1", "nope", code=ExitCode.NOT_FOUND, error_type="SnapshotNotFound")
+    cli.fails("diff", "nobody", "n1", code=ExitCode.NOT_FOUND, error_type="SnapshotNotFound")
 
 
 def test_restore_of_a_state_value_is_refused(cli: Cli) -> None:
     cli.store().put_state("pipe", "cursor", 1)
     cli.fails("restore", "pipe", "cursor", error_type="NotAStateSnapshotError")
+
+
+def _big_change(cli: Cli, project: Path) -> None:
+    """A snapshot of 30 files, then those deleted and 25 others added in the same directory."""
+    many = project / "many"
+    many.mkdir()
+    for index in range(30):
+        (many / f"old-{index:02}.txt").write_text(f"old {index}\n")
+    cli.snapshot(project, "many")
+    for index in range(30):
+        (many / f"old-{index:02}.txt").unlink()
+    for index in range(25):
+        (many / f"new-{index:02}.txt").write_text(f"new {index}\n")
+
+
+def _kinds(lines: list[str], *labels: str) -> dict[str, list[str]]:
+    """The paths listed under each label, by label."""
+    found: dict[str, list[str]] = {label: [] for label in labels}
+    for line in lines:
+        words = line.split(maxsplit=1)
+        if len(words) == 2 and words[0] in found:
+            found[words[0]].append(words[1].strip())
+    return found
+
+
+def test_a_large_restore_prints_a_summary_and_the_first_paths(cli: Cli, project: Path) -> None:
+    _big_change(cli, project)
+    for args in (("--dry-run",), ()):
+        result = cli.ok("restore", "s1", "n1", *args)
+        lines = result.stdout.splitlines()
+        prefix = "dry run: " if args else ""
+        write, remove = ("would write", "would remove") if args else ("wrote", "removed")
+        assert lines[0] == (
+            f"{prefix}restore of s1/n1 into {project}: {write} 30, {remove} 25, 1 unchanged"
+        )
+        word = write.split()[-1]
+        listed = [line.strip() for line in lines[1:] if word in line.split()[:2]]
+        assert len(listed) == 21
+        assert listed[-1].endswith("... and 10 more (use --list)")
+        removed = [line.strip() for line in lines[1:] if remove.split()[-1] in line.split()[:2]]
+        assert len(removed) == 21
+        assert removed[-1].endswith("... and 5 more (use --list)")
+    assert "undo: snapstore undo s1" in lines[-1]
+    assert sorted(p.name for p in (project / "many").iterdir())[0] == "old-00.txt"
+
+
+def test_restore_list_prints_every_path_and_json_has_them_all(cli: Cli, project: Path) -> None:
+    _big_change(cli, project)
+    listed = cli.ok("restore", "s1", "n1", "--dry-run", "--list").stdout.splitlines()
+    kinds = _kinds([line.replace("would ", "would_") for line in listed], "would_write")
+    assert len(kinds["would_write"]) == 30
+    assert not any("more (use --list)" in line for line in listed)
+    document = cli.json("restore", "s1", "n1", "--dry-run")
+    assert len(document["written"]) == 30 and len(document["removed"]) == 25
+    assert not any("more" in path for path in document["written"])
+    restored = cli.ok("restore", "s1", "n1", "--list").stdout.splitlines()
+    assert len(_kinds(restored, "wrote", "removed")["removed"]) == 25
+
+
+def test_a_large_diff_prints_the_first_paths_of_each_kind(cli: Cli, project: Path) -> None:
+    _big_change(cli, project)
+    out = cli.ok("diff", "s1", "n1").stdout.splitlines()
+    assert out[0].endswith("a restore would add 30, modify 0, remove 25")
+    kinds = _kinds(out[3:], "add", "remove")
+    assert len(kinds["add"]) == 21 and kinds["add"][-1] == "... and 10 more (use --list)"
+    assert len(kinds["remove"]) == 21 and kinds["remove"][-1] == "... and 5 more (use --list)"
+    everything = _kinds(cli.ok("diff", "s1", "n1", "--list").stdout.splitlines()[3:], "add")
+    assert everything["add"] == [f"many/old-{index:02}.txt" for index in range(30)]
+    document = cli.json("diff", "s1", "n1")
+    assert len(document["added"]) == 30 and len(document["removed"]) == 25

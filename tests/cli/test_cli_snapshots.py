@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 from clitools import Cli
 
+from snapstore.cli.exitcodes import ExitCode
+
 INFO_KEYS = {
     "session",
     "name",
@@ -103,7 +105,8 @@ def test_create_refuses_an_unreadable_path(cli: Cli, project: Path) -> None:
         error = cli.fails("create", "s1", "n1", ".", "--base", str(project))
         assert "control.sock" in error["message"]
         skipped = cli.run("create", "s1", "n1", ".", "--base", str(project), "--skip-unreadable")
-    assert skipped.code == 0, skipped
+    assert skipped.code == ExitCode.PARTIAL, skipped
+    assert skipped.stdout.startswith("created s1/n1: ")
     assert "warning: skipped control.sock" in skipped.stderr
     info = cli.json("show", "s1", "n1")["snapshot"]
     assert [item["path"] for item in info["skipped"]] == ["control.sock"] or info["skipped"] == []
@@ -194,7 +197,7 @@ def test_show_state_value(cli: Cli) -> None:
 
 def test_show_missing_snapshot(cli: Cli, project: Path) -> None:
     cli.snapshot(project, "README.md")
-    error = cli.fails("show", "s1", "nope", error_type="SnapshotNotFound")
+    error = cli.fails("show", "s1", "nope", code=ExitCode.NOT_FOUND, error_type="SnapshotNotFound")
     assert error["message"] == "no snapshot 'nope' in session 's1'"
 
 
@@ -215,6 +218,6 @@ def test_cat_json_is_base64(cli: Cli, project: Path) -> None:
 def test_cat_missing_path(cli: Cli, project: Path) -> None:
     cli.snapshot(project, "README.md")
     result = cli.run("cat", "s1", "n1", "nope.txt")
-    assert result.code == 1
+    assert result.code == ExitCode.NOT_FOUND
     assert result.stdout == ""
     assert "nope.txt" in result.stderr and "Traceback" not in result.stderr

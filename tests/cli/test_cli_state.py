@@ -7,6 +7,8 @@ from pathlib import Path
 
 from clitools import Cli
 
+from snapstore.cli.exitcodes import ExitCode
+
 
 def test_set_then_get_round_trips_json(cli: Cli) -> None:
     value = '{"cursor": "abc", "row": 42, "done": [1, 2.5, null, true]}'
@@ -45,10 +47,14 @@ def test_set_json_shape_and_ttl(cli: Cli) -> None:
 
 
 def test_get_missing_value(cli: Cli) -> None:
-    cli.fails("state", "get", "etl", "cursor", error_type="SnapshotNotFound")
+    cli.fails(
+        "state", "get", "etl", "cursor", code=ExitCode.NOT_FOUND, error_type="SnapshotNotFound"
+    )
     assert not cli.root.exists()
     cli.store().put_state("etl", "other", 1)
-    cli.fails("state", "get", "etl", "cursor", error_type="SnapshotNotFound")
+    cli.fails(
+        "state", "get", "etl", "cursor", code=ExitCode.NOT_FOUND, error_type="SnapshotNotFound"
+    )
     document = cli.json("state", "get", "etl", "cursor", "--default", '{"row": 0}')
     assert document["found"] is False and document["value"] == {"row": 0}
     assert cli.ok("state", "get", "etl", "cursor", "--default", "0").stdout.strip() == "0"
@@ -65,8 +71,18 @@ def test_reset(cli: Cli) -> None:
     cli.store().put_state("etl", "cursor", 5)
     assert cli.run("state", "reset", "etl", "cursor").code == 2
     assert cli.json("state", "reset", "etl", "cursor", "--yes")["deleted"] is True
-    cli.fails("state", "get", "etl", "cursor", error_type="SnapshotNotFound")
-    cli.fails("state", "reset", "etl", "cursor", "--yes", error_type="SnapshotNotFound")
+    cli.fails(
+        "state", "get", "etl", "cursor", code=ExitCode.NOT_FOUND, error_type="SnapshotNotFound"
+    )
+    cli.fails(
+        "state",
+        "reset",
+        "etl",
+        "cursor",
+        "--yes",
+        code=ExitCode.NOT_FOUND,
+        error_type="SnapshotNotFound",
+    )
 
 
 def test_state_commands_refuse_file_snapshots(cli: Cli, project: Path) -> None:

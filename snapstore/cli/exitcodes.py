@@ -1,0 +1,63 @@
+"""The exit codes of the ``snapstore`` command, and which error ends a run with which code.
+
+The table is documented in docs/cli.md ("Exit codes"); scripts rely on these numbers, so a
+code is never reused for another meaning. 0, 1 and 2 keep their usual sense (success, error,
+usage); the others follow restic where it has an equivalent (10: no repository, 11: locked).
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+from snapstore.checkpoint.errors import CheckpointNotFound, CorruptCheckpointError
+from snapstore.errors import (
+    CorruptBlobError,
+    CorruptManifestError,
+    LockTimeout,
+    MissingBlobError,
+    SnapshotNotFound,
+)
+from snapstore.restore import PathNotInSnapshotError
+
+
+class ExitCode(IntEnum):
+    """How a ``snapstore`` run ended."""
+
+    OK = 0
+    """The command did everything it was asked to."""
+    ERROR = 1
+    """An error with no more specific code below."""
+    USAGE = 2
+    """Unknown command or option, bad value, missing argument, or ``--yes`` missing."""
+    PARTIAL = 3
+    """The command did part of its work and reports what it left undone."""
+    NO_STORE = 10
+    """There is no store at ``--root`` (and the command would not create one)."""
+    LOCKED = 11
+    """Another process held a store lock for longer than ``--lock-timeout``."""
+    PERMISSION = 12
+    """The store or a file could not be read or written for lack of permission."""
+    DAMAGED = 13
+    """The store's committed data is damaged (corrupt or missing manifests, blobs, packs)."""
+    NOT_FOUND = 14
+    """The snapshot, session, path in a snapshot, or checkpoint asked for does not exist."""
+
+
+_CODES: tuple[tuple[tuple[type[BaseException], ...], ExitCode], ...] = (
+    ((LockTimeout,), ExitCode.LOCKED),
+    ((SnapshotNotFound, PathNotInSnapshotError, CheckpointNotFound), ExitCode.NOT_FOUND),
+    (
+        (CorruptManifestError, CorruptBlobError, MissingBlobError, CorruptCheckpointError),
+        ExitCode.DAMAGED,
+    ),
+    ((PermissionError,), ExitCode.PERMISSION),
+)
+"""Error types and their codes, most specific first (``LockTimeout`` is also an OSError)."""
+
+
+def exit_code_for(error: BaseException) -> ExitCode:
+    """The exit code a run that failed with ``error`` ends with."""
+    for types, code in _CODES:
+        if isinstance(error, types):
+            return code
+    return ExitCode.ERROR
