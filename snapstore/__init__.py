@@ -3,8 +3,8 @@
 ``SnapStore`` checkpoints sets of files per (session, name) and small resume values, in one
 storage root that several processes share. See docs/format.md and docs/concurrency.md.
 
-The library logs what it does under the ``snapstore`` logger (``snapstore.lock``,
-``snapstore.packgc``, ...) and is silent unless the application configures logging.
+The library logs what it does under the ``snapstore`` logger (``snapstore.repo.locks``,
+``snapstore.maintenance.packgc``, ...) and is silent unless the application configures logging.
 """
 
 import logging

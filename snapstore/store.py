@@ -19,9 +19,8 @@ from operator import attrgetter
 from types import TracebackType
 from typing import Any
 
-from snapstore import maintenance, packgc
-from snapstore.catalog import Catalog, ManifestFile
 from snapstore.compare import diff_entries, history, subtree
+from snapstore.cyclic_gc import gc_paused
 from snapstore.errors import (
     CorruptManifestError,
     InvalidNameError,
@@ -32,20 +31,13 @@ from snapstore.errors import (
     ReadOnlyStoreError,
     SnapshotNotFound,
 )
-from snapstore.excludes import Matcher, check_patterns
-from snapstore.fsio import LOCAL, FileSystem
-from snapstore.gcpause import gc_paused
-from snapstore.layout import open_layout
-from snapstore.lock import (
-    FileLock,
-    TargetLocks,
-    exclusive_with_intent,
-    filesystem_type,
-    is_untrusted_lock_filesystem,
-    shared_behind,
-    target_key,
-)
-from snapstore.manifest import Manifest, encode, expiry_ns, ns_to_time, time_to_ns
+from snapstore.format.manifest import Manifest, encode, expiry_ns, ns_to_time, time_to_ns
+from snapstore.format.names import encode_name, generated_name
+from snapstore.format.paths import check_relative_path
+from snapstore.fs.seam import LOCAL, FileSystem
+from snapstore.maintenance import checks as maintenance
+from snapstore.maintenance import packgc
+from snapstore.maintenance.sweep import choose_victims, future_stamped
 from snapstore.models import (
     DiffReport,
     GcReport,
@@ -56,16 +48,25 @@ from snapstore.models import (
     SweepReport,
     VerifyReport,
 )
-from snapstore.naming import encode_name, generated_name
-from snapstore.paths import check_relative_path
+from snapstore.repo.blobs import BlobStorage
+from snapstore.repo.catalog import Catalog, ManifestFile
+from snapstore.repo.layout import open_layout
+from snapstore.repo.locks import (
+    FileLock,
+    TargetLocks,
+    exclusive_with_intent,
+    filesystem_type,
+    is_untrusted_lock_filesystem,
+    shared_behind,
+    target_key,
+)
 from snapstore.restore import PathNotInSnapshotError, select_entries
 from snapstore.restore.job import RestoreJob, refuse_store_directory
 from snapstore.restore.journal import JournalDir
 from snapstore.restore.plan import Excluded
-from snapstore.scan import relative_to_base
-from snapstore.snapshotting import Request, take_snapshot
-from snapstore.storage import BlobStorage
-from snapstore.sweep import choose_victims, future_stamped
+from snapstore.worktree.create import Request, take_snapshot
+from snapstore.worktree.excludes import Matcher, check_patterns
+from snapstore.worktree.scan import relative_to_base
 
 Progress = Callable[[int, int], None]
 Duration = float | int | timedelta

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from snapstore.filememo import FileMemo
+from snapstore.repo.filememo import FileMemo
 
 
 def _decoder(calls: list[bytes]):  # type: ignore[no-untyped-def]

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 from support import write_tree
 
-from snapstore import SnapStore, headercache
-from snapstore.catalog import CorruptManifestWarning
+from snapstore import SnapStore
+from snapstore.repo import headercache
+from snapstore.repo.catalog import CorruptManifestWarning
 
 
 def _names(store: SnapStore) -> list[tuple[str, str, int]]:

@@ -10,12 +10,13 @@ import blake3
 import pytest
 from support import read_tree, write_tree
 
-from snapstore import CorruptBlobError, RestoreError, SnapStore, packs
-from snapstore.batch import PACK_MIN_BLOBS, PACKED_MAX_BYTES
+from snapstore import CorruptBlobError, RestoreError, SnapStore
 from snapstore.errors import CorruptPackError
-from snapstore.fsio import LOCAL
-from snapstore.packgc import MERGE_SMALL_PACKS
-from snapstore.packs import PackWriter, decode_index, encode_index, read_index
+from snapstore.fs.seam import LOCAL
+from snapstore.maintenance.packgc import MERGE_SMALL_PACKS
+from snapstore.repo import packs
+from snapstore.repo.batch import PACK_MIN_BLOBS, PACKED_MAX_BYTES
+from snapstore.repo.packs import PackWriter, decode_index, encode_index, read_index
 
 
 def many_files(base: Path, count: int, *, tag: str = "") -> dict[str, bytes]:

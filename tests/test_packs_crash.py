@@ -22,9 +22,9 @@ from helpers.seam import CountingFileSystem
 from helpers.trees import copy_tree, remove_tree, write_tree
 
 from snapstore import SnapStore
-from snapstore.batch import PACK_MIN_BLOBS
-from snapstore.fsio import FileSystem
-from snapstore.packs import PackWriter
+from snapstore.fs.seam import FileSystem
+from snapstore.repo.batch import PACK_MIN_BLOBS
+from snapstore.repo.packs import PackWriter
 
 __all__ = ["scratch"]
 

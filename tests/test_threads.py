@@ -12,8 +12,8 @@ import pytest
 from support import read_tree, write_tree
 
 from snapstore import SnapStore
-from snapstore.packs import PackWriter
-from snapstore.packset import PackSet
+from snapstore.repo.packs import PackWriter
+from snapstore.repo.packset import PackSet
 
 THREADS = 4
 ROUNDS = 12

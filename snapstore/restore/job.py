@@ -24,7 +24,7 @@ import time
 import warnings
 from typing import TYPE_CHECKING
 
-from snapstore.durable import TEMP_PREFIX
+from snapstore.cyclic_gc import gc_paused
 from snapstore.errors import (
     CorruptManifestError,
     InterruptedRestoreWarning,
@@ -34,16 +34,16 @@ from snapstore.errors import (
     SnapstoreError,
     UnsafePathError,
 )
-from snapstore.gcpause import gc_paused
-from snapstore.layout import is_store_root
-from snapstore.lock import target_key
-from snapstore.manifest import Manifest
+from snapstore.format.manifest import Manifest
+from snapstore.format.names import generated_name
+from snapstore.fs.durable import TEMP_PREFIX
 from snapstore.models import RestoreReport
-from snapstore.naming import generated_name
+from snapstore.repo.layout import is_store_root
+from snapstore.repo.locks import target_key
 from snapstore.restore.apply import DirHandles, Progress, apply_plan, remove_tree
 from snapstore.restore.journal import CorruptJournalError, Journal
 from snapstore.restore.plan import Action, Keep, Plan, complete_dirs, make_plan, select_entries
-from snapstore.statcache import StatCache
+from snapstore.worktree.statcache import StatCache
 
 if TYPE_CHECKING:
     from snapstore.store import SnapStore

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 import blake3
 import msgpack
 
-from snapstore.durable import ensure_dir, write_atomic
-from snapstore.fsio import FileSystem
-from snapstore.readfile import read_regular
+from snapstore.fs.durable import ensure_dir, write_atomic
+from snapstore.fs.reading import read_regular
+from snapstore.fs.seam import FileSystem
 
 MAGIC = b"SNAPJNL\x01"
 CHECKSUM_BYTES = 16

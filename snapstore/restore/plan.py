@@ -19,17 +19,17 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Literal, NamedTuple
 
-from snapstore.blobs import new_hasher
 from snapstore.errors import SnapstoreError, UnsafePathError
-from snapstore.layout import MARKER_FILE, is_store_root
-from snapstore.models import FileEntry
-from snapstore.paths import (
+from snapstore.format.paths import (
     check_relative_path,
     find_collisions,
     nearest_listed_ancestor,
     parents,
     printable,
 )
+from snapstore.models import FileEntry
+from snapstore.repo.layout import MARKER_FILE, is_store_root
+from snapstore.repo.loose import new_hasher
 
 CurrentKind = Literal["file", "symlink", "dir", "other"]
 Operation = Literal["unchanged", "create", "replace", "chmod", "remove"]

@@ -15,10 +15,10 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from snapstore.blobs import BlobStore
-from snapstore.durable import discard, temp_name
-from snapstore.fsio import FileSystem, start_writeback
+from snapstore.fs.durable import discard, temp_name
+from snapstore.fs.seam import FileSystem, start_writeback
 from snapstore.models import FileEntry
+from snapstore.repo.loose import BlobStore
 
 if TYPE_CHECKING:
     from snapstore.restore.apply import DirHandles

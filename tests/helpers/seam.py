@@ -14,7 +14,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
-from snapstore.fsio import OPERATIONS, FileSystem
+from snapstore.fs.seam import OPERATIONS, FileSystem
 
 KILLED_EXIT = 77
 """Exit status of a child killed by :class:`KillingFileSystem`."""

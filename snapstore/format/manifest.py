@@ -18,6 +18,7 @@ import blake3
 import msgpack
 
 from snapstore.errors import CorruptManifestError, InvalidValueError, UnsafePathError
+from snapstore.format.paths import all_plain_paths, check_relative_path, nearest_listed_ancestor
 from snapstore.models import (
     ENTRY_KINDS,
     EntryKind,
@@ -26,7 +27,6 @@ from snapstore.models import (
     SnapshotInfo,
     SnapshotKind,
 )
-from snapstore.paths import all_plain_paths, check_relative_path, nearest_listed_ancestor
 
 MAGIC = b"SNAPMAN\x01"
 FORMAT_VERSION = 1

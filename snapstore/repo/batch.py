@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import os
 
-from snapstore.packs import PackIndex, PackWriter
-from snapstore.storage import BlobStorage
+from snapstore.repo.blobs import BlobStorage
+from snapstore.repo.packs import PackIndex, PackWriter
 
 PACK_MIN_BLOBS = 32
 PACK_MIN_BYTES = 8 << 20

@@ -20,12 +20,12 @@ from typing import Any
 import blake3
 import msgpack
 
-from snapstore.durable import ensure_dir, write_atomic
-from snapstore.filememo import Identity
-from snapstore.fsio import FileSystem
-from snapstore.manifest import Header, ns_to_time
+from snapstore.format.manifest import Header, ns_to_time
+from snapstore.fs.durable import ensure_dir, write_atomic
+from snapstore.fs.reading import read_regular
+from snapstore.fs.seam import FileSystem
 from snapstore.models import SkippedPath, SnapshotInfo, frozen_from_fields
-from snapstore.readfile import read_regular
+from snapstore.repo.filememo import Identity
 
 MAGIC = b"SNAPHDC\x03"
 CHECKSUM_BYTES = 16

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 
-from snapstore.catalog import ManifestFile
+from snapstore.repo.catalog import ManifestFile
 
 
 def future_stamped(found: Iterable[ManifestFile]) -> list[tuple[str, str]]:

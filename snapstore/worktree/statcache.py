@@ -19,11 +19,11 @@ from typing import Any
 import blake3
 import msgpack
 
-from snapstore.durable import ensure_dir, write_atomic
-from snapstore.filememo import FileMemo
-from snapstore.fsio import FileSystem
-from snapstore.manifest import EntryRow
-from snapstore.scan import Reuse
+from snapstore.format.manifest import EntryRow
+from snapstore.fs.durable import ensure_dir, write_atomic
+from snapstore.fs.seam import FileSystem
+from snapstore.repo.filememo import FileMemo
+from snapstore.worktree.scan import Reuse
 
 MAGIC = b"SNAPSTC\x01"
 CHECKSUM_BYTES = 16

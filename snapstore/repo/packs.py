@@ -18,11 +18,11 @@ from dataclasses import dataclass
 
 import blake3
 
-from snapstore.durable import create_temp, discard, write_atomic
 from snapstore.errors import CorruptPackError
-from snapstore.filememo import FileMemo
-from snapstore.fsio import FileSystem, start_writeback
-from snapstore.readfile import UnfitFileError
+from snapstore.fs.durable import create_temp, discard, write_atomic
+from snapstore.fs.reading import UnfitFileError
+from snapstore.fs.seam import FileSystem, start_writeback
+from snapstore.repo.filememo import FileMemo
 
 PACK_MAGIC = b"SNAPPAK\x01"
 INDEX_MAGIC = b"SNAPIDX\x01"

@@ -13,14 +13,14 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
-from snapstore.batch import BlobBatch
 from snapstore.errors import MissingBlobError, SnapshotExistsError
-from snapstore.excludes import Matcher, initial_patterns
-from snapstore.ingest import ingest_scan
-from snapstore.manifest import encode, expiry_ns, ns_to_time
+from snapstore.format.manifest import encode, expiry_ns, ns_to_time
 from snapstore.models import SnapshotInfo
-from snapstore.scan import Scanner
-from snapstore.statcache import StatCache
+from snapstore.repo.batch import BlobBatch
+from snapstore.worktree.excludes import Matcher, initial_patterns
+from snapstore.worktree.ingest import ingest_scan
+from snapstore.worktree.scan import Scanner
+from snapstore.worktree.statcache import StatCache
 
 if TYPE_CHECKING:
     from collections.abc import Callable

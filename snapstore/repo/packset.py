@@ -15,8 +15,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from snapstore.errors import CorruptPackError, MissingBlobError
-from snapstore.fsio import FileSystem
-from snapstore.packs import (
+from snapstore.fs.seam import FileSystem
+from snapstore.repo.packs import (
     INDEX_SUFFIX,
     PACK_SUFFIX,
     PackIndex,

@@ -15,10 +15,10 @@ from typing import Protocol
 
 import blake3
 
-from snapstore.durable import create_temp, discard, ensure_dir
 from snapstore.errors import CorruptBlobError, MissingBlobError
-from snapstore.fsio import FileSystem
-from snapstore.readfile import UnfitFileError, open_regular
+from snapstore.fs.durable import create_temp, discard, ensure_dir
+from snapstore.fs.reading import UnfitFileError, open_regular
+from snapstore.fs.seam import FileSystem
 
 CHUNK_BYTES = 1 << 20
 PARALLEL_HASH_BYTES = 8 << 20

@@ -14,12 +14,8 @@ import warnings
 from collections.abc import Iterator
 from typing import NamedTuple
 
-from snapstore.durable import ensure_dir, write_atomic
 from snapstore.errors import CorruptManifestError, SnapshotNotFound
-from snapstore.filememo import identity_of
-from snapstore.fsio import FileSystem
-from snapstore.headercache import HeaderCache
-from snapstore.manifest import (
+from snapstore.format.manifest import (
     MAX_MANIFEST_BYTES,
     Header,
     Manifest,
@@ -27,8 +23,12 @@ from snapstore.manifest import (
     decode_header,
     header_bytes_needed,
 )
-from snapstore.naming import dir_name
-from snapstore.readfile import UnfitFileError, open_regular, read_all, read_regular
+from snapstore.format.names import dir_name
+from snapstore.fs.durable import ensure_dir, write_atomic
+from snapstore.fs.reading import UnfitFileError, open_regular, read_all, read_regular
+from snapstore.fs.seam import FileSystem
+from snapstore.repo.filememo import identity_of
+from snapstore.repo.headercache import HeaderCache
 
 MANIFEST_FILE = "manifest"
 MANIFEST_SUFFIX = os.sep + MANIFEST_FILE

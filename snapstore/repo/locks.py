@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from typing import IO
 
 from snapstore.errors import LockTimeout, ReadOnlyStoreError
-from snapstore.fsio import LOCAL, FileSystem
+from snapstore.fs.seam import LOCAL, FileSystem
 
 try:
     import fcntl

@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 
 import blake3
 
-from snapstore.batch import PACK_MAX_BYTES
 from snapstore.errors import CorruptBlobError, MissingBlobError
-from snapstore.packs import PackIndex, PackWriter
-from snapstore.packset import Location
-from snapstore.storage import BlobStorage
+from snapstore.repo.batch import PACK_MAX_BYTES
+from snapstore.repo.blobs import BlobStorage
+from snapstore.repo.packs import PackIndex, PackWriter
+from snapstore.repo.packset import Location
 
 REWRITE_GARBAGE_SHARE = 0.5
 SMALL_PACK_BYTES = 16 << 20

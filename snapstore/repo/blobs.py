@@ -7,11 +7,11 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Iterator
 
-from snapstore.blobs import CHUNK_BYTES, BlobWriter, LooseBlobStore, new_hasher
 from snapstore.errors import CorruptBlobError, CorruptPackError, MissingBlobError
-from snapstore.fsio import FileSystem
-from snapstore.manifest import EntryRow
-from snapstore.packset import Location, PackSet
+from snapstore.format.manifest import EntryRow
+from snapstore.fs.seam import FileSystem
+from snapstore.repo.loose import CHUNK_BYTES, BlobWriter, LooseBlobStore, new_hasher
+from snapstore.repo.packset import Location, PackSet
 
 WHOLE_READ_BYTES = 64 << 20
 

@@ -7,12 +7,12 @@ import logging
 import os
 from collections.abc import Iterator
 
-from snapstore.catalog import Catalog
-from snapstore.durable import TEMP_PREFIX
 from snapstore.errors import CorruptBlobError, CorruptManifestError, MissingBlobError
-from snapstore.fsio import FileSystem
-from snapstore.manifest import Manifest
-from snapstore.storage import BlobStorage
+from snapstore.format.manifest import Manifest
+from snapstore.fs.durable import TEMP_PREFIX
+from snapstore.fs.seam import FileSystem
+from snapstore.repo.blobs import BlobStorage
+from snapstore.repo.catalog import Catalog
 
 logger = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-from snapstore.readfile import UnfitFileError, open_regular, read_all
+from snapstore.fs.reading import UnfitFileError, open_regular, read_all
 
 Identity = tuple[int, int, int, int, int]
 Value = TypeVar("Value")
