@@ -48,11 +48,11 @@ from snapstore.models import (
     SweepReport,
     VerifyReport,
 )
-from snapstore.repo.blobs import BlobStorage
-from snapstore.repo.catalog import Catalog, ManifestFile
-from snapstore.repo.layout import open_layout
+from snapstore.repo.backend import Backend, Handle, Kind
+from snapstore.repo.blobs import Blobs
+from snapstore.repo.catalog import Catalog, ManifestFile, manifest_name
+from snapstore.repo.local import LocalBackend
 from snapstore.repo.locks import (
-    FileLock,
     TargetLocks,
     exclusive_with_intent,
     filesystem_type,
@@ -102,7 +102,7 @@ class SnapStore:
 
     def __init__(
         self,
-        root: str | os.PathLike[str],
+        root: str | os.PathLike[str] | Backend,
         *,
         lock_timeout: float = 30.0,
         durable: bool = True,
@@ -111,36 +111,27 @@ class SnapStore:
     ) -> None:
         if isinstance(undo_depth, bool) or not isinstance(undo_depth, int) or undo_depth < 1:
             raise InvalidValueError(f"undo_depth must be a positive int, got {undo_depth!r}")
-        self.root = os.path.abspath(os.fspath(root))
         self.lock_timeout = lock_timeout
         self.durable = durable
         self.undo_depth = undo_depth
         self.fs = fs or LOCAL
-        self.tmp_dir = os.path.join(self.root, "tmp")
-        self.cache_dir = os.path.join(self.root, "cache")
-        self.read_only = not open_layout(self.root, self.fs, durable=durable)
-        self.blobs = BlobStorage(self.root, self.tmp_dir, self.fs, durable=durable)
-        self.catalog = Catalog(
-            os.path.join(self.root, "sessions"), self.tmp_dir, self.fs, durable=durable
-        )
-        locks = os.path.join(self.root, "locks")
-        self.namespace_lock = FileLock(
-            os.path.join(locks, "namespace"),
-            "namespace",
-            lock_timeout,
-            guard=os.path.join(self.root, "sessions"),
-            fs=self.fs,
-        )
-        self.gc_lock = FileLock(
-            os.path.join(locks, "gc"), "gc", lock_timeout, guard=self.root, fs=self.fs
-        )
-        self.gc_intent = FileLock(
-            os.path.join(locks, "gc-intent"), "gc-intent", lock_timeout, fs=self.fs
-        )
-        self.target_locks = TargetLocks(locks, lock_timeout, self.fs)
-        self.journals = JournalDir(self.root, self.tmp_dir, self.fs, durable=durable)
+        if isinstance(root, str | os.PathLike):
+            root = LocalBackend(
+                os.fspath(root), fs=self.fs, durable=durable, lock_timeout=lock_timeout
+            )
+        self.backend: Backend = root
+        self.root = root.properties.local_root or root.describe(Handle(Kind.MARKER, ""))
+        self.read_only = not root.open(create=True)
+        self.blobs = Blobs(root)
+        self.catalog = Catalog(root)
+        self.namespace_lock = root.lock("namespace")
+        self.gc_lock = root.lock("gc")
+        self.gc_intent = root.lock("gc-intent")
+        self.target_locks = TargetLocks(root)
+        self.journals = JournalDir(root)
         self._restores = RestoreJob(self)
-        fs_type = filesystem_type(self.root)
+        local_root = root.properties.local_root
+        fs_type = None if local_root is None else filesystem_type(local_root)
         if is_untrusted_lock_filesystem(fs_type):
             warnings.warn(
                 f"snapstore root {self.root} is on a {fs_type} filesystem, whose locks are not "
@@ -153,6 +144,15 @@ class SnapStore:
 
     def __repr__(self) -> str:
         return f"SnapStore({self.root!r})"
+
+    def own_roots(self) -> frozenset[tuple[int, int]]:
+        """The store's own directory by device and inode, if it is on this machine: a scan
+        leaves it out, a restore leaves it alone."""
+        local_root = self.backend.properties.local_root
+        if local_root is None:
+            return frozenset()
+        info = os.stat(local_root)
+        return frozenset({(info.st_dev, info.st_ino)})
 
     def _check_writable(self, what: str) -> None:
         """ReadOnlyStoreError, before anything starts, if this process cannot write the store."""
@@ -175,7 +175,7 @@ class SnapStore:
     def close(self) -> None:
         """Release the files this object keeps open (pack descriptors). Safe to call more than
         once; the store stays usable (it reopens what it needs)."""
-        self.blobs.packs.close()
+        self.backend.close()
 
     # ----------------------------------------------------------------- create and read
 
@@ -230,7 +230,7 @@ class SnapStore:
         if not os.path.isdir(base):
             raise InvalidValueError(f"base_dir {base} is not a directory")
         real_base = os.path.realpath(base)
-        refuse_store_directory(self.root, real_base, "base_dir")
+        refuse_store_directory(self.backend.properties.local_root, real_base, "base_dir")
         relative = [relative_to_base(base, path) for path in paths]
         if missing == "error":
             absent = [p for p in relative if not os.path.lexists(os.path.join(base, p))]
@@ -315,7 +315,7 @@ class SnapStore:
         Methods that take a snapshot name accept selectors, but never prefixes: a name given
         for a snapshot deleted meanwhile must not come to mean another one."""
         encode_name(selector, "snapshot name")
-        if os.path.lexists(self.catalog.manifest_path(session, selector)):
+        if self.catalog.exists(session, selector):
             return selector
         if selector == LATEST or _LATEST_N.fullmatch(selector):
             back = 0 if selector == LATEST else int(selector[len(LATEST) + 1 :])
@@ -449,10 +449,8 @@ class SnapStore:
 
     def delete_backup(self, session: str, name: str) -> None:
         """Delete one undo backup durably (if it exists)."""
-        path = self.catalog.manifest_path(session, name)
-        with self.namespace_lock.exclusive():
-            if os.path.lexists(path):
-                self.catalog.remove(path)
+        with self.namespace_lock.exclusive(), contextlib.suppress(FileNotFoundError):
+            self.catalog.remove(manifest_name(session, name))
 
     def trim_backups(self, session: str) -> None:
         """Delete the session's oldest undo backups beyond ``undo_depth``, under the namespace
@@ -461,14 +459,14 @@ class SnapStore:
         with self.namespace_lock.exclusive():
             found = [
                 item
-                for item in self.catalog.scan(session, cached=True)
+                for item in self.catalog.manifests(session, cached=True)
                 if isinstance(item, ManifestFile) and item.header.info.is_backup
             ]
             found.sort(key=attrgetter("header.order_ns", "header.info.name"))
             for item in found[: max(0, len(found) - self.undo_depth)]:
                 with contextlib.suppress(FileNotFoundError, CorruptManifestError):
-                    if self.catalog.read_header(item.path).info.is_backup:
-                        self.catalog.remove(item.path)
+                    if self.catalog.read_header(item.name).info.is_backup:
+                        self.catalog.remove(item.name)
 
     def diff(
         self,
@@ -520,11 +518,12 @@ class SnapStore:
 
     def delete(self, session: str, name: str) -> bool:
         """Delete one snapshot durably; False if it did not exist. Errors are raised."""
-        path = self.catalog.manifest_path(session, name)
+        object_name = manifest_name(session, name)
         with self.namespace_lock.exclusive():
-            if not os.path.lexists(path):
+            try:
+                self.catalog.remove(object_name)
+            except FileNotFoundError:
                 return False
-            self.catalog.remove(path)
             return True
 
     def delete_session(self, session: str) -> int:
@@ -532,9 +531,10 @@ class SnapStore:
         encode_name(session, "session")
         with self.namespace_lock.exclusive():
             count = 0
-            for path in builtins.list(self.catalog.manifest_paths(session)):
-                self.catalog.remove(path)
-                count += 1
+            for object_name in self.catalog.names(session):
+                with contextlib.suppress(FileNotFoundError):
+                    self.catalog.remove(object_name)
+                    count += 1
             return count
 
     def sweep(
@@ -567,7 +567,7 @@ class SnapStore:
             report.future_stamped = future_stamped(found)
             for victim in choose_victims(found, ttl=seconds, keep_last=keep_last, now_ns=now_ns):
                 if not dry_run:
-                    self.catalog.remove(victim.path)
+                    self.catalog.remove(victim.name)
                 report.deleted.append((victim.header.info.session, victim.header.info.name))
         return report
 
@@ -584,7 +584,7 @@ class SnapStore:
         try:
             with exclusive_with_intent(self.gc_lock, self.gc_intent):
                 referenced, corrupt = maintenance.referenced_digests(self.catalog)
-                report.temp_files_removed = maintenance.clean_temp(self.fs, self.tmp_dir, dry_run)
+                report.temp_files_removed = maintenance.clean_temp(self.backend, dry_run)
                 if corrupt:
                     report.skipped = True
                     report.reason = (
@@ -642,12 +642,12 @@ class SnapStore:
             packs = self.blobs.packs
             report.problems.extend(packs.broken().values())
             report.problems.extend(packs.check_sizes())
-            report.garbage.extend(maintenance.temp_files(self.tmp_dir))
+            report.garbage.extend(self.backend.stale_temps())
             loose = self.blobs.loose
             report.garbage.extend(
                 loose.path(d) for d in loose.iter_digests() if d not in referenced
             )
-            report.garbage.extend(packs.orphans())
+            report.garbage.extend(packs.pack_path(pack_id) for pack_id in packs.orphans())
             dead: dict[str, int] = {}
             for pack_id, _, _ in packgc.plan(packs.indexes(), set(referenced)).dead(
                 set(referenced)

@@ -58,7 +58,7 @@ def test_gc_logs_the_packs_it_deletes_and_the_temp_files_it_removes(
         for name, level, message in messages
     ), messages
     assert any(
-        name == "snapstore.maintenance.checks" and "removed stale temp file" in message
+        name == "snapstore.maintenance.checks" and "stale temp file" in message
         for name, _, message in messages
     ), messages
 

@@ -96,7 +96,7 @@ def test_a_pack_registered_during_a_refresh_is_kept(
     registered: list[bytes] = []
 
     def publish_in_another_thread() -> None:
-        writer = PackWriter(store.fs, store.tmp_dir, packs.packs_dir, durable=False)
+        writer = PackWriter(store.backend)
         writer.add(blake3.blake3(b"x").digest(), b"x")
         packs.register(writer.publish())
         registered.append(blake3.blake3(b"x").digest())

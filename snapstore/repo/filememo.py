@@ -1,38 +1,37 @@
-"""Values decoded from files, remembered per process while each file keeps its identity.
+"""Values decoded from store objects, remembered per process while each keeps its version.
 
-snapstore replaces its files by rename, never rewrites them in place, so a file whose inode,
-size, mtime, ctime and device are unchanged holds the bytes it held before; a bridge that
-opens a new ``SnapStore`` for every checkpoint then skips reading and decoding them again.
-Only derived, re-creatable data goes here (caches, pack indexes): a value is never trusted
-beyond the file it came from.
+A backend replaces objects whole, never in place, so an object whose version is unchanged
+holds the bytes it held before; a bridge that opens a new ``SnapStore`` for every checkpoint
+then skips reading and decoding them again. Only derived, re-creatable data goes here (caches,
+pack indexes): a value is never trusted beyond the object it came from.
 """
 
 from __future__ import annotations
 
-import errno
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
-from snapstore.fs.reading import UnfitFileError, open_regular, read_all
+from snapstore.repo.backend import Backend, Handle, Kind
 
-Identity = tuple[int, int, int, int, int]
 Value = TypeVar("Value")
+Key = tuple[str, Handle]
+"""(the backend's own key, the object): unique across the backends of a process."""
 
 
-def identity_of(info: os.stat_result) -> Identity:
-    """The stat fields that change whenever a file is replaced or modified."""
-    return (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_dev)
+def backend_key(backend: Backend) -> str:
+    """A string naming a backend (its marker object, as the backend describes it)."""
+    return backend.describe(Handle(Kind.MARKER, ""))
 
 
 class FileMemo(Generic[Value]):
-    """Decoded values by path; with ``limit``, the oldest are dropped beyond that many.
-    Threads may share one (changes are locked; two may still decode the same file)."""
+    """Decoded values by object; with ``limit``, the oldest are dropped beyond that many.
+    Threads may share one (changes are locked; two may still decode the same object)."""
 
     def __init__(self, limit: int | None = None) -> None:
         self.limit = limit
-        self._values: dict[str, tuple[Identity, Value]] = {}
+        self._values: dict[Key, tuple[Hashable, Value]] = {}
         self._lock = threading.Lock()
         if hasattr(os, "register_at_fork"):  # a child must not inherit a lock held mid-fork
             os.register_at_fork(after_in_child=self._new_lock)
@@ -40,46 +39,46 @@ class FileMemo(Generic[Value]):
     def _new_lock(self) -> None:
         self._lock = threading.Lock()
 
-    def read(self, path: str, decode: Callable[[bytes], Value], *, max_bytes: int) -> Value:
-        """``decode`` of the file's bytes, reusing the remembered value if the open file
-        still has its identity; OSError if it cannot be read, is not a regular file or is
-        over ``max_bytes`` (checked before reading)."""
-        fd = open_regular(path)
-        try:
-            info = os.fstat(fd)
-            identity = identity_of(info)
-            known = self._values.get(path)
-            if known is not None and known[0] == identity:
-                return known[1]
-            if info.st_size > max_bytes:
-                raise UnfitFileError(
-                    errno.EFBIG, f"{path} is {info.st_size} bytes, over the {max_bytes} allowed"
-                )
-            data = read_all(fd, info.st_size)
-        finally:
-            os.close(fd)
+    def read(
+        self,
+        backend: Backend,
+        handle: Handle,
+        decode: Callable[[bytes], Value],
+        *,
+        max_bytes: int,
+    ) -> Value:
+        """``decode`` of the object's bytes, reusing the remembered value while the object
+        keeps its version; OSError if it cannot be read, is not an object or is over
+        ``max_bytes`` (checked before reading)."""
+        key = (backend_key(backend), handle)
+        known = self._values.get(key)
+        if known is not None and known[0] == backend.stat(handle).version:
+            return known[1]
+        data, info = backend.read(handle, max_bytes=max_bytes)
         value = decode(data)
-        self._store(path, identity, value)
+        self._store(key, info.version, value)
         return value
 
-    def remember(self, path: str, value: Value) -> None:
-        """Remember ``value`` as what the file just written at ``path`` decodes to."""
+    def remember(self, backend: Backend, handle: Handle, value: Value) -> None:
+        """Remember ``value`` as what the object just written decodes to."""
+        key = (backend_key(backend), handle)
         try:
-            identity = identity_of(os.stat(path))
+            version = backend.stat(handle).version
         except OSError:
-            self._values.pop(path, None)
+            with self._lock:
+                self._values.pop(key, None)
             return
-        self._store(path, identity, value)
+        self._store(key, version, value)
 
-    def forget(self, keep: Callable[[str], bool]) -> None:
-        """Drop every remembered path for which ``keep`` is false."""
+    def forget(self, keep: Callable[[Key], bool]) -> None:
+        """Drop every remembered value whose key ``keep`` rejects."""
         with self._lock:
-            for path in [p for p in self._values if not keep(p)]:
-                del self._values[path]
+            for key in [k for k in self._values if not keep(k)]:
+                del self._values[key]
 
-    def _store(self, path: str, identity: Identity, value: Value) -> None:
+    def _store(self, key: Key, version: Hashable, value: Value) -> None:
         with self._lock:
-            self._values.pop(path, None)
+            self._values.pop(key, None)
             if self.limit is not None and len(self._values) >= self.limit:
                 del self._values[next(iter(self._values))]
-            self._values[path] = (identity, value)
+            self._values[key] = (version, value)

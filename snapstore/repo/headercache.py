@@ -1,51 +1,48 @@
 """A cache of manifest headers, so ``list()`` need not open and decode every manifest.
 
-Each entry maps a manifest's path (relative to ``sessions/``) to the identity its file had
-(inode, size, mtime_ns, ctime_ns, device) and the header decoded from it then. An entry is
-used only while the file keeps that identity: a manifest is never changed in place, only
-replaced by a rename (a new inode), so a match means the same, already validated, bytes. The
-cache lives in memory and in ``<root>/cache/headers``, written atomically without fsync; a
-missing, torn or corrupt file only costs speed. It is never used to decide what to delete:
-sweep and gc read the manifests themselves.
+Each entry maps a manifest's object name to the version its object had (local: inode, size,
+mtime_ns, ctime_ns, device) and the header decoded from it then. An entry is used only while
+the object keeps that version: a manifest is never changed in place, only replaced whole, so a
+match means the same, already validated, bytes. The cache lives in memory and in the cache
+object ``headers``, written atomically and not flushed; a missing, torn or corrupt one only
+costs speed. It is never used to decide what to delete: sweep and gc read the manifests.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
-import struct
 import threading
+from collections.abc import Hashable
 from typing import Any
 
-import blake3
 import msgpack
 
+from snapstore.format.envelope import seal, unseal
 from snapstore.format.manifest import Header, ns_to_time
-from snapstore.fs.durable import ensure_dir, write_atomic
-from snapstore.fs.reading import read_regular
-from snapstore.fs.seam import FileSystem
 from snapstore.models import SkippedPath, SnapshotInfo, frozen_from_fields
-from snapstore.repo.filememo import Identity
+from snapstore.repo.backend import Backend, Handle, Kind
+from snapstore.repo.filememo import backend_key
 
-MAGIC = b"SNAPHDC\x03"
-CHECKSUM_BYTES = 16
-IDENTITY = struct.Struct("<QQqqQ")
+MAGIC = b"SNAPHDC\x04"
+CACHE = Handle(Kind.CACHE, "headers")
 MAX_CACHE_BYTES = 256 << 20
 
-_DECODED: dict[str, tuple[Identity, Header]] = {}
-"""Headers decoded in this process, by absolute manifest path: shared by every ``SnapStore``
-of the process (the in-process cache docs/concurrency.md allows: keyed by file identity).
-Changed only under ``_DECODED_LOCK``."""
+_DECODED: dict[tuple[str, str], tuple[Hashable, Header]] = {}
+"""Headers decoded in this process, by (backend, manifest name): shared by every ``SnapStore``
+of the process (the in-process cache docs/concurrency.md allows: keyed by version). Changed
+only under ``_DECODED_LOCK``."""
 _DECODED_LOCK = threading.Lock()
 
 
-def _packed(identity: Identity) -> bytes:
-    """An identity as the 40 bytes that start its cache entry; empty (matching nothing) for
-    one that does not fit."""
+def _packed(version: Hashable) -> bytes:
+    """A version as the msgpack bytes that start its cache entry (self-delimiting, so the
+    header fields follow); empty (matching nothing) for one msgpack cannot hold."""
     try:
-        return IDENTITY.pack(*identity)
-    except struct.error:
+        packed = msgpack.packb(list(version) if isinstance(version, tuple) else version)
+    except (TypeError, ValueError, OverflowError):
         return b""
+    assert isinstance(packed, bytes)
+    return packed
 
 
 def _fields(header: Header) -> list[Any]:
@@ -106,77 +103,68 @@ def _header(fields: list[Any]) -> Header:
 
 
 class HeaderCache:
-    """Headers by manifest path, kept while the manifest keeps its identity."""
+    """Headers by manifest, kept while the manifest keeps its version."""
 
-    def __init__(self, cache_dir: str, tmp_dir: str, fs: FileSystem) -> None:
-        self.path = os.path.join(cache_dir, "headers")
-        self.cache_dir = cache_dir
-        self.tmp_dir = tmp_dir
-        self.fs = fs
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+        self._owner = backend_key(backend)
         self._loaded = False
         self._stored: dict[str, Any] = {}
         self._dirty = False
         self._lock = threading.RLock()
 
     def _load(self) -> None:
-        """Read the cache file once; entries put before that take precedence."""
+        """Read the cache object once; entries put before that take precedence."""
         self._loaded = True
         try:
-            data, _ = read_regular(self.path, max_bytes=MAX_CACHE_BYTES)
+            data, _ = self.backend.read(CACHE, max_bytes=MAX_CACHE_BYTES)
         except OSError:
             return
-        head = len(MAGIC) + CHECKSUM_BYTES
-        body = data[head:]
-        if data[: len(MAGIC)] != MAGIC:
-            return
-        if blake3.blake3(body).digest(length=CHECKSUM_BYTES) != data[len(MAGIC) : head]:
-            return
-        with contextlib.suppress(Exception):
-            stored = msgpack.unpackb(body, raw=False, strict_map_key=True)
-            if isinstance(stored, dict):
-                stored.update(self._stored)
-                self._stored = stored
+        stored = unseal(MAGIC, data)
+        if isinstance(stored, dict):
+            stored.update(self._stored)
+            self._stored = stored
 
-    def get(self, path: str, relative: str, identity: Identity) -> Header | None:
-        """The header recorded for the manifest at ``path`` (``relative`` to ``sessions/``)
-        if it still has ``identity``."""
-        known = _DECODED.get(path)
-        if known is not None and known[0] == identity:
+    def get(self, handle: Handle, version: Hashable, written_ns: int) -> Header | None:
+        """The header recorded for the manifest ``handle`` if it still has ``version``
+        (written at ``written_ns``)."""
+        key = (self._owner, handle.name)
+        known = _DECODED.get(key)
+        if known is not None and known[0] == version:
             return known[1]
         with self._lock:
             if not self._loaded:
                 self._load()
-            stored = self._stored.get(relative)
-        if type(stored) is not bytes or stored[: IDENTITY.size] != _packed(identity):
+            stored = self._stored.get(handle.name)
+        prefix = _packed(version)
+        if type(stored) is not bytes or not prefix or not stored.startswith(prefix):
             return None
         try:
-            fields = msgpack.unpackb(stored[IDENTITY.size :], raw=False)
-            header = _header(fields).with_file_time(identity[2])
+            fields = msgpack.unpackb(stored[len(prefix) :], raw=False)
+            header = _header(fields).with_file_time(written_ns)
         except Exception:  # an entry that does not decode is only a cache miss
             return None
         with _DECODED_LOCK:
-            _DECODED[path] = (identity, header)
+            _DECODED[key] = (version, header)
         return header
 
-    def put(self, path: str, relative: str, identity: Identity, header: Header) -> None:
-        """Remember the header just decoded from the manifest at ``path``."""
+    def put(self, handle: Handle, version: Hashable, header: Header) -> None:
+        """Remember the header just decoded from the manifest ``handle``."""
         fields = msgpack.packb(_fields(header), use_bin_type=True)
         with _DECODED_LOCK:
-            _DECODED[path] = (identity, header)
+            _DECODED[(self._owner, handle.name)] = (version, header)
         with self._lock:
-            self._stored[relative] = _packed(identity) + fields
+            self._stored[handle.name] = _packed(version) + fields
             self._dirty = True
 
-    def finish(self, sessions_dir: str, seen: set[str] | None) -> None:
-        """After a listing: with ``seen`` (a full listing of ``sessions_dir``), forget the
-        manifests no longer there; then write the cache file if this listing decoded
-        anything new. Errors are ignored: it is only a cache."""
+    def finish(self, seen: set[str] | None) -> None:
+        """After a listing: with ``seen`` (the object names of a full listing), forget the
+        manifests no longer there; then write the cache if this listing decoded anything
+        new. Errors are ignored: it is only a cache."""
         if seen is not None:
-            prefix = os.path.join(sessions_dir, "")
             with _DECODED_LOCK:
-                for path in [p for p in _DECODED if p.startswith(prefix)]:
-                    if path[len(prefix) :] not in seen:
-                        del _DECODED[path]
+                for key in [k for k in _DECODED if k[0] == self._owner and k[1] not in seen]:
+                    del _DECODED[key]
         with self._lock:
             if not self._dirty:
                 return
@@ -184,13 +172,8 @@ class HeaderCache:
             if not self._loaded:
                 self._load()
             if seen is not None:
-                for relative in [r for r in self._stored if r not in seen]:
-                    del self._stored[relative]
-            body = msgpack.packb(self._stored, use_bin_type=True)
+                for name in [n for n in self._stored if n not in seen]:
+                    del self._stored[name]
+            data = seal(MAGIC, self._stored)
         with contextlib.suppress(Exception):
-            checksum = blake3.blake3(body).digest(length=CHECKSUM_BYTES)
-            root = os.path.dirname(self.cache_dir)
-            ensure_dir(self.fs, self.cache_dir, stop_at=root, durable=False)
-            write_atomic(
-                self.fs, self.path, MAGIC + checksum + body, tmp_dir=self.tmp_dir, durable=False
-            )
+            self.backend.write(CACHE, data, durable=False)

@@ -63,12 +63,13 @@ def restore_report(plan: Plan, dry_run: bool) -> RestoreReport:
     return report
 
 
-def refuse_store_directory(store_root: str, real_dir: str, what: str) -> None:
-    """UnsafePathError if ``real_dir`` is, or lies in, a storage root (this store's or any
-    other directory holding a snapstore FORMAT marker)."""
-    own = os.path.realpath(store_root)
-    if real_dir == own or real_dir.startswith(own + os.sep):
-        raise UnsafePathError(f"{what} {real_dir} lies in the snapstore root {own}")
+def refuse_store_directory(store_root: str | None, real_dir: str, what: str) -> None:
+    """UnsafePathError if ``real_dir`` is, or lies in, a storage root (this store's, if it
+    is on this machine, or any other directory holding a snapstore FORMAT marker)."""
+    if store_root is not None:
+        own = os.path.realpath(store_root)
+        if real_dir == own or real_dir.startswith(own + os.sep):
+            raise UnsafePathError(f"{what} {real_dir} lies in the snapstore root {own}")
     directory = real_dir
     while True:
         if is_store_root(directory):
@@ -107,14 +108,13 @@ class RestoreJob:
         store = self.store
         info = manifest.info
         selected = select_entries(manifest.entries, paths)
-        root_info = os.stat(store.root)
-        cache = StatCache(store.cache_dir, store.tmp_dir, store.fs, target_dir, time.time_ns())
+        cache = StatCache(store.backend, target_dir, time.time_ns())
         return make_plan(
             selected,
             target_dir,
             complete=complete_dirs(selected, info.roots, whole_snapshot=paths is None),
             keep=Keep(
-                store_roots=frozenset({(root_info.st_dev, root_info.st_ino)}),
+                store_roots=store.own_roots(),
                 skipped=frozenset(skipped.path for skipped in info.skipped),
                 excluded=store.exclusion_of(info),
             ),
@@ -149,7 +149,8 @@ class RestoreJob:
             target = self.store.files_manifest(session, name).info.base_dir
         target_dir = os.path.abspath(target)
         real = os.path.realpath(target_dir)
-        refuse_store_directory(self.store.root, real, "restore target")
+        local_root = self.store.backend.properties.local_root
+        refuse_store_directory(local_root, real, "restore target")
         return target_dir, real
 
     def dry_plan(

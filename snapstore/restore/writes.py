@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from snapstore.fs.durable import discard, temp_name
 from snapstore.fs.seam import FileSystem, start_writeback
 from snapstore.models import FileEntry
-from snapstore.repo.loose import BlobStore
+from snapstore.repo.loose import BlobSource
 
 if TYPE_CHECKING:
     from snapstore.restore.apply import DirHandles
@@ -41,7 +41,7 @@ class StagedFiles:
     through ``handles``; after any failure call ``discard``."""
 
     def __init__(
-        self, fs: FileSystem, blobs: BlobStore, handles: DirHandles, *, durable: bool
+        self, fs: FileSystem, blobs: BlobSource, handles: DirHandles, *, durable: bool
     ) -> None:
         self.fs = fs
         self.blobs = blobs

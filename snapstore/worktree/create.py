@@ -7,7 +7,6 @@ stored. Checkpoints and undo backups are both made here; they differ in their he
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass
 from operator import itemgetter
@@ -61,8 +60,7 @@ def take_snapshot(
     An undo backup (``backup_of`` set) records special files as skipped rather than failing,
     and leaves the stat cache alone (its files are about to be replaced)."""
     scan_start_ns = time.time_ns()
-    root_info = os.stat(store.root)
-    cache = StatCache(store.cache_dir, store.tmp_dir, store.fs, request.base, scan_start_ns)
+    cache = StatCache(store.backend, request.base, scan_start_ns)
     batch = BlobBatch(store.blobs)
     backup = request.backup_of is not None
     excludes = Matcher(
@@ -74,7 +72,7 @@ def take_snapshot(
     )
     scanner = Scanner(
         request.base,
-        exclude_dirs=[(root_info.st_dev, root_info.st_ino)],
+        exclude_dirs=store.own_roots(),
         skip_unreadable=request.skip_unreadable,
         skip_special=backup,
         excludes=excludes,
