@@ -18,6 +18,7 @@ from snapstore.errors import (
     LockTimeout,
     MissingBlobError,
     NotAStateSnapshotError,
+    PathNotInSnapshotError,
     ReadOnlyStoreError,
     RestoreError,
     SnapshotNotFound,
@@ -36,7 +37,6 @@ from snapstore.models import (
     SweepReport,
     VerifyReport,
 )
-from snapstore.restore import PathNotInSnapshotError
 from snapstore.store import SnapStore, UnreliableLockWarning
 
 __version__ = "0.1.0"

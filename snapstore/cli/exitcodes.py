@@ -15,9 +15,9 @@ from snapstore.errors import (
     CorruptManifestError,
     LockTimeout,
     MissingBlobError,
+    PathNotInSnapshotError,
     SnapshotNotFound,
 )
-from snapstore.restore import PathNotInSnapshotError
 
 
 class ExitCode(IntEnum):
