@@ -125,6 +125,19 @@ class Repository:
             )
         return matches[0]
 
+    def files_header(self, session: str, name: str) -> SnapshotInfo:
+        """The header of a file snapshot (``name`` may be a selector), read alone."""
+        resolved = self.resolve(session, name)
+        try:
+            info = self.catalog.read_header(manifest_name(session, resolved)).info
+        except (FileNotFoundError, NotADirectoryError):
+            raise SnapshotNotFound(session, name) from None
+        if info.kind != "files":
+            raise NotAStateSnapshotError(
+                f"snapshot {name!r} in session {session!r} holds a state value, not files"
+            )
+        return info
+
     def files_manifest(self, session: str, name: str) -> Manifest:
         """The decoded manifest of a file snapshot (``name`` may be a selector)."""
         manifest = self.catalog.read(session, self.resolve(session, name))

@@ -132,7 +132,7 @@ class RestoreJob:
         """The target directory (default: the snapshot's base dir) and its real path, which
         must not be or lie in a storage root."""
         if target is None:
-            target = self.repo.files_manifest(session, name).info.base_dir
+            target = self.repo.files_header(session, name).base_dir
         target_dir = os.path.abspath(target)
         real = os.path.realpath(target_dir)
         local_root = self.repo.backend.properties.local_root
