@@ -1,6 +1,6 @@
 """Hostile restores: hand-crafted manifests and planted symlinks never write outside the target.
 
-Each manifest is built with ``snapstore.manifest.encode`` (which does not validate) or as raw
+Each manifest is built with ``snapstore.format.manifest.encode`` (which does not validate) or as raw
 msgpack inside a correct prelude, and installed in place of a real snapshot's manifest. A
 refused manifest must be refused before anything is written: the target and a sentinel
 directory beside it are compared byte for byte before and after.
