@@ -20,6 +20,7 @@ from pathlib import Path
 import blake3
 import pytest
 from helpers.alarm import no_hang
+from helpers.blobs import loosen
 from support import write_tree
 
 from snapstore import SnapStore
@@ -50,6 +51,12 @@ def run_limited(script: str, **values: object) -> str:
     )
     assert result.returncode == 0, result.stderr[-2000:]
     return result.stdout
+
+
+def _digest_of(store: SnapStore, path: str) -> bytes:
+    entry = store.get("s", "a").entry(path)
+    assert entry is not None and entry.digest is not None
+    return entry.digest
 
 
 def _many_files(base: Path, count: int) -> None:
@@ -114,8 +121,9 @@ def test_an_index_claiming_a_huge_blob_does_not_shadow_a_loose_copy(tmp_path: Pa
     serves it."""
     root, project = tmp_path / "store", tmp_path / "project"
     write_tree(project, {"small.txt": "just a few bytes\n"})
-    SnapStore(root).create("s", "a", ["small.txt"], base_dir=project)
-    (blob,) = [p for p in (root / "blobs").rglob("*") if p.is_file()]
+    store = SnapStore(root)
+    store.create("s", "a", ["small.txt"], base_dir=project)
+    blob = loosen(store, _digest_of(store, "small.txt"))
     digest = bytes.fromhex(blob.parent.name + blob.name)
     huge = 1 << 40
     pack_id = "a" * 32
@@ -173,8 +181,7 @@ def test_a_fifo_in_place_of_a_loose_blob_is_corrupt_not_a_hang(tmp_path: Path) -
     write_tree(project, {"one.txt": "one\n"})
     store = SnapStore(root)
     store.create("s", "a", ["."], base_dir=project)
-    (blob,) = [p for p in (root / "blobs").rglob("*") if p.is_file()]
-    _fifo_at(blob)
+    _fifo_at(loosen(store, _digest_of(store, "one.txt")))
     with no_hang(), pytest.raises(CorruptBlobError):
         store.read("s", "a", "one.txt")
 

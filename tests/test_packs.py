@@ -14,8 +14,7 @@ from snapstore import CorruptBlobError, RestoreError, SnapStore
 from snapstore.errors import CorruptPackError
 from snapstore.format import packfile as packs
 from snapstore.format.packfile import decode_index, encode_index
-from snapstore.maintenance.packgc import MERGE_SMALL_PACKS
-from snapstore.repo.batch import PACK_MIN_BLOBS, PACKED_MAX_BYTES
+from snapstore.repo.batch import PACKED_MAX_BYTES
 from snapstore.repo.local import LocalBackend
 from snapstore.repo.packs import PackWriter, read_index
 
@@ -77,7 +76,7 @@ def test_pack_writer_publishes_pack_then_index(tmp_path: Path) -> None:
 
 
 def test_many_small_files_go_into_one_pack(store: SnapStore, root: Path, tmp_path: Path) -> None:
-    files = many_files(tmp_path / "p", PACK_MIN_BLOBS + 8)
+    files = many_files(tmp_path / "p", 40)
     (tmp_path / "p" / "big.bin").write_bytes(os.urandom(PACKED_MAX_BYTES + 10))
     store.create("s", "a", ["."], base_dir=tmp_path / "p")
     assert len(pack_files(root)) == 2
@@ -89,11 +88,16 @@ def test_many_small_files_go_into_one_pack(store: SnapStore, root: Path, tmp_pat
     assert report.ok and report.garbage == [] and report.blobs_checked == len(files) + 1
 
 
-def test_a_few_new_blobs_stay_loose(store: SnapStore, root: Path, tmp_path: Path) -> None:
-    many_files(tmp_path / "p", PACK_MIN_BLOBS - 1)
+def test_even_one_new_small_blob_goes_into_a_pack(
+    store: SnapStore, root: Path, tmp_path: Path
+) -> None:
+    """No forest of small loose files, each with a directory to flush at every create."""
+    many_files(tmp_path / "p", 3)
     store.create("s", "a", ["."], base_dir=tmp_path / "p")
-    assert pack_files(root) == []
-    assert loose_count(root) == PACK_MIN_BLOBS - 1
+    assert len(pack_files(root)) == 2 and loose_count(root) == 0
+    (tmp_path / "p" / "one-more.txt").write_text("one more")
+    store.create("s", "b", ["."], base_dir=tmp_path / "p")
+    assert len(pack_files(root)) == 4 and loose_count(root) == 0
 
 
 def test_second_snapshot_of_the_same_files_adds_no_pack(
@@ -219,16 +223,50 @@ def test_gc_keeps_a_pack_with_little_garbage(store: SnapStore, root: Path, tmp_p
     assert store.verify().garbage == []
 
 
-def test_gc_merges_many_small_packs(store: SnapStore, root: Path, tmp_path: Path) -> None:
-    for round_ in range(MERGE_SMALL_PACKS):
-        many_files(tmp_path / f"p{round_}", PACK_MIN_BLOBS, tag=str(round_))
+def test_gc_merges_small_packs_geometrically(store: SnapStore, root: Path, tmp_path: Path) -> None:
+    """One pack per create; after each gc every pack is at least twice the size of all the
+    smaller ones together, so their number stays logarithmic in the store's size."""
+    counts = []
+    for round_ in range(24):
+        many_files(tmp_path / f"p{round_}", 10, tag=str(round_))
         store.create("s", f"n{round_}", ["."], base_dir=tmp_path / f"p{round_}")
-    assert len(pack_files(root)) == 2 * MERGE_SMALL_PACKS
-    report = store.gc()
-    assert report.packs_written == 1 and report.packs_deleted == MERGE_SMALL_PACKS
-    assert report.blobs_deleted == 0
-    assert len(pack_files(root)) == 2
+        report = store.gc()
+        assert report.blobs_deleted == 0 and not report.skipped
+        sizes = sorted(p.stat().st_size for p in (root / "packs").glob("*.pack"))
+        for position, size in enumerate(sizes):
+            assert size >= 2 * sum(sizes[:position]), sizes
+        counts.append(len(sizes))
+    assert max(counts) <= 5
     fresh = SnapStore(root)
-    assert fresh.verify(deep=True).ok
+    assert fresh.verify(deep=True).ok and fresh.verify().garbage == []
     fresh.restore("s", "n3", tmp_path / "out")
     assert read_tree(tmp_path / "out") == read_tree(tmp_path / "p3")
+
+
+def test_gc_takes_small_loose_blobs_into_a_pack(
+    store: SnapStore, root: Path, tmp_path: Path
+) -> None:
+    """Stores made before every small blob was packed hold small loose blobs: gc packs them."""
+    files = many_files(tmp_path / "p", 5)
+    store.create("s", "a", ["."], base_dir=tmp_path / "p")
+    for pack in (root / "packs").iterdir():
+        pack.chmod(0o644)
+        pack.unlink()
+    for data in files.values():
+        store.blobs.loose.put_bytes(data)
+    store.blobs.loose.sync()
+    assert loose_count(root) == 5
+    report = store.gc()
+    assert report.packs_written == 1 and loose_count(root) == 0
+    assert SnapStore(root).verify(deep=True).ok
+
+
+def test_a_pack_holding_only_an_empty_file_is_kept(
+    store: SnapStore, root: Path, tmp_path: Path
+) -> None:
+    """An empty blob has no bytes; the pack holding it is still in use."""
+    write_tree(tmp_path / "p", {"empty.txt": b""})
+    store.create("s", "a", ["."], base_dir=tmp_path / "p")
+    assert store.gc().packs_deleted == 0
+    assert SnapStore(root).verify(deep=True).ok
+    assert store.read("s", "a", "empty.txt") == b""

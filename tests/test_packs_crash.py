@@ -23,14 +23,12 @@ from helpers.trees import copy_tree, remove_tree, write_tree
 
 from snapstore import SnapStore
 from snapstore.fs.seam import FileSystem
-from snapstore.repo.batch import PACK_MIN_BLOBS
 from snapstore.repo.local import LocalBackend
 from snapstore.repo.packs import PackWriter
 
 __all__ = ["scratch"]
 
 FILES = {f"d{i % 3}/f{i:02d}.txt": f"small file {i}\n".encode() * (i + 1) for i in range(34)}
-assert len(FILES) > PACK_MIN_BLOBS
 
 
 def _store(scenario_dir: Path) -> SnapStore:

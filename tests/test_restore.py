@@ -8,6 +8,7 @@ import stat
 from pathlib import Path
 
 import pytest
+from helpers.blobs import corrupt_blob
 from support import FailingFileSystem, read_tree, write_tree
 
 from snapstore import (
@@ -221,9 +222,7 @@ def test_corrupt_blob_never_reaches_the_target_and_rolls_back(
     store.create("s", "cp", ["."], base_dir=project)
     digest = next(e.digest for e in store.get("s", "cp").entries if e.path == "src/util.py")
     assert digest is not None
-    blob = Path(store.blobs.path(digest))
-    blob.chmod(0o644)
-    blob.write_bytes(b"evil")
+    corrupt_blob(store, digest)
     (project / "README.md").write_text("edited")
     (project / "src/util.py").write_text("edited too")
     picture = read_tree(project)
@@ -275,9 +274,7 @@ def test_failed_restore_into_a_new_directory_removes_it(
     store.create("s", "cp", ["."], base_dir=project)
     digest = next(e.digest for e in store.get("s", "cp").entries if e.path == "src/util.py")
     assert digest is not None
-    blob = Path(store.blobs.path(digest))
-    blob.chmod(0o644)
-    blob.write_bytes(b"evil")
+    corrupt_blob(store, digest)
     target = tmp_path / "fresh" / "copy"
     with pytest.raises(RestoreError) as caught:
         store.restore("s", "cp", target)

@@ -7,6 +7,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from helpers.blobs import corrupt_blob, remove_blob
 from support import write_tree
 
 from snapstore import (
@@ -216,15 +217,13 @@ def test_corrupt_blob_is_detected_on_read_and_by_deep_verify(
     store.create("s", "n", ["README.md"], base_dir=project)
     digest = store.get("s", "n").entries[0].digest
     assert digest is not None
-    blob = Path(store.blobs.path(digest))
-    blob.chmod(0o644)
-    blob.write_bytes(b"# SAMPLE\n")
+    corrupt_blob(store, digest)
     with pytest.raises(CorruptBlobError):
         store.read("s", "n", "README.md")
     assert store.verify().ok
     deep = store.verify(deep=True)
     assert not deep.ok and digest.hex() in deep.problems[0]
-    blob.unlink()
+    remove_blob(store, digest)
     with pytest.raises(MissingBlobError):
         store.read("s", "n", "README.md")
     assert not store.verify().ok

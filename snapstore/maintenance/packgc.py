@@ -1,5 +1,8 @@
 """Garbage collection of packs, under the exclusive gc lock: delete packs no manifest needs,
-rewrite packs that are mostly garbage (and merge many small packs) into new ones.
+rewrite packs that are mostly garbage, and merge small packs geometrically (as git's
+``repack --geometric=2``: after a gc each pack is at least twice the size of all smaller ones
+together, so the number of packs stays logarithmic in the store's size), taking small loose
+blobs into packs on the way.
 
 A rewrite publishes the new pack and its index (flushed) before it deletes an old index, and
 deletes an old index before its pack, so at every instant each live blob is in some indexed
@@ -14,15 +17,14 @@ from dataclasses import dataclass, field
 import blake3
 
 from snapstore.errors import CorruptBlobError, MissingBlobError
-from snapstore.format.packfile import PackIndex
-from snapstore.repo.batch import PACK_MAX_BYTES
+from snapstore.format.packfile import PACK_MAGIC, RECORD_HEAD, PackIndex
+from snapstore.repo.batch import PACK_MAX_BYTES, is_small
 from snapstore.repo.blobs import Blobs
 from snapstore.repo.packs import PackWriter
 from snapstore.repo.packset import Location
 
 REWRITE_GARBAGE_SHARE = 0.5
-SMALL_PACK_BYTES = 16 << 20
-MERGE_SMALL_PACKS = 16
+GEOMETRIC_FACTOR = 2
 
 logger = logging.getLogger(__name__)
 
@@ -57,22 +59,35 @@ class PackGcResult:
 
 def plan(indexes: list[PackIndex], referenced: set[bytes]) -> PackGcPlan:
     """Delete packs with no referenced blob; rewrite those whose unreferenced bytes exceed
-    ``REWRITE_GARBAGE_SHARE``, and, once ``MERGE_SMALL_PACKS`` small packs pile up (one per
-    create), merge them all."""
+    ``REWRITE_GARBAGE_SHARE``; merge the smallest of the others as ``geometric_merge`` says."""
     result = PackGcPlan()
-    small = []
+    kept = []
     for index in sorted(indexes, key=lambda i: i.pack_id):
         total = index.total_bytes
         live = sum(size for d, (_, size) in index.entries.items() if d in referenced)
-        if live == 0:
+        if not any(digest in referenced for digest in index.entries):  # empty blobs count
             result.delete.append(index)
         elif total - live > REWRITE_GARBAGE_SHARE * total:
             result.rewrite.append(index)
-        elif index.pack_size < SMALL_PACK_BYTES:
-            small.append(index)
-    if len(small) >= MERGE_SMALL_PACKS:
-        result.rewrite.extend(small)
+        else:
+            kept.append(index)
+    rewritten = sum(index.pack_size for index in result.rewrite)
+    result.rewrite.extend(geometric_merge(kept, rewritten))
     return result
+
+
+def geometric_merge(indexes: list[PackIndex], extra_bytes: int = 0) -> list[PackIndex]:
+    """The smallest packs to merge (with ``extra_bytes`` of blobs being repacked anyway) so
+    that each pack left is at least ``GEOMETRIC_FACTOR`` times the size of all smaller ones
+    together, the merged pack included."""
+    by_size = sorted(indexes, key=lambda index: (index.pack_size, index.pack_id))
+    split, smaller = 0, extra_bytes
+    for position, index in enumerate(by_size):
+        if index.pack_size < GEOMETRIC_FACTOR * smaller:
+            split = position + 1
+        smaller += index.pack_size
+    merged = by_size[:split]
+    return merged if len(merged) + (extra_bytes > 0) >= 2 else []
 
 
 def collect(storage: Blobs, referenced: set[bytes], *, dry_run: bool) -> PackGcResult:
@@ -89,13 +104,14 @@ def collect(storage: Blobs, referenced: set[bytes], *, dry_run: bool) -> PackGcR
     dead = todo.dead(referenced)
     old_bytes = sum(i.pack_size for i in todo.delete + todo.rewrite)
     written_bytes = 0
-    if not dry_run and todo.rewrite:
+    loose = _small_loose(storage, referenced)
+    if not dry_run and (todo.rewrite or loose):
         try:
-            written = _rewrite(storage, todo, referenced)
+            written = _rewrite(storage, todo, referenced, loose)
         except (CorruptBlobError, MissingBlobError) as error:
             logger.warning("packs were not rewritten: %s", error)
             result.problems.append(f"packs were not rewritten: {error}")
-            todo.rewrite = []
+            todo.rewrite, loose = [], {}
             dead = todo.dead(referenced)
             old_bytes = sum(i.pack_size for i in todo.delete)
             written = []
@@ -109,6 +125,8 @@ def collect(storage: Blobs, referenced: set[bytes], *, dry_run: bool) -> PackGcR
                 written_bytes,
             )
     if not dry_run:
+        for digest in loose:
+            old_bytes += storage.loose.delete(digest)  # it is in a published pack now
         for index in todo.delete + todo.rewrite:
             packs.delete(index.pack_id)
             logger.info(
@@ -123,24 +141,66 @@ def collect(storage: Blobs, referenced: set[bytes], *, dry_run: bool) -> PackGcR
             logger.info("deleted pack %s, which no index names", orphan)
     else:
         old_bytes += sum(packs.size_of(orphan) for orphan in packs.orphans())
+        written_bytes = _rewritten_bytes(todo, referenced)
     result.packs_deleted = len(todo.delete) + len(todo.rewrite)
     result.blobs_deleted = len(dead)
     result.bytes_freed = max(0, old_bytes - written_bytes)
     return result
 
 
-def _rewrite(storage: Blobs, todo: PackGcPlan, referenced: set[bytes]) -> list[PackIndex]:
-    """Copy the live blobs of the packs to rewrite into new packs (skipping blobs a kept pack
-    or a loose file also holds); publish them and return their indexes."""
+def _rewritten_bytes(todo: PackGcPlan, referenced: set[bytes]) -> int:
+    """What rewriting would write (the live blobs of the packs to rewrite, as one pack): the
+    estimate a dry run subtracts from what it would delete."""
+    live = {
+        digest: size
+        for index in todo.rewrite
+        for digest, (_, size) in index.entries.items()
+        if digest in referenced
+    }
+    if not live:
+        return 0
+    return len(PACK_MAGIC) + sum(RECORD_HEAD.size + size for size in live.values())
+
+
+def _small_loose(storage: Blobs, referenced: set[bytes]) -> dict[bytes, int]:
+    """Referenced loose blobs small enough to belong in a pack (stores made before every small
+    blob was packed hold many), by digest, with their sizes."""
+    loose: dict[bytes, int] = {}
+    packed = storage.packs.by_digest()
+    for digest in storage.loose.iter_digests():
+        if digest in referenced and digest not in packed:
+            size = storage.loose.size(digest)
+            if is_small(size):
+                loose[digest] = size
+    return loose
+
+
+def _rewrite(
+    storage: Blobs, todo: PackGcPlan, referenced: set[bytes], loose: dict[bytes, int]
+) -> list[PackIndex]:
+    """Copy the live blobs of the packs to rewrite (skipping blobs a kept pack or a loose copy
+    also holds), and the small ``loose`` blobs, into new packs; publish them and return their
+    indexes. Every blob is verified on the way."""
     packs = storage.packs
     going = {index.pack_id for index in todo.delete + todo.rewrite}
     kept = {d for i in packs.indexes() if i.pack_id not in going for d in i.entries}
     written: list[PackIndex] = []
     writer: PackWriter | None = None
+
+    def add(digest: bytes, data: bytes) -> None:
+        nonlocal writer
+        if writer is None:
+            writer = PackWriter(storage.backend)
+        writer.add(digest, data)
+        if writer.size >= PACK_MAX_BYTES:
+            written.append(writer.publish())
+            packs.register(written[-1])
+            writer = None
+
     try:
         for index in todo.rewrite:
             for digest, (offset, size) in sorted(index.entries.items()):
-                if digest not in referenced or digest in kept:
+                if digest not in referenced or digest in kept or digest in loose:
                     continue
                 if writer is not None and digest in writer:
                     continue
@@ -152,13 +212,9 @@ def _rewrite(storage: Blobs, todo: PackGcPlan, referenced: set[bytes]) -> list[P
                         f"blob {digest.hex()} in pack {index.pack_id} is corrupt; that pack "
                         "is kept as it is (run verify)"
                     )
-                if writer is None:
-                    writer = PackWriter(storage.backend)
-                writer.add(digest, data)
-                if writer.size >= PACK_MAX_BYTES:
-                    written.append(writer.publish())
-                    packs.register(written[-1])
-                    writer = None
+                add(digest, data)
+        for digest, size in sorted(loose.items()):
+            add(digest, storage.loose.read(digest, size))
         if writer is not None:
             written.append(writer.publish())
             packs.register(written[-1])

@@ -1,11 +1,10 @@
-"""The new blobs of one ``create``: small ones gathered into size-capped packs, large ones and
-batches too small to pay for a pack stored loose; then one flush before the commit.
+"""The new blobs of one ``create``: small ones gathered into size-capped packs, large ones
+stored loose; then one flush of what the create wrote, before the commit.
 
-Like git's unpack limit, a pack is only written once ``PACK_MIN_BLOBS`` new small blobs (or
-``PACK_MIN_BYTES`` of them) have arrived; until then they wait in memory, and ``finish``
-stores a short tail as loose blobs. A pack is one sequential write and one fsync however many
-blobs it holds, so blobs up to ``PACKED_MAX_BYTES`` go into packs; only larger ones stream
-into loose blobs of their own.
+A pack is one sequential write and one flush however many blobs it holds, so every blob up to
+``PACKED_MAX_BYTES`` goes into a pack, even a create's single new one: a store never grows a
+forest of small loose files, each with a directory to flush. Only larger blobs stream into
+loose blobs of their own. gc keeps the number of packs logarithmic (``maintenance.packgc``).
 """
 
 from __future__ import annotations
@@ -15,8 +14,6 @@ from snapstore.repo.backend import Handle, Kind
 from snapstore.repo.blobs import Blobs
 from snapstore.repo.packs import PackWriter
 
-PACK_MIN_BLOBS = 32
-PACK_MIN_BYTES = 8 << 20
 PACKED_MAX_BYTES = 16 << 20
 PACK_MAX_BYTES = 256 << 20
 
@@ -34,8 +31,6 @@ class BlobBatch:
     def __init__(self, storage: Blobs) -> None:
         self.storage = storage
         self.published: list[PackIndex] = []
-        self._pending: list[tuple[bytes, bytes]] = []
-        self._pending_bytes = 0
         self._added: set[bytes] = set()
         self._writer: PackWriter | None = None
         self._counts_on_packs = False
@@ -77,22 +72,10 @@ class BlobBatch:
             return
         self._added.add(digest)
         if self._writer is None:
-            self._pending.append((digest, data))
-            self._pending_bytes += len(data)
-            if len(self._pending) < PACK_MIN_BLOBS and self._pending_bytes < PACK_MIN_BYTES:
-                return
-            self._writer = self._new_pack()
-            for pending_digest, pending_data in self._pending:
-                self._writer.add(pending_digest, pending_data)
-            self._pending.clear()
-            self._pending_bytes = 0
-        else:
-            self._writer.add(digest, data)
+            self._writer = PackWriter(self.storage.backend)
+        self._writer.add(digest, data)
         if self._writer.size >= PACK_MAX_BYTES:
             self._publish()
-
-    def _new_pack(self) -> PackWriter:
-        return PackWriter(self.storage.backend)
 
     def _publish(self) -> None:
         assert self._writer is not None
@@ -102,22 +85,14 @@ class BlobBatch:
         self.published.append(index)
 
     def finish(self) -> None:
-        """Publish the open pack, store the short tail loose, and flush every directory the
-        batch's blobs are named in. After this, a manifest may reference them."""
+        """Publish the open pack and make durable the names of everything the batch wrote or
+        counts on. After this, a manifest may reference them."""
         if self._writer is not None:
             self._publish()
-        while self._pending:
-            digest, data = self._pending[0]
-            stored = self.storage.loose.put_bytes(data)
-            assert stored == digest
-            self._pending.pop(0)
-        self._pending_bytes = 0
         self.storage.sync()
 
     def abort(self) -> None:
-        """Drop the unpublished pack and the waiting blobs (published packs are gc's)."""
+        """Drop the unpublished pack (published packs are gc's)."""
         if self._writer is not None:
             self._writer.abort()
             self._writer = None
-        self._pending.clear()
-        self._pending_bytes = 0
