@@ -13,12 +13,15 @@ import os
 import warnings
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 from click.shell_completion import CompletionItem, get_completion_class
 
 from snapstore.cli.context import Settings
-from snapstore.store import SnapStore
+
+if TYPE_CHECKING:
+    from snapstore.store import SnapStore
 
 SHELLS = ("bash", "zsh", "fish")
 COMPLETE_VAR = "_SNAPSTORE_COMPLETE"
@@ -39,6 +42,8 @@ def _existing_store(ctx: click.Context) -> SnapStore | None:
     root = _root(ctx)
     if not (root / "FORMAT").is_file():
         return None
+    from snapstore.store import SnapStore
+
     return SnapStore(root)
 
 

@@ -7,13 +7,16 @@ import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
-from snapstore import ReadOnlyStoreError, SnapStore
 from snapstore.cli.exitcodes import ExitCode
 from snapstore.cli.output import print_json, print_lines, stderr_is_terminal
+from snapstore.errors import ReadOnlyStoreError
+
+if TYPE_CHECKING:
+    from snapstore.store import SnapStore
 
 ProgressCallback = Callable[[int, int], None]
 
@@ -32,7 +35,8 @@ class StoreNotFound(click.ClickException):
 
 @dataclass
 class Settings:
-    """The global options of one run, and the store opened from them (lazily).
+    """The global options of one run, and the store opened from them (lazily: the library is
+    imported only by a command that opens the store).
 
     ``root_given`` is true when ``--root`` was on the command line (not from the environment
     or the default); ``verbose`` counts ``-v``.
@@ -52,6 +56,8 @@ class Settings:
         if self._store is None:
             if not create and not self.root.is_dir():
                 raise StoreNotFound(self.root)
+            from snapstore.store import SnapStore
+
             self._store = SnapStore(self.root, lock_timeout=self.lock_timeout)
         return self._store
 

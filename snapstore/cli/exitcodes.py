@@ -7,17 +7,8 @@ usage); the others follow restic where it has an equivalent (10: no repository, 
 
 from __future__ import annotations
 
+import functools
 from enum import IntEnum
-
-from snapstore.checkpoint.errors import CheckpointNotFound, CorruptCheckpointError
-from snapstore.errors import (
-    CorruptBlobError,
-    CorruptManifestError,
-    LockTimeout,
-    MissingBlobError,
-    SnapshotNotFound,
-)
-from snapstore.restore import PathNotInSnapshotError
 
 
 class ExitCode(IntEnum):
@@ -43,21 +34,36 @@ class ExitCode(IntEnum):
     """The snapshot, session, path in a snapshot, or checkpoint asked for does not exist."""
 
 
-_CODES: tuple[tuple[tuple[type[BaseException], ...], ExitCode], ...] = (
-    ((LockTimeout,), ExitCode.LOCKED),
-    ((SnapshotNotFound, PathNotInSnapshotError, CheckpointNotFound), ExitCode.NOT_FOUND),
-    (
-        (CorruptManifestError, CorruptBlobError, MissingBlobError, CorruptCheckpointError),
-        ExitCode.DAMAGED,
-    ),
-    ((PermissionError,), ExitCode.PERMISSION),
-)
-"""Error types and their codes, most specific first (``LockTimeout`` is also an OSError)."""
+@functools.cache
+def _codes() -> tuple[tuple[tuple[type[BaseException], ...], ExitCode], ...]:
+    """Error types and their codes, most specific first (``LockTimeout`` is also an OSError).
+
+    Built on the first error, not at import: the checkpoint and restore packages these types
+    live in are not imported by a run that never needs them (``snapstore --help``)."""
+    from snapstore.checkpoint.errors import CheckpointNotFound, CorruptCheckpointError
+    from snapstore.errors import (
+        CorruptBlobError,
+        CorruptManifestError,
+        LockTimeout,
+        MissingBlobError,
+        SnapshotNotFound,
+    )
+    from snapstore.restore import PathNotInSnapshotError
+
+    return (
+        ((LockTimeout,), ExitCode.LOCKED),
+        ((SnapshotNotFound, PathNotInSnapshotError, CheckpointNotFound), ExitCode.NOT_FOUND),
+        (
+            (CorruptManifestError, CorruptBlobError, MissingBlobError, CorruptCheckpointError),
+            ExitCode.DAMAGED,
+        ),
+        ((PermissionError,), ExitCode.PERMISSION),
+    )
 
 
 def exit_code_for(error: BaseException) -> ExitCode:
     """The exit code a run that failed with ``error`` ends with."""
-    for types, code in _CODES:
+    for types, code in _codes():
         if isinstance(error, types):
             return code
     return ExitCode.ERROR

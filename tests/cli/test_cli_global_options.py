@@ -28,7 +28,10 @@ GLOBAL_OPTIONS = {
 
 def _commands(group: click.Group, prefix: str = "") -> list[tuple[str, click.Command]]:
     found: list[tuple[str, click.Command]] = []
-    for name, command in group.commands.items():
+    context = click.Context(group)
+    for name in group.list_commands(context):
+        command = group.get_command(context, name)
+        assert command is not None, name
         found.append((prefix + name, command))
         if isinstance(command, click.Group):
             found += _commands(command, prefix + name + " ")
