@@ -25,7 +25,7 @@ COMMANDS: tuple[CommandSpec, ...] = (
     CommandSpec(
         "create",
         "snapstore.cli.snapshots:create",
-        "Checkpoint PATHS (files or directories) as snapshot NAME of SESSION.",
+        "Checkpoint PATHS (files or directories) as a snapshot of SESSION.",
     ),
     CommandSpec(
         "list",

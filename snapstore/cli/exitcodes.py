@@ -19,7 +19,8 @@ class ExitCode(IntEnum):
     ERROR = 1
     """An error with no more specific code below."""
     USAGE = 2
-    """Unknown command or option, bad value, missing argument, or ``--yes`` missing."""
+    """Unknown command or option, bad value (an invalid name, a snapshot name prefix that fits
+    several), missing argument, or ``--yes`` missing."""
     PARTIAL = 3
     """The command did part of its work and reports what it left undone."""
     NO_STORE = 10
@@ -31,7 +32,10 @@ class ExitCode(IntEnum):
     DAMAGED = 13
     """The store's committed data is damaged (corrupt or missing manifests, blobs, packs)."""
     NOT_FOUND = 14
-    """The snapshot, session, path in a snapshot, or checkpoint asked for does not exist."""
+    """The snapshot, session, path in a snapshot, or checkpoint asked for does not exist, or
+    a path ``create --missing error`` was given does not."""
+    EXISTS = 15
+    """What was to be created exists already (``create --no-replace``)."""
 
 
 @functools.cache
@@ -44,15 +48,23 @@ def _codes() -> tuple[tuple[tuple[type[BaseException], ...], ExitCode], ...]:
     from snapstore.errors import (
         CorruptBlobError,
         CorruptManifestError,
+        InvalidNameError,
         LockTimeout,
         MissingBlobError,
+        MissingPathError,
+        SnapshotExistsError,
         SnapshotNotFound,
     )
     from snapstore.restore import PathNotInSnapshotError
 
     return (
         ((LockTimeout,), ExitCode.LOCKED),
-        ((SnapshotNotFound, PathNotInSnapshotError, CheckpointNotFound), ExitCode.NOT_FOUND),
+        ((InvalidNameError,), ExitCode.USAGE),
+        (
+            (SnapshotNotFound, PathNotInSnapshotError, CheckpointNotFound, MissingPathError),
+            ExitCode.NOT_FOUND,
+        ),
+        ((SnapshotExistsError,), ExitCode.EXISTS),
         (
             (CorruptManifestError, CorruptBlobError, MissingBlobError, CorruptCheckpointError),
             ExitCode.DAMAGED,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,10 +37,41 @@ def _files_cell(info: SnapshotInfo) -> str:
     return str(info.file_count) if info.kind == "files" else "-"
 
 
+ABSENT_SHOWN = 10
+"""Absent paths named in the warning of ``create``; the rest are counted."""
+
+
+def requested_but_absent(base_dir: str, paths: Sequence[str]) -> list[str]:
+    """The PATHs given to ``create`` that do not exist under ``base_dir`` (as typed)."""
+    return [path for path in paths if not os.path.lexists(os.path.join(base_dir, path))]
+
+
+def absent_warning(absent: Sequence[str], base_dir: str, name_given: bool) -> str:
+    """The one warning line of a ``create`` that recorded requested paths as absent: that it
+    is on purpose, and that a typo looks the same."""
+    shown = ", ".join(absent[:ABSENT_SHOWN])
+    if len(absent) > ABSENT_SHOWN:
+        shown += f" and {len(absent) - ABSENT_SHOWN} more"
+    line = (
+        f"warning: not found in {base_dir}, recorded as absent: {shown} (a restore removes "
+        "them if they exist then; a mistyped path is recorded the same way: check the "
+        "spelling, or pass --missing error to refuse paths that do not exist)"
+    )
+    if not name_given:
+        line += f"; to name the snapshot {absent[0]!r}, pass --name {absent[0]}"
+    return line
+
+
 @click.command()
 @click.argument("session", shell_complete=complete_session)
-@click.argument("name", shell_complete=snapshot_names())
 @click.argument("paths", nargs=-1, required=True, type=click.Path())
+@click.option(
+    "--name",
+    "-n",
+    metavar="NAME",
+    shell_complete=snapshot_names(),
+    help="Name the snapshot (default: a new name that sorts by time, printed).",
+)
 @click.option(
     "--base",
     "base_dir",
@@ -48,6 +80,33 @@ def _files_cell(info: SnapshotInfo) -> str:
     default=".",
     show_default=True,
     help="Directory the PATHS are relative to; restores go back here.",
+)
+@click.option(
+    "--exclude",
+    "excludes",
+    metavar="PATTERN",
+    multiple=True,
+    help="Leave out what PATTERN matches (gitignore syntax, relative to --base); repeatable.",
+)
+@click.option(
+    "--gitignore", is_flag=True, help="Also leave out what the .gitignore files met ignore."
+)
+@click.option(
+    "--no-default-excludes",
+    is_flag=True,
+    help="Keep .git, .hg, .svn and .jj directories (left out by default).",
+)
+@click.option(
+    "--no-replace",
+    is_flag=True,
+    help="Fail (exit code 15) if the snapshot NAME exists, instead of replacing it.",
+)
+@click.option(
+    "--missing",
+    type=click.Choice(["absent", "error"]),
+    default="absent",
+    show_default=True,
+    help="A PATH that does not exist: record it as absent (a restore removes it), or fail.",
 )
 @click.option("--meta", type=META_ITEM, multiple=True, help="Attach KEY=VALUE metadata.")
 @click.option("--ttl", type=DURATION, help="Expire after this long (90s, 15m, 24h, 7d).")
@@ -61,39 +120,60 @@ def _files_cell(info: SnapshotInfo) -> str:
 def create(
     settings: Settings,
     session: str,
-    name: str,
     paths: tuple[str, ...],
+    name: str | None,
     base_dir: Path,
+    excludes: tuple[str, ...],
+    gitignore: bool,
+    no_default_excludes: bool,
+    no_replace: bool,
+    missing: str,
     meta: tuple[tuple[str, str], ...],
     ttl: float | None,
     skip_unreadable: bool,
     rehash: bool,
 ) -> None:
-    """Checkpoint PATHS (files or directories) as snapshot NAME of SESSION.
+    """Checkpoint PATHS (files or directories) as a snapshot of SESSION.
 
-    With --skip-unreadable, a snapshot that left files out is still committed, and the
-    command exits 3 (partial success).
+    The snapshot is called NAME (--name), replacing one of that name unless --no-replace,
+    or gets a new name that sorts by time, which is printed (alone, with --quiet). A PATH that
+    does not exist is recorded as absent, with a warning. Exits 3 (partial success) when
+    --skip-unreadable left files out of the committed snapshot.
     """
     store = settings.writable_store("create writes new blobs and a manifest", create=True)
+    base = os.path.abspath(base_dir)
+    absent = requested_but_absent(base, paths)
     with settings.progress("snapshotting") as progress:
         info = store.create(
             session,
             name,
             list(paths),
-            base_dir=os.path.abspath(base_dir),
+            base_dir=base,
             meta=dict(meta) or None,
             ttl=ttl,
+            exclude=excludes,
+            default_excludes=not no_default_excludes,
+            gitignore=gitignore,
+            if_exists="error" if no_replace else "replace",
+            missing=missing,
             skip_unreadable=skip_unreadable,
             rehash=rehash,
             progress=progress,
         )
+    if absent:
+        print_note(absent_warning(absent, base, name_given=name is not None))
     for skipped in info.skipped:
         print_note(f"warning: skipped {skipped.path}: {skipped.error}")
     line = (
-        f"created {snapshot_label(info)}: {count(info.file_count, 'file')}, "
-        f"{human_size(info.total_bytes)}, expires {human_expiry(info.expires_at)}"
+        f"{'replaced' if info.replaced else 'created'} {snapshot_label(info)}: "
+        f"{count(info.file_count, 'file')}, {human_size(info.total_bytes)}, "
+        f"expires {human_expiry(info.expires_at)}"
     )
-    settings.emit({"snapshot": info.to_dict()}, [line], info=True)
+    document = {"snapshot": info.to_dict(), "replaced": info.replaced, "absent": absent}
+    if settings.quiet and name is None and not settings.json:
+        settings.emit(document, [info.name])
+    else:
+        settings.emit(document, [line], info=True)
     if info.skipped:
         finish(ExitCode.PARTIAL)
 

@@ -56,7 +56,7 @@ def test_help_imports_no_command_and_not_the_library(cli: Cli) -> None:
 
 def test_a_command_that_opens_the_store_imports_the_library(cli: Cli, project: Path) -> None:
     modules, completed = imported_modules(
-        cli, "--root", str(cli.root), "create", "s1", "n1", "README.md", "--base", str(project)
+        cli, "--root", str(cli.root), "create", "s1", "README.md", "--base", str(project)
     )
     assert completed.returncode == 0, completed.stderr
     assert modules >= LIBRARY_MODULES
