@@ -45,7 +45,7 @@ COMMANDS: tuple[CommandSpec, ...] = (
     CommandSpec(
         "diff",
         "snapstore.cli.restoring:diff",
-        "Show what restoring snapshot NAME of SESSION would change, without writing anything.",
+        "Show what restoring snapshot NAME would change, or what changed from NAME to OTHER.",
     ),
     CommandSpec(
         "restore",

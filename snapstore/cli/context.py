@@ -69,6 +69,15 @@ class Settings:
             raise ReadOnlyStoreError(f"the store at {self.root} is read-only for you: {why}")
         return store
 
+    def snapshot_name(self, session: str, selector: str) -> str:
+        """The name of the snapshot ``selector`` means on the command line: a snapshot's name,
+        ``latest``, ``latest~N``, or the start of exactly one file checkpoint's name.
+
+        The library takes no prefixes, so that a name kept by a program cannot come to mean
+        another snapshot; a person typing a command sees the full name in what it prints.
+        A prefix that fits several snapshots is an InvalidNameError (exit code 2)."""
+        return self.store().resolve(session, selector, prefix=True)
+
     def emit(self, document: Any, lines: list[str], *, info: bool = False) -> None:
         """Print the JSON ``document`` or the human ``lines``; ``info`` lines obey --quiet."""
         if self.json:

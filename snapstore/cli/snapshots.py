@@ -282,8 +282,12 @@ def show_document(snapshot: Snapshot, value: Any) -> dict[str, Any]:
 @click.argument("name", shell_complete=snapshot_names())
 @pass_settings
 def show(settings: Settings, session: str, name: str) -> None:
-    """Show one snapshot: its header, then every entry with mode, size and digest."""
+    """Show one snapshot: its header, then every entry with mode, size and digest.
+
+    NAME may be latest, latest~N or the start of one snapshot's name.
+    """
     store = settings.store()
+    name = settings.snapshot_name(session, name)
     snapshot = store.get(session, name)
     value = store.get_state(session, name) if snapshot.info.kind == "state" else None
     lines = _header_lines(snapshot.info)
@@ -302,7 +306,11 @@ def show(settings: Settings, session: str, name: str) -> None:
 @click.argument("path", shell_complete=complete_file_path)
 @pass_settings
 def cat(settings: Settings, session: str, name: str, path: str) -> None:
-    """Write the bytes PATH had in the snapshot to stdout (verified against its digest)."""
+    """Write the bytes PATH had in the snapshot to stdout (verified against its digest).
+
+    NAME may be latest, latest~N or the start of one snapshot's name.
+    """
+    name = settings.snapshot_name(session, name)
     data = settings.store().read(session, name, path)
     if settings.json:
         document = {
