@@ -48,6 +48,11 @@ COMMANDS: tuple[CommandSpec, ...] = (
         "Show what restoring snapshot NAME would change, or what changed from NAME to OTHER.",
     ),
     CommandSpec(
+        "log",
+        "snapstore.cli.history:log",
+        "List the checkpoints of SESSION in which PATH changed, oldest first.",
+    ),
+    CommandSpec(
         "restore",
         "snapstore.cli.restoring:restore",
         "Put the files of snapshot NAME of SESSION back, writing only what differs.",

@@ -27,12 +27,13 @@ from snapstore.models import GcReport
 
 
 class SessionNotFound(click.ClickException):
-    """``delete-session`` found no snapshot in the session."""
+    """The session holds none of what the command works on: no snapshot (``delete-session``),
+    no file checkpoint (``log``)."""
 
     exit_code = ExitCode.NOT_FOUND
 
-    def __init__(self, session: str) -> None:
-        super().__init__(f"no snapshots in session {session!r}")
+    def __init__(self, session: str, what: str = "snapshots") -> None:
+        super().__init__(f"no {what} in session {session!r}")
 
 
 class PartialFailure(click.ClickException):

@@ -36,6 +36,7 @@ def test_help_lists_every_command_but_not_the_hidden_ones(cli: Cli) -> None:
         "show",
         "cat",
         "diff",
+        "log",
         "restore",
         "delete",
         "delete-session",
