@@ -241,10 +241,15 @@ def _entry_row(entry: FileEntry) -> list[str]:
 
 
 def _header_lines(info: SnapshotInfo) -> list[str]:
-    """The ``key: value`` summary at the top of ``show``."""
-    fields = [
-        ("snapshot", snapshot_label(info)),
-        ("kind", info.kind),
+    """The ``key: value`` summary at the top of ``show``: for file snapshots also the exclude
+    rules they were taken with (what a restore leaves alone), and for an undo backup the
+    snapshot whose restore it was kept before."""
+    fields = [("snapshot", snapshot_label(info)), ("kind", info.kind)]
+    if info.backup_of is not None:
+        fields.append(
+            ("backup", f"undo backup taken before restoring {info.session}/{info.backup_of}")
+        )
+    fields += [
         ("created", f"{info.created_at.isoformat()} ({human_age(info.created_at)})"),
         ("expires", _expiry_detail(info)),
         ("base dir", info.base_dir),
@@ -252,6 +257,8 @@ def _header_lines(info: SnapshotInfo) -> list[str]:
     ]
     if info.meta:
         fields.append(("meta", ", ".join(f"{key}={value}" for key, value in info.meta.items())))
+    if info.kind == "files":
+        fields.append(("excludes", ", ".join(info.excludes) if info.excludes else "none"))
     if info.skipped:
         fields.append(
             ("skipped", ", ".join(f"{item.path} ({item.error})" for item in info.skipped))

@@ -289,6 +289,31 @@ def test_show_human(cli: Cli, project: Path) -> None:
     assert any(line.startswith("dir") and line.endswith("src") for line in lines)
 
 
+def test_show_prints_the_exclude_rules(cli: Cli, project: Path) -> None:
+    cli.snapshot(project, exclude=["*.log", "build/"])
+    out = cli.ok("show", "s1", "n1").stdout.splitlines()
+    assert "excludes: .git, .hg, .svn, .jj, *.log, build/" in out
+    assert cli.json("show", "s1", "n1")["snapshot"]["excludes"][-2:] == ["*.log", "build/"]
+    cli.snapshot(project, name="n2", default_excludes=False)
+    assert "excludes: none" in cli.ok("show", "s1", "n2").stdout.splitlines()
+    cli.store().put_state("s1", "cursor", 1)
+    assert "excludes:" not in cli.ok("show", "s1", "cursor").stdout
+
+
+def test_show_of_an_undo_backup_says_what_it_was_taken_before(cli: Cli, project: Path) -> None:
+    cli.snapshot(project, "README.md")
+    (project / "README.md").write_bytes(b"edited\n")
+    backup = cli.json("restore", "s1", "n1")["backup"]
+    out = cli.ok("show", "s1", backup).stdout.splitlines()
+    assert out[:3] == [
+        f"snapshot: s1/{backup}",
+        "kind:     files",
+        "backup:   undo backup taken before restoring s1/n1",
+    ]
+    assert cli.json("show", "s1", backup)["snapshot"]["backup_of"] == "n1"
+    assert "backup:" not in cli.ok("show", "s1", "n1").stdout
+
+
 def test_show_json_shape(cli: Cli, project: Path) -> None:
     cli.snapshot(project, "README.md", "NEW.md")
     document = cli.json("show", "s1", "n1")
