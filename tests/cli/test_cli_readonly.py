@@ -70,6 +70,10 @@ def test_reads_work_and_change_nothing(ro: ReadOnlyStore) -> None:
     assert (code, out) == (0, "print('hello')\n"), err
     code, out, err = ro.run("diff", "s1", "n1")
     assert (code, out.strip()) == (0, f"{ro.project} matches s1/n1"), err
+    code, out, err = ro.run("diff", "s1", "n", "latest")
+    assert (code, out) == (0, "s1/n1 matches s1/n1\n"), err
+    code, out, err = ro.run("log", "s1", "src/app.py")
+    assert code == 0 and out.splitlines()[1].startswith("n1 "), err
     code, out, err = ro.run("verify", "--deep")
     assert code == 0 and out.endswith("(deep): ok\n"), err
     code, out, err = ro.run("restore", "s1", "n1", "--dry-run")
