@@ -46,9 +46,10 @@ def requested_but_absent(base_dir: str, paths: Sequence[str]) -> list[str]:
     return [path for path in paths if not os.path.lexists(os.path.join(base_dir, path))]
 
 
-def absent_warning(absent: Sequence[str], base_dir: str, name_given: bool) -> str:
+def absent_warning(absent: Sequence[str], base_dir: str, maybe_name: str | None) -> str:
     """The one warning line of a ``create`` that recorded requested paths as absent: that it
-    is on purpose, and that a typo looks the same."""
+    is on purpose, and that a typo looks the same. ``maybe_name``: an absent first PATH of
+    several, given without ``--name``, as the earlier ``create SESSION NAME PATH...`` read."""
     shown = ", ".join(absent[:ABSENT_SHOWN])
     if len(absent) > ABSENT_SHOWN:
         shown += f" and {len(absent) - ABSENT_SHOWN} more"
@@ -57,8 +58,8 @@ def absent_warning(absent: Sequence[str], base_dir: str, name_given: bool) -> st
         "them if they exist then; a mistyped path is recorded the same way: check the "
         "spelling, or pass --missing error to refuse paths that do not exist)"
     )
-    if not name_given:
-        line += f"; to name the snapshot {absent[0]!r}, pass --name {absent[0]}"
+    if maybe_name is not None:
+        line += f"; to name the snapshot {maybe_name!r}, pass --name {maybe_name}"
     return line
 
 
@@ -137,8 +138,10 @@ def create(
 
     The snapshot is called NAME (--name), replacing one of that name unless --no-replace,
     or gets a new name that sorts by time, which is printed (alone, with --quiet). A PATH that
-    does not exist is recorded as absent, with a warning. Exits 3 (partial success) when
-    --skip-unreadable left files out of the committed snapshot.
+    does not exist is recorded as absent, with a warning. Left out: .git, .hg, .svn and .jj
+    (unless --no-default-excludes), what --exclude, the base dir's .snapstoreignore and, with
+    --gitignore, .gitignore files match. Exits 3 (partial success) when --skip-unreadable
+    left files out of the committed snapshot.
     """
     store = settings.writable_store("create writes new blobs and a manifest", create=True)
     base = os.path.abspath(base_dir)
@@ -161,7 +164,8 @@ def create(
             progress=progress,
         )
     if absent:
-        print_note(absent_warning(absent, base, name_given=name is not None))
+        old_style = name is None and len(paths) > 1 and absent[0] == paths[0]
+        print_note(absent_warning(absent, base, paths[0] if old_style else None))
     for skipped in info.skipped:
         print_note(f"warning: skipped {skipped.path}: {skipped.error}")
     line = (

@@ -186,7 +186,14 @@ def test_create_warns_once_about_paths_that_do_not_exist(cli: Cli, project: Path
     assert len(warning) == 1 and warning[0].startswith(f"warning: not found in {project}, ")
     assert "recorded as absent: NEW.md, typo.md (" in warning[0]
     assert "mistyped" in warning[0] and "--missing error" in warning[0]
-    assert "pass --name NEW.md" in warning[0]
+    assert "--name" not in warning[0]
+    old_style = cli.run("create", "s1", "n1", "README.md", "--base", str(project))
+    assert old_style.code == 0, old_style
+    assert old_style.stderr.endswith(
+        "recorded as absent: n1 (a restore removes them if they exist then; a mistyped path is "
+        "recorded the same way: check the spelling, or pass --missing error to refuse paths "
+        "that do not exist); to name the snapshot 'n1', pass --name n1\n"
+    )
     named = cli.run("-q", "--json", "create", "s1", "-n", "n1", "gone", "--base", str(project))
     assert named.code == 0 and named.json()["absent"] == ["gone"]
     assert "recorded as absent: gone (" in named.stderr and "--name" not in named.stderr
