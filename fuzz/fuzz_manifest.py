@@ -18,7 +18,7 @@ import blake3
 import msgpack
 
 from snapstore.errors import CorruptManifestError
-from snapstore.manifest import (
+from snapstore.format.manifest import (
     CHECKSUM_BYTES,
     MAGIC,
     PRELUDE,
@@ -26,7 +26,7 @@ from snapstore.manifest import (
     decode_header,
     header_bytes_needed,
 )
-from snapstore.paths import check_relative_path
+from snapstore.format.paths import check_relative_path
 
 TIME_LIMIT = 1.0
 VALID_HEADER: dict[str, Any] = {

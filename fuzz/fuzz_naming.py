@@ -13,7 +13,7 @@ import re
 import sys
 
 from snapstore.errors import InvalidNameError
-from snapstore.naming import dir_name
+from snapstore.format.names import dir_name
 
 SAFE = re.compile(r"^[A-Za-z0-9._-]+$")
 WINDOWS_RESERVED = {"CON", "PRN", "AUX", "NUL"} | {

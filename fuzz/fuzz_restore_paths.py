@@ -20,8 +20,8 @@ import tempfile
 from pathlib import Path
 
 from snapstore.errors import UnsafePathError
+from snapstore.format.paths import check_relative_path, parents
 from snapstore.models import FileEntry
-from snapstore.paths import check_relative_path, parents
 from snapstore.restore import make_plan
 
 KINDS = {"f": "file", "d": "dir", "l": "symlink", "a": "absent"}

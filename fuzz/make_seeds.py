@@ -9,7 +9,7 @@ from pathlib import Path
 
 import msgpack
 
-from snapstore.manifest import encode
+from snapstore.format.manifest import encode
 from snapstore.models import FileEntry, SnapshotInfo
 
 CORPUS = Path(__file__).parent / "corpus"

@@ -3,8 +3,8 @@
 ``SnapStore`` checkpoints sets of files per (session, name) and small resume values, in one
 storage root that several processes share. See docs/format.md and docs/concurrency.md.
 
-The library logs what it does under the ``snapstore`` logger (``snapstore.lock``,
-``snapstore.packgc``, ...) and is silent unless the application configures logging.
+The library logs what it does under the ``snapstore`` logger (``snapstore.repo.locks``,
+``snapstore.maintenance.packgc``, ...) and is silent unless the application configures logging.
 
 The public names below are imported on first use (a module ``__getattr__``), so that
 ``import snapstore`` and ``snapstore --version`` do not pay for the store, its locks and its
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
         LockTimeout,
         MissingBlobError,
         NotAStateSnapshotError,
+        PathNotInSnapshotError,
         ReadOnlyStoreError,
         RestoreError,
         SnapshotNotFound,
@@ -49,7 +50,6 @@ if TYPE_CHECKING:
         SweepReport,
         VerifyReport,
     )
-    from snapstore.restore import PathNotInSnapshotError
     from snapstore.store import SnapStore, UnreliableLockWarning
 
 __version__ = "0.1.0"
@@ -67,6 +67,7 @@ _LAZY: dict[str, str] = {
             "LockTimeout",
             "MissingBlobError",
             "NotAStateSnapshotError",
+            "PathNotInSnapshotError",
             "ReadOnlyStoreError",
             "RestoreError",
             "SnapshotNotFound",
@@ -90,7 +91,6 @@ _LAZY: dict[str, str] = {
         ),
         "snapstore.models",
     ),
-    "PathNotInSnapshotError": "snapstore.restore",
     "SnapStore": "snapstore.store",
     "UnreliableLockWarning": "snapstore.store",
 }

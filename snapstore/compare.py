@@ -1,7 +1,8 @@
-"""Compare snapshots: what changed between two, and a path's history across a session.
+"""Compare: what changed between two snapshots, between a snapshot and a directory (from a
+restore's plan), and a path's history across a session.
 
-Both work on decoded manifests only (no blob is read): two entries are the same when kind,
-mode, size, digest and link target agree.
+Only manifests are read (no blob): two entries are the same when kind, mode, size, digest and
+link target agree.
 """
 
 from __future__ import annotations
@@ -9,7 +10,11 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Iterator
 
+from snapstore.errors import SnapshotNotFound
+from snapstore.format.paths import check_relative_path
 from snapstore.models import DiffReport, FileEntry, PathVersion, SnapshotInfo
+from snapstore.repo.repository import Repository
+from snapstore.restore.plan import Plan
 
 
 def _state(entry: FileEntry | None) -> tuple[object, ...] | None:
@@ -33,6 +38,23 @@ def diff_entries(old: Iterable[FileEntry], new: Iterable[FileEntry]) -> DiffRepo
             report.added.append(path)
         elif now is None:
             report.removed.append(path)
+        else:
+            report.modified.append(path)
+    return report
+
+
+def diff_plan(plan: Plan) -> DiffReport:
+    """What a restore planned as ``plan`` would add, modify and remove in its target (a
+    directory it would remove is listed with everything in it)."""
+    report = DiffReport()
+    for action in plan.changes:
+        path = action.entry.path
+        if action.operation == "remove":
+            report.removed.append(path)
+            if action.current == "dir":
+                report.removed.extend(subtree(os.path.join(plan.target, path), path))
+        elif action.operation == "create":
+            report.added.append(path)
         else:
             report.modified.append(path)
     return report
@@ -72,3 +94,17 @@ def history(
             changes.append(PathVersion(info, entry if state is not None else None))
         previous = state
     return changes
+
+
+def path_history(repo: Repository, session: str, path: str) -> list[PathVersion]:
+    """The checkpoints of ``session`` in which ``path`` changed (see ``history``)."""
+    wanted = check_relative_path(path)
+    versions = []
+    for info in repo.checkpoints(session):
+        try:
+            manifest = repo.catalog.read(session, info.name)
+        except SnapshotNotFound:
+            continue  # deleted since the listing
+        found = next((entry for entry in manifest.entries if entry.path == wanted), None)
+        versions.append((manifest.info, found))
+    return history(versions)

@@ -64,6 +64,13 @@ class MissingBlobError(SnapstoreError):
     """A manifest references a blob that is not in the blob store."""
 
 
+class PathNotInSnapshotError(SnapstoreError, KeyError):
+    """A path asked for is not recorded in the snapshot."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "path not in snapshot"
+
+
 class UnsafePathError(SnapstoreError, ValueError):
     """A path would escape its base or target, or cannot be represented safely."""
 

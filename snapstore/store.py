@@ -1,51 +1,32 @@
-"""The ``SnapStore`` facade: the public API over blobs, manifests, locks and restore.
+"""The ``SnapStore`` facade: the public API, its argument checks and its lock choreography.
 
-Every public method is safe to call from any number of threads sharing one ``SnapStore``, and
-from any number of processes sharing one root: each takes the locks docs/concurrency.md lists.
+Each operation delegates to the module that owns it (docs/architecture.md): the create
+pipeline to ``worktree.create``, restores and undos to ``restore.job``, sweeps, gc and verify
+to ``maintenance``, reads and listings to ``repo.repository``. Every public method is safe to
+call from any number of threads sharing one ``SnapStore``, and from any number of processes
+sharing one root: each takes the locks docs/concurrency.md lists.
 """
 
 from __future__ import annotations
 
 import builtins
-import contextlib
 import dataclasses
 import os
-import re
 import time
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
-from operator import attrgetter
 from types import TracebackType
 from typing import Any
 
-from snapstore import maintenance, packgc
-from snapstore.catalog import Catalog, ManifestFile
-from snapstore.compare import diff_entries, history, subtree
-from snapstore.errors import (
-    CorruptManifestError,
-    InvalidNameError,
-    InvalidValueError,
-    LockTimeout,
-    MissingPathError,
-    NotAStateSnapshotError,
-    ReadOnlyStoreError,
-    SnapshotNotFound,
-)
-from snapstore.excludes import Matcher, check_patterns
-from snapstore.fsio import LOCAL, FileSystem
-from snapstore.gcpause import gc_paused
-from snapstore.layout import open_layout
-from snapstore.lock import (
-    FileLock,
-    TargetLocks,
-    exclusive_with_intent,
-    filesystem_type,
-    is_untrusted_lock_filesystem,
-    shared_behind,
-    target_key,
-)
-from snapstore.manifest import Manifest, encode, expiry_ns, ns_to_time, time_to_ns
+from snapstore.compare import diff_entries, diff_plan, path_history
+from snapstore.cyclic_gc import gc_paused
+from snapstore.errors import InvalidValueError, SnapshotNotFound
+from snapstore.format.manifest import time_to_ns, ttl_seconds
+from snapstore.fs.seam import LOCAL, FileSystem
+from snapstore.maintenance.gc import collect
+from snapstore.maintenance.sweep import sweep
+from snapstore.maintenance.verify import verify
 from snapstore.models import (
     DiffReport,
     GcReport,
@@ -56,21 +37,16 @@ from snapstore.models import (
     SweepReport,
     VerifyReport,
 )
-from snapstore.naming import encode_name, generated_name
-from snapstore.paths import check_relative_path
-from snapstore.restore import PathNotInSnapshotError, select_entries
-from snapstore.restore.job import RestoreJob, refuse_store_directory
-from snapstore.restore.journal import JournalDir
-from snapstore.restore.plan import Excluded
-from snapstore.scan import relative_to_base
-from snapstore.snapshotting import Request, take_snapshot
-from snapstore.storage import BlobStorage
-from snapstore.sweep import choose_victims, future_stamped
+from snapstore.repo.backend import Backend
+from snapstore.repo.catalog import manifest_name
+from snapstore.repo.local import LocalBackend
+from snapstore.repo.locks import filesystem_type, is_untrusted_lock_filesystem, target_key
+from snapstore.repo.repository import LATEST, Repository
+from snapstore.restore.job import RestoreJob
+from snapstore.worktree.create import checkpoint_request, take_snapshot
 
 Progress = Callable[[int, int], None]
 Duration = float | int | timedelta
-LATEST = "latest"
-_LATEST_N = re.compile(r"latest~(\d+)")
 DEFAULT_UNDO_DEPTH = 10
 
 
@@ -78,21 +54,11 @@ class UnreliableLockWarning(UserWarning):
     """The store lives on a network or FUSE filesystem whose locks may not be honoured."""
 
 
-def ttl_seconds(ttl: Duration | None) -> float | None:
-    """A TTL given as seconds or a timedelta, as seconds."""
-    if ttl is None:
-        return None
-    if isinstance(ttl, timedelta):
-        return ttl.total_seconds()
-    if isinstance(ttl, bool) or not isinstance(ttl, int | float):
-        raise InvalidValueError(f"ttl must be seconds or a timedelta, not {type(ttl).__name__}")
-    return float(ttl)
-
-
 class SnapStore:
     """A storage root shared by several processes: snapshots of file sets and resume values.
 
-    Every call reads the disk as it is now; nothing is cached as authority. ``durable=False``
+    ``root`` is a directory (created if missing) or a backend (``snapstore.repo.memory``).
+    Every call reads the store as it is now; nothing is cached as authority. ``durable=False``
     skips fsync (tests and scratch stores only). ``fs`` is the I/O seam tests wrap to inject
     faults or record operations. ``undo_depth``: how many undo backups each session keeps.
     Opening a store finishes or rolls back any restore that was killed part-way (see
@@ -101,7 +67,7 @@ class SnapStore:
 
     def __init__(
         self,
-        root: str | os.PathLike[str],
+        root: str | os.PathLike[str] | Backend,
         *,
         lock_timeout: float = 30.0,
         durable: bool = True,
@@ -110,36 +76,24 @@ class SnapStore:
     ) -> None:
         if isinstance(undo_depth, bool) or not isinstance(undo_depth, int) or undo_depth < 1:
             raise InvalidValueError(f"undo_depth must be a positive int, got {undo_depth!r}")
-        self.root = os.path.abspath(os.fspath(root))
         self.lock_timeout = lock_timeout
         self.durable = durable
         self.undo_depth = undo_depth
         self.fs = fs or LOCAL
-        self.tmp_dir = os.path.join(self.root, "tmp")
-        self.cache_dir = os.path.join(self.root, "cache")
-        self.read_only = not open_layout(self.root, self.fs, durable=durable)
-        self.blobs = BlobStorage(self.root, self.tmp_dir, self.fs, durable=durable)
-        self.catalog = Catalog(
-            os.path.join(self.root, "sessions"), self.tmp_dir, self.fs, durable=durable
-        )
-        locks = os.path.join(self.root, "locks")
-        self.namespace_lock = FileLock(
-            os.path.join(locks, "namespace"),
-            "namespace",
-            lock_timeout,
-            guard=os.path.join(self.root, "sessions"),
-            fs=self.fs,
-        )
-        self.gc_lock = FileLock(
-            os.path.join(locks, "gc"), "gc", lock_timeout, guard=self.root, fs=self.fs
-        )
-        self.gc_intent = FileLock(
-            os.path.join(locks, "gc-intent"), "gc-intent", lock_timeout, fs=self.fs
-        )
-        self.target_locks = TargetLocks(locks, lock_timeout, self.fs)
-        self.journals = JournalDir(self.root, self.tmp_dir, self.fs, durable=durable)
-        self._restores = RestoreJob(self)
-        fs_type = filesystem_type(self.root)
+        if isinstance(root, str | os.PathLike):
+            root = LocalBackend(
+                os.fspath(root), fs=self.fs, durable=durable, lock_timeout=lock_timeout
+            )
+        self.repo = Repository(root)
+        self._restores = RestoreJob(self.repo, self.fs, durable=durable, undo_depth=undo_depth)
+        # The parts, for tools and tests that look inside.
+        self.backend, self.root, self.read_only = root, self.repo.root, self.repo.read_only
+        self.blobs, self.catalog = self.repo.blobs, self.repo.catalog
+        self.namespace_lock, self.gc_lock = self.repo.namespace_lock, self.repo.gc_lock
+        self.target_locks, self.journals = self.repo.target_locks, self._restores.journals
+        self.blobs_in_use = self.repo.blobs_in_use
+        local_root = root.properties.local_root
+        fs_type = None if local_root is None else filesystem_type(local_root)
         if is_untrusted_lock_filesystem(fs_type):
             warnings.warn(
                 f"snapstore root {self.root} is on a {fs_type} filesystem, whose locks are not "
@@ -147,18 +101,11 @@ class SnapStore:
                 UnreliableLockWarning,
                 stacklevel=2,
             )
-        if not self.read_only:
-            self._restores.recover_all()
+        if not self.repo.read_only:
+            self._restores.recovery.recover_all()
 
     def __repr__(self) -> str:
         return f"SnapStore({self.root!r})"
-
-    def _check_writable(self, what: str) -> None:
-        """ReadOnlyStoreError, before anything starts, if this process cannot write the store."""
-        if self.read_only:
-            raise ReadOnlyStoreError(
-                f"cannot {what}: the store at {self.root} is read-only for this process"
-            )
 
     def __enter__(self) -> SnapStore:
         return self
@@ -172,9 +119,9 @@ class SnapStore:
         self.close()
 
     def close(self) -> None:
-        """Release the files this object keeps open (pack descriptors). Safe to call more than
-        once; the store stays usable (it reopens what it needs)."""
-        self.blobs.packs.close()
+        """Release the files this object keeps open. Safe to call more than once; the store
+        stays usable (it reopens what it needs)."""
+        self.repo.backend.close()
 
     # ----------------------------------------------------------------- create and read
 
@@ -213,97 +160,58 @@ class SnapStore:
         (session, name), if any, stays as it was. Waits for a restore into ``base_dir`` (or a
         directory holding it) to finish. ``SnapshotInfo.replaced`` says whether it replaced one.
         """
-        encode_name(session, "session")
-        name = generated_name() if name is None else name
-        encode_name(name, "snapshot name")
-        self._check_writable("create a snapshot")
-        if paths is None:
-            raise InvalidValueError("create needs the paths to snapshot")
-        if isinstance(paths, str | os.PathLike):
-            paths = [paths]
-        if if_exists not in ("replace", "error"):
-            raise InvalidValueError(f"if_exists must be 'replace' or 'error', not {if_exists!r}")
-        if missing not in ("absent", "error"):
-            raise InvalidValueError(f"missing must be 'absent' or 'error', not {missing!r}")
-        base = os.path.abspath(os.fspath(base_dir))
-        if not os.path.isdir(base):
-            raise InvalidValueError(f"base_dir {base} is not a directory")
-        real_base = os.path.realpath(base)
-        refuse_store_directory(self.root, real_base, "base_dir")
-        relative = [relative_to_base(base, path) for path in paths]
-        if missing == "error":
-            absent = [p for p in relative if not os.path.lexists(os.path.join(base, p))]
-            if absent:
-                raise MissingPathError(f"no such path under {base}: {', '.join(absent[:5])}")
-        request = Request(
+        request = checkpoint_request(
+            self.repo,
             session,
             name,
-            base,
-            relative,
-            dict(meta or {}),
+            paths,
+            base_dir=base_dir,
+            meta=meta,
             ttl=ttl_seconds(ttl),
-            skip_unreadable=skip_unreadable,
-            rehash=rehash,
-            exclude=tuple(check_patterns(exclude)),
+            exclude=exclude,
             default_excludes=default_excludes,
             gitignore=gitignore,
             if_exists=if_exists,
+            missing=missing,
+            skip_unreadable=skip_unreadable,
+            rehash=rehash,
         )
-        expiry_ns(0, request.ttl)
+        real_base = os.path.realpath(request.base)
         key = target_key(real_base)
-        if self.journals.exists(key):
-            with self.target_locks.restoring(real_base):
-                self._restores.recover(key)
+        if self._restores.journals.exists(key):
+            with self.repo.target_locks.restoring(real_base):
+                self._restores.recovery.recover(key)
         with (
-            self.target_locks.snapshotting(real_base),
-            self.blobs_in_use(),
+            self.repo.target_locks.snapshotting(real_base),
+            self.repo.blobs_in_use(),
             gc_paused(),
         ):
-            info, replaced = take_snapshot(self, request, progress=progress)
+            info, replaced = take_snapshot(self.repo, request, progress=progress)
         return dataclasses.replace(info, replaced=True) if replaced else info
-
-    @contextlib.contextmanager
-    def blobs_in_use(self) -> Iterator[None]:
-        """Hold the gc lock shared, so no blob disappears, and see the packs on disk now."""
-        with shared_behind(self.gc_lock, self.gc_intent):
-            self.blobs.refresh()
-            yield
 
     def get(self, session: str, name: str) -> Snapshot:
         """The snapshot's header and entries; loads no blob. ``name`` may be a selector
-        (``latest``, ``latest~N``, a unique prefix: see ``resolve``)."""
-        manifest = self.catalog.read(session, self.resolve(session, name))
+        (``latest``, ``latest~N``: see ``resolve``)."""
+        manifest = self.repo.catalog.read(session, self.resolve(session, name))
         return Snapshot(manifest.info, manifest.entries)
 
     def list(self, session: str | None = None) -> list[SnapshotInfo]:
         """Every valid checkpoint and state value (of one session, or all), oldest first;
         corrupt ones warn. Undo backups are not listed here (see ``backups``)."""
-        return [m.header.info for m in self._listing(session) if not m.header.info.is_backup]
-
-    def _listing(self, session: str | None) -> builtins.list[ManifestFile]:
-        """Every valid manifest (backups too), oldest first by ``Header.order_ns``."""
-        if session is not None:
-            encode_name(session, "session")
-        with gc_paused():
-            found = self.catalog.headers(session, cached=True)
-        found.sort(key=attrgetter("header.order_ns", "header.info.session", "header.info.name"))
-        return found
+        return [m.header.info for m in self.repo.listing(session) if not m.header.info.is_backup]
 
     def latest(self, session: str) -> SnapshotInfo:
         """The newest file checkpoint of a session (never an undo backup, never a state
         value); SnapshotNotFound if it has none."""
-        checkpoints = self._checkpoints(session)
+        checkpoints = self.repo.checkpoints(session)
         if not checkpoints:
             raise SnapshotNotFound(session, LATEST)
         return checkpoints[-1]
 
-    def _checkpoints(self, session: str) -> builtins.list[SnapshotInfo]:
-        return [info for info in self.list(session) if info.kind == "files"]
-
     def backups(self, session: str) -> builtins.list[SnapshotInfo]:
         """The session's undo backups, oldest first: each restore keeps the state it
         replaced as one (``backup_of`` names what was restored). ``undo`` restores them."""
-        return [m.header.info for m in self._listing(session) if m.header.info.is_backup]
+        return self.repo.backups(session)
 
     def resolve(self, session: str, selector: str, *, prefix: bool = False) -> str:
         """The snapshot name a selector means: an existing name (checkpoint or backup) as
@@ -313,57 +221,16 @@ class SnapStore:
 
         Methods that take a snapshot name accept selectors, but never prefixes: a name given
         for a snapshot deleted meanwhile must not come to mean another one."""
-        encode_name(selector, "snapshot name")
-        if os.path.lexists(self.catalog.manifest_path(session, selector)):
-            return selector
-        if selector == LATEST or _LATEST_N.fullmatch(selector):
-            back = 0 if selector == LATEST else int(selector[len(LATEST) + 1 :])
-            checkpoints = self._checkpoints(session)
-            if back >= len(checkpoints):
-                raise SnapshotNotFound(session, selector)
-            return checkpoints[-1 - back].name
-        if not prefix:
-            raise SnapshotNotFound(session, selector)
-        matches = [i.name for i in self._checkpoints(session) if i.name.startswith(selector)]
-        if not matches:
-            raise SnapshotNotFound(session, selector)
-        if len(matches) > 1:
-            shown = ", ".join(repr(match) for match in sorted(matches)[:5])
-            raise InvalidNameError(
-                f"{selector!r} is the start of {len(matches)} snapshot names in session "
-                f"{session!r} ({shown}); give more of the name"
-            )
-        return matches[0]
+        return self.repo.resolve(session, selector, prefix=prefix)
 
     def sessions(self) -> builtins.list[str]:
         """The sessions that hold at least one valid checkpoint or state value, sorted."""
-        headers = self.catalog.headers(cached=True)
+        headers = self.repo.catalog.headers(cached=True)
         return sorted({m.header.info.session for m in headers if not m.header.info.is_backup})
 
     def read(self, session: str, name: str, path: str) -> bytes:
         """One file's bytes from a snapshot, verified against its digest."""
-        with self.blobs_in_use():
-            manifest = self.files_manifest(session, name)
-            (entry,) = select_entries(manifest.entries, [path])[:1]
-            if entry.kind != "file" or entry.digest is None:
-                raise PathNotInSnapshotError(
-                    f"{entry.path!r} is a {entry.kind} in snapshot {name!r}, not a file"
-                )
-            return self.blobs.read(entry.digest, entry.size)
-
-    def files_manifest(self, session: str, name: str) -> Manifest:
-        """The decoded manifest of a file snapshot (``name`` may be a selector)."""
-        manifest = self.catalog.read(session, self.resolve(session, name))
-        if manifest.info.kind != "files":
-            raise NotAStateSnapshotError(
-                f"snapshot {name!r} in session {session!r} holds a state value, not files"
-            )
-        return manifest
-
-    def exclusion_of(self, info: SnapshotInfo) -> Excluded | None:
-        """What a restore of the snapshot ``info`` must leave alone as excluded: what its
-        recorded exclude rules match."""
-        return Matcher(info.excludes) if info.excludes else None
+        return self.repo.read_file(session, name, path)
 
     # ----------------------------------------------------------------- restore and undo
 
@@ -414,60 +281,13 @@ class SnapStore:
         undo keeps its own backup first, so undoing twice returns to where you were.
         SnapshotNotFound if the session has no undo backup."""
         if backup is None:
-            found = self.backups(session)
+            found = self.repo.backups(session)
             if not found:
                 raise SnapshotNotFound(session, "(undo backup)")
             backup = found[-1].name
         return self.restore(
             session, backup, target, dry_run=dry_run, keep_special_bits=True, progress=progress
         )
-
-    def commit_backup(
-        self,
-        session: str,
-        name: str,
-        restoring: str,
-        target_dir: str,
-        paths: builtins.list[str],
-        recursive: set[str],
-    ) -> SnapshotInfo:
-        """Commit the undo backup ``name``: the current state of ``paths`` in ``target_dir``
-        (those in ``recursive`` with everything below), kept before restoring ``restoring``.
-        The gc lock must be held shared."""
-        request = Request(
-            session,
-            name,
-            target_dir,
-            paths,
-            {},
-            shallow=frozenset(set(paths) - recursive),
-            backup_of=restoring,
-        )
-        info, _ = take_snapshot(self, request)
-        return info
-
-    def delete_backup(self, session: str, name: str) -> None:
-        """Delete one undo backup durably (if it exists)."""
-        path = self.catalog.manifest_path(session, name)
-        with self.namespace_lock.exclusive():
-            if os.path.lexists(path):
-                self.catalog.remove(path)
-
-    def trim_backups(self, session: str) -> None:
-        """Delete the session's oldest undo backups beyond ``undo_depth``, under the namespace
-        lock. The cached listing only proposes: each one is read again from its manifest before
-        it is deleted (a cache never decides a deletion)."""
-        with self.namespace_lock.exclusive():
-            found = [
-                item
-                for item in self.catalog.scan(session, cached=True)
-                if isinstance(item, ManifestFile) and item.header.info.is_backup
-            ]
-            found.sort(key=attrgetter("header.order_ns", "header.info.name"))
-            for item in found[: max(0, len(found) - self.undo_depth)]:
-                with contextlib.suppress(FileNotFoundError, CorruptManifestError):
-                    if self.catalog.read_header(item.path).info.is_backup:
-                        self.catalog.remove(item.path)
 
     def diff(
         self,
@@ -484,57 +304,29 @@ class SnapStore:
         if isinstance(other, os.PathLike):
             raise InvalidValueError("diff compares two snapshots; pass a directory as target=")
         if other is not None:
-            old, new = self.files_manifest(session, name), self.files_manifest(session, other)
+            old = self.repo.files_manifest(session, name)
+            new = self.repo.files_manifest(session, other)
             return diff_entries(old.entries, new.entries)
-        plan = self._restores.dry_plan(session, name, None if target is None else os.fspath(target))
-        report = DiffReport()
-        for action in plan.changes:
-            path = action.entry.path
-            if action.operation == "remove":
-                report.removed.append(path)
-                if action.current == "dir":
-                    report.removed.extend(subtree(os.path.join(plan.target, path), path))
-            elif action.operation == "create":
-                report.added.append(path)
-            else:
-                report.modified.append(path)
-        return report
+        target_dir = None if target is None else os.fspath(target)
+        return diff_plan(self._restores.dry_plan(session, name, target_dir))
 
     def history(self, session: str, path: str) -> builtins.list[PathVersion]:
         """The checkpoints of a session (oldest first) in which ``path`` changed: where it first
         appears, and each where its kind, mode, size, digest or link target differs from the
         checkpoint before (an entry of None: gone from that one on). Reads manifests only."""
-        wanted = check_relative_path(path)
-        versions = []
-        for info in self._checkpoints(session):
-            try:
-                manifest = self.catalog.read(session, info.name)
-            except SnapshotNotFound:
-                continue  # deleted since the listing
-            found = next((e for e in manifest.entries if e.path == wanted), None)
-            versions.append((manifest.info, found))
-        return history(versions)
+        return path_history(self.repo, session, path)
 
     # ----------------------------------------------------------------- delete and sweep
 
     def delete(self, session: str, name: str) -> bool:
         """Delete one snapshot durably; False if it did not exist. Errors are raised."""
-        path = self.catalog.manifest_path(session, name)
-        with self.namespace_lock.exclusive():
-            if not os.path.lexists(path):
-                return False
-            self.catalog.remove(path)
-            return True
+        return self.repo.delete(manifest_name(session, name))
 
     def delete_session(self, session: str) -> int:
         """Delete every snapshot of a session, undo backups included; returns how many."""
-        encode_name(session, "session")
-        with self.namespace_lock.exclusive():
-            count = 0
-            for path in builtins.list(self.catalog.manifest_paths(session)):
-                self.catalog.remove(path)
-                count += 1
-            return count
+        return sum(
+            self.repo.delete(object_name) for object_name in self.repo.catalog.names(session)
+        )
 
     def sweep(
         self,
@@ -544,7 +336,7 @@ class SnapStore:
         now: datetime | None = None,
         dry_run: bool = False,
     ) -> SweepReport:
-        """Delete expired snapshots, deciding from the manifests on disk under the lock.
+        """Delete expired snapshots, deciding from the manifests in the store under the lock.
 
         ``ttl``: file snapshots created more than ``ttl`` before ``now`` go; ``keep_last``:
         only the N newest file snapshots of each session stay (with both, a snapshot stays if
@@ -554,110 +346,27 @@ class SnapStore:
         a clock running ahead cannot push into the future; snapshots whose recorded time is
         ahead of their file's are reported in ``SweepReport.future_stamped``.
         """
-        seconds = ttl_seconds(ttl)
-        if seconds is not None and seconds < 0:
-            raise InvalidValueError(f"ttl must not be negative, got {seconds}")
-        if keep_last is not None and (isinstance(keep_last, bool) or keep_last < 0):
-            raise InvalidValueError(f"keep_last must be a non-negative int, got {keep_last!r}")
         now_ns = time_to_ns(now) if now is not None else time.time_ns()
-        report = SweepReport()
-        with self.namespace_lock.exclusive():
-            found = self.catalog.headers()
-            report.future_stamped = future_stamped(found)
-            for victim in choose_victims(found, ttl=seconds, keep_last=keep_last, now_ns=now_ns):
-                if not dry_run:
-                    self.catalog.remove(victim.path)
-                report.deleted.append((victim.header.info.session, victim.header.info.name))
-        return report
+        return sweep(
+            self.repo, ttl=ttl_seconds(ttl), keep_last=keep_last, now_ns=now_ns, dry_run=dry_run
+        )
 
     # ----------------------------------------------------------------- gc and verify
 
     def gc(self, *, dry_run: bool = False) -> GcReport:
-        """Delete blobs no manifest on disk references, and stale temp files.
+        """Delete blobs no manifest in the store references, and stale temp files.
 
         Waits up to ``lock_timeout`` for writers and readers to finish (new ones wait behind
         it meanwhile), then reports that it was skipped. A corrupt manifest stops blob
         deletion (its references are unknown).
         """
-        report = GcReport()
-        try:
-            with exclusive_with_intent(self.gc_lock, self.gc_intent):
-                referenced, corrupt = maintenance.referenced_digests(self.catalog)
-                report.temp_files_removed = maintenance.clean_temp(self.fs, self.tmp_dir, dry_run)
-                if corrupt:
-                    report.skipped = True
-                    report.reason = (
-                        f"{len(corrupt)} corrupt manifest(s) hide which blobs are in use; no blob "
-                        f"was deleted (run verify): {corrupt[0]}"
-                    )
-                    return report
-                self.blobs.refresh()
-                loose = self.blobs.loose
-                for digest in builtins.list(loose.iter_digests()):
-                    if digest in referenced:
-                        continue
-                    if dry_run:
-                        report.bytes_freed += loose.size(digest)
-                    else:
-                        report.bytes_freed += loose.delete(digest)
-                    report.blobs_deleted += 1
-                packed = packgc.collect(self.blobs, referenced, dry_run=dry_run)
-                report.blobs_deleted += packed.blobs_deleted
-                report.bytes_freed += packed.bytes_freed
-                report.packs_deleted = packed.packs_deleted
-                report.packs_written = packed.packs_written
-                if packed.problems:
-                    report.reason = "; ".join(packed.problems)
-                if not dry_run:
-                    with self.namespace_lock.exclusive():
-                        self.catalog.tidy()
-        except LockTimeout as error:
-            report.skipped = True
-            report.reason = f"the store is busy: {error}"
-        return report
+        return collect(self.repo, dry_run=dry_run)
 
     def verify(self, *, deep: bool = False, progress: Progress | None = None) -> VerifyReport:
         """Check every committed snapshot (undo backups too): manifests decode, referenced
         blobs exist (and, with ``deep``, hash right). Temp files and unreferenced blobs are
         listed as garbage."""
-        report = VerifyReport()
-        with self.blobs_in_use():
-            referenced: dict[bytes, int] = {}
-            for manifest in maintenance.committed_manifests(self.catalog):
-                report.snapshots_checked += 1
-                if isinstance(manifest, CorruptManifestError):
-                    report.problems.append(str(manifest))
-                    continue
-                for entry in manifest.entries:
-                    if entry.digest is not None:
-                        referenced[entry.digest] = entry.size
-            for done, (digest, size) in enumerate(sorted(referenced.items()), 1):
-                report.blobs_checked += 1
-                problem = maintenance.check_blob(self.blobs, digest, size, deep=deep)
-                if problem:
-                    report.problems.append(problem)
-                if progress is not None:
-                    progress(done, len(referenced))
-            packs = self.blobs.packs
-            report.problems.extend(packs.broken().values())
-            report.problems.extend(packs.check_sizes())
-            report.garbage.extend(maintenance.temp_files(self.tmp_dir))
-            loose = self.blobs.loose
-            report.garbage.extend(
-                loose.path(d) for d in loose.iter_digests() if d not in referenced
-            )
-            report.garbage.extend(packs.orphans())
-            dead: dict[str, int] = {}
-            for pack_id, _, _ in packgc.plan(packs.indexes(), set(referenced)).dead(
-                set(referenced)
-            ):
-                dead[pack_id] = dead.get(pack_id, 0) + 1
-            report.garbage.extend(
-                f"{packs.pack_path(pack_id)} ({count} unreferenced blobs)"
-                for pack_id, count in sorted(dead.items())
-            )
-        report.ok = not report.problems
-        return report
+        return verify(self.repo, deep=deep, progress=progress)
 
     # ----------------------------------------------------------------- state values
 
@@ -665,36 +374,8 @@ class SnapStore:
         self, session: str, name: str, value: Any, *, ttl: Duration | None = None
     ) -> SnapshotInfo:
         """Durably store one msgpack-encodable value (a resume position) as (session, name)."""
-        encode_name(session, "session")
-        encode_name(name, "snapshot name")
-        seconds = ttl_seconds(ttl)
-        expiry_ns(0, seconds)
-        with shared_behind(self.gc_lock, self.gc_intent), self.namespace_lock.exclusive():
-            created_ns = time.time_ns()
-            expires_ns = expiry_ns(created_ns, seconds)
-            info = SnapshotInfo(
-                session=session,
-                name=name,
-                kind="state",
-                created_at=ns_to_time(created_ns),
-                expires_at=None if expires_ns is None else ns_to_time(expires_ns),
-                file_count=0,
-                total_bytes=0,
-                meta={},
-                base_dir="",
-            )
-            data = encode(info, created_ns=created_ns, expires_ns=expires_ns, value=value)
-            self.catalog.commit(session, name, data)
-        return info
+        return self.repo.put_state(session, name, value, ttl_seconds(ttl))
 
     def get_state(self, session: str, name: str, default: Any = None) -> Any:
         """The stored value, or ``default`` if there is none; a corrupt one raises."""
-        try:
-            manifest = self.catalog.read(session, name)
-        except SnapshotNotFound:
-            return default
-        if manifest.info.kind != "state":
-            raise NotAStateSnapshotError(
-                f"snapshot {name!r} in session {session!r} holds files, not a state value"
-            )
-        return manifest.value
+        return self.repo.get_state(session, name, default)

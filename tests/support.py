@@ -6,7 +6,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from snapstore.fsio import FileSystem
+from snapstore.fs.seam import FileSystem
 
 
 def write_tree(base: Path, files: dict[str, str | bytes]) -> None:

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from support import read_tree, write_tree
 
-from snapstore import SnapStore, fsio
+from snapstore import SnapStore
+from snapstore.fs import seam as fsio
 
 
 class CountingFsync(fsio.FileSystem):

@@ -1,6 +1,6 @@
 """Hostile restores: hand-crafted manifests and planted symlinks never write outside the target.
 
-Each manifest is built with ``snapstore.manifest.encode`` (which does not validate) or as raw
+Each manifest is built with ``snapstore.format.manifest.encode`` (which does not validate) or as raw
 msgpack inside a correct prelude, and installed in place of a real snapshot's manifest. A
 refused manifest must be refused before anything is written: the target and a sentinel
 directory beside it are compared byte for byte before and after.
@@ -23,7 +23,7 @@ import pytest
 from helpers.seam import HookedFileSystem
 from helpers.trees import read_tree, write_tree
 
-import snapstore.manifest
+import snapstore.format.manifest
 from snapstore import (
     CorruptManifestError,
     RestoreError,
@@ -31,7 +31,7 @@ from snapstore import (
     SnapstoreError,
     UnsafePathError,
 )
-from snapstore.manifest import CHECKSUM_BYTES, MAGIC, PRELUDE, encode, entry_rows
+from snapstore.format.manifest import CHECKSUM_BYTES, MAGIC, PRELUDE, encode, entry_rows
 from snapstore.models import FileEntry, SnapshotInfo
 from snapstore.restore import make_plan
 
@@ -264,7 +264,7 @@ def test_windows_reserved_names_stay_inside_the_target(arena: Arena) -> None:
 
 
 def test_huge_entry_count_is_refused(arena: Arena, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(snapstore.manifest, "MAX_ENTRIES", 1000)
+    monkeypatch.setattr(snapstore.format.manifest, "MAX_ENTRIES", 1000)
     entries = [arena.file(f"f{i}") for i in range(1001)]
     error = assert_refused(arena, manifest(entries))
     assert "entries" in str(error)

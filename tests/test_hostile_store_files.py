@@ -24,10 +24,10 @@ from support import write_tree
 
 from snapstore import SnapStore
 from snapstore.errors import CorruptBlobError, CorruptManifestError, FormatError
-from snapstore.manifest import encode
+from snapstore.format.manifest import encode
+from snapstore.format.packfile import INDEX_HEAD, INDEX_MAGIC, PACK_MAGIC, RECORD_HEAD
 from snapstore.models import SnapshotInfo
-from snapstore.packs import INDEX_HEAD, INDEX_MAGIC, PACK_MAGIC, RECORD_HEAD
-from snapstore.statcache import cache_name
+from snapstore.worktree.statcache import cache_name
 
 MEMORY_LIMIT = 1 << 30
 SPARSE_BYTES = 4 << 30

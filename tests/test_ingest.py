@@ -9,7 +9,9 @@ from pathlib import Path
 import blake3
 import pytest
 
-from snapstore import SnapStore, SourceChangedError, batch, ingest
+from snapstore import SnapStore, SourceChangedError
+from snapstore.repo import batch
+from snapstore.worktree import ingest
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from snapstore import LockTimeout, SnapStore
-from snapstore.lock import FileLock, is_untrusted_lock_filesystem
+from snapstore.repo.locks import FileLock, is_untrusted_lock_filesystem
 
 
 def test_timeout_names_the_lock(root: Path, project: Path) -> None:

@@ -12,7 +12,7 @@ import pytest
 
 from snapstore import SnapStore
 from snapstore.checkpoint import Checkpointer, CountedSource, FileCheckpointStore
-from snapstore.lock import FileLock
+from snapstore.repo.locks import FileLock
 
 
 def test_import_adds_only_a_null_handler_and_configures_nothing(tmp_path: Path) -> None:
@@ -52,11 +52,13 @@ def test_gc_logs_the_packs_it_deletes_and_the_temp_files_it_removes(
     assert report.packs_deleted == 1
     messages = [(r.name, r.levelno, r.getMessage()) for r in caplog.records]
     assert any(
-        name == "snapstore.packgc" and level == logging.INFO and "deleted pack" in message
+        name == "snapstore.maintenance.packgc"
+        and level == logging.INFO
+        and "deleted pack" in message
         for name, level, message in messages
     ), messages
     assert any(
-        name == "snapstore.maintenance" and "removed stale temp file" in message
+        name == "snapstore.maintenance.checks" and "stale temp file" in message
         for name, _, message in messages
     ), messages
 
@@ -64,10 +66,10 @@ def test_gc_logs_the_packs_it_deletes_and_the_temp_files_it_removes(
 def test_catalog_logs_commits_and_removals_at_debug(
     store: SnapStore, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.DEBUG, logger="snapstore.catalog")
+    caplog.set_level(logging.DEBUG, logger="snapstore.repo.catalog")
     store.put_state("s", "n", {"cursor": 1})
     store.delete("s", "n")
-    messages = [r.getMessage() for r in caplog.records if r.name == "snapstore.catalog"]
+    messages = [r.getMessage() for r in caplog.records if r.name == "snapstore.repo.catalog"]
     assert messages[0].startswith("committed snapshot 'n' of session 's' (")
     assert messages[1].startswith("removed manifest ")
     assert all(r.levelno == logging.DEBUG for r in caplog.records)
@@ -76,7 +78,7 @@ def test_catalog_logs_commits_and_removals_at_debug(
 def test_lock_logs_waiting_and_taking_after_contention(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.DEBUG, logger="snapstore.lock")
+    caplog.set_level(logging.DEBUG, logger="snapstore.repo.locks")
     lock = FileLock(str(tmp_path / "lock"), "demo", timeout=10)
     taken = threading.Event()
     release = threading.Event()
@@ -101,7 +103,7 @@ def test_lock_logs_waiting_and_taking_after_contention(
 
 
 def test_an_uncontended_lock_logs_nothing(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.DEBUG, logger="snapstore.lock")
+    caplog.set_level(logging.DEBUG, logger="snapstore.repo.locks")
     with FileLock(str(tmp_path / "lock"), "demo", timeout=1).exclusive():
         pass
     assert caplog.records == []

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from snapstore.errors import CorruptManifestError, InvalidValueError
-from snapstore.manifest import (
+from snapstore.format.manifest import (
     check_entry_row,
     decode,
     decode_header,

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from snapstore.errors import InvalidNameError
-from snapstore.naming import dir_name
+from snapstore.format.names import dir_name
 
 HOSTILE = [
     "a/b",

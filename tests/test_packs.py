@@ -10,12 +10,14 @@ import blake3
 import pytest
 from support import read_tree, write_tree
 
-from snapstore import CorruptBlobError, RestoreError, SnapStore, packs
-from snapstore.batch import PACK_MIN_BLOBS, PACKED_MAX_BYTES
+from snapstore import CorruptBlobError, RestoreError, SnapStore
 from snapstore.errors import CorruptPackError
-from snapstore.fsio import LOCAL
-from snapstore.packgc import MERGE_SMALL_PACKS
-from snapstore.packs import PackWriter, decode_index, encode_index, read_index
+from snapstore.format import packfile as packs
+from snapstore.format.packfile import decode_index, encode_index
+from snapstore.maintenance.packgc import MERGE_SMALL_PACKS
+from snapstore.repo.batch import PACK_MIN_BLOBS, PACKED_MAX_BYTES
+from snapstore.repo.local import LocalBackend
+from snapstore.repo.packs import PackWriter, read_index
 
 
 def many_files(base: Path, count: int, *, tag: str = "") -> dict[str, bytes]:
@@ -55,9 +57,9 @@ def test_an_index_out_of_digest_order_is_corrupt() -> None:
 
 
 def test_pack_writer_publishes_pack_then_index(tmp_path: Path) -> None:
-    (tmp_path / "tmp").mkdir()
-    (tmp_path / "packs").mkdir()
-    writer = PackWriter(LOCAL, str(tmp_path / "tmp"), str(tmp_path / "packs"), durable=True)
+    backend = LocalBackend(str(tmp_path))
+    backend.open(create=True)
+    writer = PackWriter(backend)
     writer.add(b"\x02" * 32, b"two")
     writer.add(b"\x01" * 32, b"one")
     writer.add(b"\x01" * 32, b"one")
@@ -67,7 +69,7 @@ def test_pack_writer_publishes_pack_then_index(tmp_path: Path) -> None:
         index.pack_id + ".pack",
     ]
     assert os.listdir(tmp_path / "tmp") == []
-    loaded = read_index(str(tmp_path / "packs"), index.pack_id)
+    loaded = read_index(backend, index.pack_id)
     assert loaded.entries == index.entries and len(loaded.entries) == 2
     pack = (tmp_path / "packs" / (index.pack_id + ".pack")).read_bytes()
     offset, size = loaded.entries[b"\x01" * 32]
@@ -196,7 +198,7 @@ def test_gc_rewrites_a_pack_that_is_mostly_garbage(
     assert report.blobs_deleted == 48
     (new,) = (root / "packs").glob("*.idx")
     assert new != old
-    assert len(read_index(str(root / "packs"), new.stem).entries) == 12
+    assert len(read_index(LocalBackend(str(root)), new.stem).entries) == 12
     fresh = SnapStore(root)
     assert fresh.read("s", "few", "d0/f005.txt") == files["d0/f005.txt"]
     report_after = fresh.verify(deep=True)

@@ -22,9 +22,10 @@ from helpers.seam import CountingFileSystem
 from helpers.trees import copy_tree, remove_tree, write_tree
 
 from snapstore import SnapStore
-from snapstore.batch import PACK_MIN_BLOBS
-from snapstore.fsio import FileSystem
-from snapstore.packs import PackWriter
+from snapstore.fs.seam import FileSystem
+from snapstore.repo.batch import PACK_MIN_BLOBS
+from snapstore.repo.local import LocalBackend
+from snapstore.repo.packs import PackWriter
 
 __all__ = ["scratch"]
 
@@ -92,9 +93,7 @@ def _run_create_reusing_dead_pack(scenario_dir: Path, fs: FileSystem) -> object:
     import blake3
 
     root = scenario_dir / "root"
-    dead = PackWriter(
-        _DiesBeforeFlushingNames(fs), str(root / "tmp"), str(root / "packs"), durable=True
-    )
+    dead = PackWriter(LocalBackend(str(root), fs=_DiesBeforeFlushingNames(fs)))
     for data in list(FILES.values())[:5]:
         dead.add(blake3.blake3(data).digest(), data)
     dead.publish()

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from snapstore.errors import UnsafePathError
-from snapstore.paths import (
+from snapstore.format.paths import (
     check_relative_path,
     check_relative_path_fully,
     child_path,

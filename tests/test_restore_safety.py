@@ -252,7 +252,7 @@ def test_an_io_error_while_planning_is_a_restore_error(
 def test_a_future_timestamp_neither_survives_ttl_nor_wins_keep_last(
     store: SnapStore, project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import snapstore.snapshotting as snapshotting
+    import snapstore.worktree.create as snapshotting
 
     year_ns = 365 * 24 * 3600 * 10**9
 

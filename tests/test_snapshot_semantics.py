@@ -13,7 +13,7 @@ from support import read_tree, write_tree
 
 from snapstore import SnapStore
 from snapstore.errors import InvalidValueError, MissingPathError, SnapshotExistsError
-from snapstore.excludes import Matcher, rebase
+from snapstore.worktree.excludes import Matcher, rebase
 
 
 @pytest.fixture

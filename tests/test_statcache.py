@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from support import read_tree, write_tree
 
-from snapstore import SnapStore, ingest, statcache
+from snapstore import SnapStore
+from snapstore.worktree import ingest, statcache
 
 
 @pytest.fixture

@@ -29,7 +29,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from snapstore import SnapStore
 from snapstore.errors import SnapshotNotFound, SnapstoreError
-from snapstore.fsio import FileSystem
+from snapstore.fs.seam import FileSystem
 
 SESSIONS_LIST = ["alpha", "beta", "a/b", "A", "ünï"]
 SESSIONS = st.sampled_from(SESSIONS_LIST)

@@ -22,9 +22,9 @@ from snapstore import (
     SnapStore,
     UnsafePathError,
 )
-from snapstore.catalog import CorruptManifestWarning
-from snapstore.manifest import EntryRow
-from snapstore.scan import Scanner, UnreadablePathError
+from snapstore.format.manifest import EntryRow
+from snapstore.repo.catalog import CorruptManifestWarning
+from snapstore.worktree.scan import Scanner, UnreadablePathError
 
 
 def test_create_records_files_dirs_symlinks_and_absent(store: SnapStore, project: Path) -> None:

@@ -12,8 +12,8 @@ import pytest
 from support import read_tree, write_tree
 
 from snapstore import SnapStore
-from snapstore.packs import PackWriter
-from snapstore.packset import PackSet
+from snapstore.repo.packs import PackWriter
+from snapstore.repo.packset import PackSet
 
 THREADS = 4
 ROUNDS = 12
@@ -96,7 +96,7 @@ def test_a_pack_registered_during_a_refresh_is_kept(
     registered: list[bytes] = []
 
     def publish_in_another_thread() -> None:
-        writer = PackWriter(store.fs, store.tmp_dir, packs.packs_dir, durable=False)
+        writer = PackWriter(store.backend)
         writer.add(blake3.blake3(b"x").digest(), b"x")
         packs.register(writer.publish())
         registered.append(blake3.blake3(b"x").digest())

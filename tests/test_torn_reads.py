@@ -12,8 +12,8 @@ import pytest
 from helpers.alarm import no_hang
 from support import write_tree
 
-import snapstore.ingest as ingest
-import snapstore.statcache as statcache
+import snapstore.worktree.ingest as ingest
+import snapstore.worktree.statcache as statcache
 from snapstore import SnapStore
 from snapstore.errors import UnreadablePathError
 

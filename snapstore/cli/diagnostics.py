@@ -31,7 +31,7 @@ class _StderrHandler(logging.Handler):
 
 
 class _LineFormatter(logging.Formatter):
-    """``warning: message``, or with ``detailed`` ``info snapstore.lock: message``."""
+    """``warning: message``, or with ``detailed`` ``info snapstore.repo.locks: message``."""
 
     def __init__(self, detailed: bool) -> None:
         super().__init__()

@@ -52,10 +52,10 @@ def _codes() -> tuple[tuple[tuple[type[BaseException], ...], ExitCode], ...]:
         LockTimeout,
         MissingBlobError,
         MissingPathError,
+        PathNotInSnapshotError,
         SnapshotExistsError,
         SnapshotNotFound,
     )
-    from snapstore.restore import PathNotInSnapshotError
 
     return (
         ((LockTimeout,), ExitCode.LOCKED),

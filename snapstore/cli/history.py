@@ -10,8 +10,8 @@ from snapstore.cli.completion import complete_session
 from snapstore.cli.context import Settings, pass_settings
 from snapstore.cli.maintenance import SessionNotFound
 from snapstore.cli.output import human_age, human_size, render_table
+from snapstore.errors import PathNotInSnapshotError
 from snapstore.models import PathVersion
-from snapstore.restore import PathNotInSnapshotError
 
 
 def version_row(version: PathVersion) -> list[str]:

@@ -50,12 +50,12 @@ def partial_deletes(store: SnapStore, session: str | None = None) -> Iterator[No
     The count compares the manifests on disk before and after, so a snapshot another process
     deleted meanwhile is counted too; the message says "gone", not "deleted by this run".
     """
-    before = set(store.catalog.manifest_paths(session))
+    before = set(store.catalog.names(session))
     try:
         yield
     except (SnapstoreError, OSError) as error:
         try:
-            gone = len(before - set(store.catalog.manifest_paths(session)))
+            gone = len(before - set(store.catalog.names(session)))
         except OSError:
             raise error from None
         if not gone:

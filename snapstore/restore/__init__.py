@@ -2,20 +2,15 @@
 
 ``plan`` decides what changes (reading the target, writing nothing), ``apply`` carries a plan
 out through directory descriptors, ``writes`` publishes restored files in flushed batches,
-``journal`` records a restore in progress, and ``job`` runs a whole restore: the target lock,
-the undo backup, the journal, the rollback, and the recovery of a restore that was killed.
+``journal`` records a restore in progress, ``job`` runs a whole restore (the target lock, the
+undo backup, the journal, the rollback), and ``recovery`` finishes or rolls back a restore
+that was killed.
 """
 
+from snapstore.errors import PathNotInSnapshotError
+from snapstore.format.paths import select_entries
 from snapstore.restore.apply import apply_plan, remove_tree
-from snapstore.restore.plan import (
-    Action,
-    Keep,
-    PathNotInSnapshotError,
-    Plan,
-    complete_dirs,
-    make_plan,
-    select_entries,
-)
+from snapstore.restore.plan import Action, Keep, Plan, complete_dirs, make_plan
 
 __all__ = [
     "Action",

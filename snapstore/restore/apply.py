@@ -16,11 +16,11 @@ import stat
 from collections import OrderedDict
 from collections.abc import Callable
 
-from snapstore.blobs import BlobStore
-from snapstore.durable import discard, ensure_dir, temp_name
 from snapstore.errors import UnsafePathError
-from snapstore.fsio import FileSystem
-from snapstore.layout import MARKER_FILE, is_store_root
+from snapstore.fs.durable import discard, ensure_dir, temp_name
+from snapstore.fs.seam import FileSystem
+from snapstore.repo.layout import MARKER_FILE, is_store_root
+from snapstore.repo.loose import BlobSource
 from snapstore.restore.plan import Plan, wanted_mode
 from snapstore.restore.writes import StagedFiles
 
@@ -187,7 +187,7 @@ def _set_mode(fs: FileSystem, parent_fd: int, name: str, mode: int, durable: boo
 
 def apply_plan(
     plan: Plan,
-    blobs: BlobStore,
+    blobs: BlobSource,
     fs: FileSystem,
     *,
     durable: bool,

@@ -1,7 +1,7 @@
 """The restore journal: what a restore in progress is doing, written before it changes a target.
 
-A restore that is killed part-way leaves its journal behind, ``journal/<target key>`` in the
-store root. Whoever next restores into that target, creates a snapshot of it, or opens the
+A restore that is killed part-way leaves its journal behind (the journal object named by
+its target's key). Whoever next restores into that target, creates a snapshot of it, or opens the
 store finds the journal (its restore's target lock is then free) and finishes or rolls back
 the interrupted restore. A journal is written atomically and durably, and removed durably
 only once its restore has finished, failed cleanly or been recovered.
@@ -10,18 +10,12 @@ only once its restore has finished, failed cleanly or been recovered.
 from __future__ import annotations
 
 import contextlib
-import os
 from dataclasses import dataclass
 
-import blake3
-import msgpack
-
-from snapstore.durable import ensure_dir, write_atomic
-from snapstore.fsio import FileSystem
-from snapstore.readfile import read_regular
+from snapstore.format.envelope import seal, unseal
+from snapstore.repo.backend import Backend, Handle, Kind
 
 MAGIC = b"SNAPJNL\x01"
-CHECKSUM_BYTES = 16
 MAX_JOURNAL_BYTES = 64 << 20
 KEY_HEX = 32
 
@@ -49,8 +43,9 @@ class Journal:
     started_ns: int
 
     def encode(self) -> bytes:
-        """The journal file's bytes: magic, checksum of the body, msgpack body."""
-        body = msgpack.packb(
+        """The journal object's bytes (the store's self-checking envelope)."""
+        return seal(
+            MAGIC,
             {
                 "target": self.target,
                 "session": self.session,
@@ -62,22 +57,15 @@ class Journal:
                 "keep_special_bits": self.keep_special_bits,
                 "started_ns": self.started_ns,
             },
-            use_bin_type=True,
         )
-        assert isinstance(body, bytes)
-        return MAGIC + blake3.blake3(body).digest(length=CHECKSUM_BYTES) + body
 
     @classmethod
     def decode(cls, data: bytes) -> Journal:
-        """Decode a journal file; CorruptJournalError if it is damaged."""
-        head = len(MAGIC) + CHECKSUM_BYTES
-        body = data[head:]
-        if data[: len(MAGIC)] != MAGIC:
-            raise CorruptJournalError("bad magic")
-        if blake3.blake3(body).digest(length=CHECKSUM_BYTES) != data[len(MAGIC) : head]:
-            raise CorruptJournalError("checksum mismatch")
+        """Decode a journal object; CorruptJournalError if it is damaged."""
+        fields = unseal(MAGIC, data)
+        if not isinstance(fields, dict):
+            raise CorruptJournalError("it is not an intact journal")
         try:
-            fields = msgpack.unpackb(body, raw=False)
             journal = cls(
                 target=fields["target"],
                 session=fields["session"],
@@ -101,31 +89,29 @@ class Journal:
 
 
 class JournalDir:
-    """The ``journal/`` directory of a store root."""
+    """The journals of one store."""
 
-    def __init__(self, root: str, tmp_dir: str, fs: FileSystem, *, durable: bool) -> None:
-        self.root = root
-        self.path = os.path.join(root, "journal")
-        self.tmp_dir = tmp_dir
-        self.fs = fs
-        self.durable = durable
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
 
     def exists(self, key: str) -> bool:
-        """True if a journal of ``key`` is on disk now."""
-        return os.path.lexists(os.path.join(self.path, key))
+        """True if a journal of ``key`` is there now."""
+        try:
+            self.backend.stat(Handle(Kind.JOURNAL, key))
+        except FileNotFoundError:
+            return False
+        except OSError:
+            return True
+        return True
 
     def pending(self) -> list[str]:
-        """The keys of the journals on disk now."""
-        try:
-            names = os.listdir(self.path)
-        except FileNotFoundError:
-            return []
-        return sorted(name for name in names if len(name) == KEY_HEX)
+        """The keys of the journals there now."""
+        return [name for name in self.backend.names(Kind.JOURNAL) if len(name) == KEY_HEX]
 
     def read(self, key: str) -> Journal | None:
         """The journal of ``key``, or None; CorruptJournalError if damaged."""
         try:
-            data, _ = read_regular(os.path.join(self.path, key), max_bytes=MAX_JOURNAL_BYTES)
+            data, _ = self.backend.read(Handle(Kind.JOURNAL, key), max_bytes=MAX_JOURNAL_BYTES)
         except FileNotFoundError:
             return None
         except OSError as error:
@@ -134,18 +120,9 @@ class JournalDir:
 
     def write(self, key: str, journal: Journal) -> None:
         """Durably record ``journal`` (replacing any journal of the same target)."""
-        ensure_dir(self.fs, self.path, stop_at=self.root, durable=self.durable)
-        write_atomic(
-            self.fs,
-            os.path.join(self.path, key),
-            journal.encode(),
-            tmp_dir=self.tmp_dir,
-            durable=self.durable,
-        )
+        self.backend.write(Handle(Kind.JOURNAL, key), journal.encode())
 
     def remove(self, key: str) -> None:
         """Durably remove the journal of ``key`` (the end of its restore)."""
         with contextlib.suppress(FileNotFoundError):
-            self.fs.unlink(os.path.join(self.path, key))
-            if self.durable:
-                self.fs.fsync_dir(self.path)
+            self.backend.delete(Handle(Kind.JOURNAL, key))

@@ -12,24 +12,22 @@ whole: only what else it holds is.
 from __future__ import annotations
 
 import os
-import posixpath
 import stat
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Literal, NamedTuple
 
-from snapstore.blobs import new_hasher
-from snapstore.errors import SnapstoreError, UnsafePathError
-from snapstore.layout import MARKER_FILE, is_store_root
-from snapstore.models import FileEntry
-from snapstore.paths import (
-    check_relative_path,
+from snapstore.errors import UnsafePathError
+from snapstore.format.paths import (
     find_collisions,
     nearest_listed_ancestor,
     parents,
     printable,
 )
+from snapstore.models import FileEntry
+from snapstore.repo.layout import MARKER_FILE, is_store_root
+from snapstore.repo.loose import new_hasher
 
 CurrentKind = Literal["file", "symlink", "dir", "other"]
 Operation = Literal["unchanged", "create", "replace", "chmod", "remove"]
@@ -40,13 +38,6 @@ _READY = "ready"
 _FRESH = "fresh"
 _KEPT = "kept"
 _Chain = str | tuple[str, CurrentKind]
-
-
-class PathNotInSnapshotError(SnapstoreError, KeyError):
-    """A path asked for is not recorded in the snapshot."""
-
-    def __str__(self) -> str:
-        return str(self.args[0]) if self.args else "path not in snapshot"
 
 
 class Action(NamedTuple):
@@ -161,25 +152,6 @@ def same_content(path: str, entry: FileEntry) -> bool:
     finally:
         os.close(fd)
     return hasher.digest() == entry.digest
-
-
-def select_entries(entries: Iterable[FileEntry], paths: Iterable[str] | None) -> list[FileEntry]:
-    """The entries a restore of ``paths`` (None: all) touches; each path must be recorded."""
-    all_entries = sorted(entries, key=attrgetter("path"))
-    if paths is None:
-        return all_entries
-    wanted = []
-    for raw in paths:
-        normalized = posixpath.normpath(str(raw).replace(os.sep, "/"))
-        wanted.append(check_relative_path(normalized))
-    selected = [
-        e for e in all_entries if any(e.path == w or e.path.startswith(w + "/") for w in wanted)
-    ]
-    recorded = {e.path for e in selected}
-    for path in wanted:
-        if not any(p == path or p.startswith(path + "/") for p in recorded):
-            raise PathNotInSnapshotError(f"path {path!r} is not in the snapshot")
-    return selected
 
 
 def complete_dirs(

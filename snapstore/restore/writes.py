@@ -15,10 +15,10 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from snapstore.blobs import BlobStore
-from snapstore.durable import discard, temp_name
-from snapstore.fsio import FileSystem, start_writeback
+from snapstore.fs.durable import discard, temp_name
+from snapstore.fs.seam import FileSystem, start_writeback
 from snapstore.models import FileEntry
+from snapstore.repo.loose import BlobSource
 
 if TYPE_CHECKING:
     from snapstore.restore.apply import DirHandles
@@ -41,7 +41,7 @@ class StagedFiles:
     through ``handles``; after any failure call ``discard``."""
 
     def __init__(
-        self, fs: FileSystem, blobs: BlobStore, handles: DirHandles, *, durable: bool
+        self, fs: FileSystem, blobs: BlobSource, handles: DirHandles, *, durable: bool
     ) -> None:
         self.fs = fs
         self.blobs = blobs

@@ -36,7 +36,7 @@ def test_verbose_shows_what_gc_deleted(cli: Cli, project: Path, where: str) -> N
     _garbage_pack(cli, project)
     result = cli.run("-v", "gc") if where == "before" else cli.run("gc", "-v")
     assert result.code == 0, result
-    assert "info snapstore.packgc: deleted pack " in result.stderr
+    assert "info snapstore.maintenance.packgc: deleted pack " in result.stderr
     assert "unreferenced" in result.stderr
     assert "debug " not in result.stderr
     assert result.stdout.startswith("freed ")
@@ -47,7 +47,7 @@ def test_debug_records_with_two_v_or_debug(cli: Cli, project: Path, flags: tuple
     cli.snapshot(project, "README.md")
     result = cli.run("delete", "s1", "n1", "-y", *flags)
     assert result.code == 0, result
-    assert "debug snapstore.catalog: removed manifest " in result.stderr
+    assert "debug snapstore.repo.catalog: removed manifest " in result.stderr
     quiet = cli.run("state", "set", "etl", "cursor", "1")
     assert quiet.code == 0 and quiet.stderr == ""
 
@@ -55,7 +55,7 @@ def test_debug_records_with_two_v_or_debug(cli: Cli, project: Path, flags: tuple
 def test_verbose_reports_a_new_store(cli: Cli, project: Path) -> None:
     result = cli.run("create", "s1", "--name", "n1", "README.md", "--base", str(project), "-v")
     assert result.code == 0, result
-    assert f"info snapstore.layout: created a new store at {cli.root}" in result.stderr
+    assert f"info snapstore.repo.layout: created a new store at {cli.root}" in result.stderr
 
 
 def test_debug_shows_waiting_for_a_lock(cli: Cli, project: Path) -> None:
@@ -84,5 +84,5 @@ def test_debug_shows_waiting_for_a_lock(cli: Cli, project: Path) -> None:
     assert process.returncode == 0, stderr
     assert stdout.decode().strip() == "deleted s1/n1"
     text = stderr.decode()
-    assert "debug snapstore.lock: waiting for lock 'namespace' (exclusive)" in text
-    assert "debug snapstore.lock: took lock 'namespace' (exclusive) after " in text
+    assert "debug snapstore.repo.locks: waiting for lock 'namespace' (exclusive)" in text
+    assert "debug snapstore.repo.locks: took lock 'namespace' (exclusive) after " in text

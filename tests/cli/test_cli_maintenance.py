@@ -213,7 +213,7 @@ def test_gc_that_cannot_take_the_lock_says_so_and_exits_locked(cli: Cli, project
 
 FAIL_SECOND_UNLINK = """
 import sys
-from snapstore.fsio import FileSystem
+from snapstore.fs.seam import FileSystem
 from snapstore.cli import main
 
 calls = []

@@ -17,8 +17,8 @@ from helpers.consistency import Expectation, fingerprints
 from helpers.seam import FastFileSystem
 from helpers.trees import Spec, copy_tree, read_tree, remove_tree, write_tree
 from snapstore import SnapStore
-from snapstore.durable import TEMP_PREFIX
-from snapstore.fsio import FileSystem
+from snapstore.fs.durable import TEMP_PREFIX
+from snapstore.fs.seam import FileSystem
 
 SESSION = "s1"
 TREE_V1: Spec = {

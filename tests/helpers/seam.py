@@ -1,6 +1,6 @@
 """Wrappers around snapstore's I/O seam that count, fail, kill at, or record filesystem calls.
 
-Every mutating call snapstore makes goes through a :class:`snapstore.fsio.FileSystem`;
+Every mutating call snapstore makes goes through a :class:`snapstore.fs.seam.FileSystem`;
 subclassing it lets a test act just before the Nth such call (``close`` is not counted: it
 changes nothing on disk).
 """
@@ -14,7 +14,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
-from snapstore.fsio import OPERATIONS, FileSystem
+from snapstore.fs.seam import OPERATIONS, FileSystem
 
 KILLED_EXIT = 77
 """Exit status of a child killed by :class:`KillingFileSystem`."""

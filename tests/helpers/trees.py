@@ -8,7 +8,7 @@ import stat
 from collections.abc import Mapping
 from pathlib import Path
 
-from snapstore.durable import TEMP_PREFIX
+from snapstore.fs.durable import TEMP_PREFIX
 
 Node = tuple[object, ...]
 Tree = dict[str, Node]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 
-from snapstore.fsio import FileSystem
+from snapstore.fs.seam import FileSystem
 
 TEMP_PREFIX = ".snapstore-tmp-"
 

@@ -2,29 +2,26 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
 from collections.abc import Iterator
 
-from snapstore.catalog import Catalog
-from snapstore.durable import TEMP_PREFIX
 from snapstore.errors import CorruptBlobError, CorruptManifestError, MissingBlobError
-from snapstore.fsio import FileSystem
-from snapstore.manifest import Manifest
-from snapstore.storage import BlobStorage
+from snapstore.format.manifest import Manifest
+from snapstore.repo.backend import Backend
+from snapstore.repo.blobs import Blobs
+from snapstore.repo.catalog import Catalog
 
 logger = logging.getLogger(__name__)
 
 
 def committed_manifests(catalog: Catalog) -> Iterator[Manifest | CorruptManifestError]:
     """Every manifest on disk now, fully decoded, or the error for one that is corrupt."""
-    for item in catalog.scan():
+    for item in catalog.manifests():
         if isinstance(item, CorruptManifestError):
             yield item
             continue
         try:
-            yield catalog.read_path(item.path)
+            yield catalog.read_named(item.name)
         except FileNotFoundError:
             continue
         except CorruptManifestError as error:
@@ -44,25 +41,18 @@ def referenced_digests(catalog: Catalog) -> tuple[set[bytes], list[str]]:
     return referenced, corrupt
 
 
-def temp_files(tmp_dir: str) -> list[str]:
-    """Everything in ``tmp/``: garbage whenever no writer holds the gc lock."""
-    return [os.path.join(tmp_dir, entry) for entry in os.listdir(tmp_dir)]
-
-
-def clean_temp(fs: FileSystem, tmp_dir: str, dry_run: bool) -> int:
-    """Remove stale staging files (gc holds the gc lock exclusively, so none is in use)."""
-    removed = 0
-    for path in temp_files(tmp_dir):
-        if os.path.basename(path).startswith(TEMP_PREFIX):
-            if not dry_run:
-                with contextlib.suppress(FileNotFoundError):
-                    fs.unlink(path)
-                logger.info("removed stale temp file %s", path)
-            removed += 1
+def clean_temp(backend: Backend, dry_run: bool) -> int:
+    """Remove the half-written objects of writers that died (gc holds the gc lock exclusively,
+    so no writer is running); how many there were."""
+    if dry_run:
+        return len(backend.stale_temps())
+    removed = backend.remove_stale_temps()
+    if removed:
+        logger.info("removed %d stale temp files", removed)
     return removed
 
 
-def check_blob(blobs: BlobStorage, digest: bytes, size: int, *, deep: bool) -> str | None:
+def check_blob(blobs: Blobs, digest: bytes, size: int, *, deep: bool) -> str | None:
     """A problem with one referenced blob (missing, wrong size, or with ``deep`` corrupt)."""
     try:
         if not blobs.has(digest, size):

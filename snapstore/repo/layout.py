@@ -7,10 +7,10 @@ import errno
 import logging
 import os
 
-from snapstore.durable import ensure_dir, write_atomic
 from snapstore.errors import FormatError, ReadOnlyStoreError
-from snapstore.fsio import FileSystem
-from snapstore.readfile import open_regular
+from snapstore.fs.durable import ensure_dir, write_atomic
+from snapstore.fs.reading import open_regular
+from snapstore.fs.seam import FileSystem
 
 FORMAT_MAJOR = 1
 FORMAT_TEXT = f"snapstore format {FORMAT_MAJOR}\n"

@@ -11,13 +11,14 @@ import math
 import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
 import blake3
 import msgpack
 
 from snapstore.errors import CorruptManifestError, InvalidValueError, UnsafePathError
+from snapstore.format.paths import all_plain_paths, check_relative_path, nearest_listed_ancestor
 from snapstore.models import (
     ENTRY_KINDS,
     EntryKind,
@@ -26,7 +27,6 @@ from snapstore.models import (
     SnapshotInfo,
     SnapshotKind,
 )
-from snapstore.paths import all_plain_paths, check_relative_path, nearest_listed_ancestor
 
 MAGIC = b"SNAPMAN\x01"
 FORMAT_VERSION = 1
@@ -415,6 +415,17 @@ def decode(data: bytes) -> Manifest:
         _require(info.file_count == 0 and info.total_bytes == 0, "state manifest lists files")
         return Manifest(info, (), body["value"])
     return Manifest(info, _decode_entries(body, info))
+
+
+def ttl_seconds(ttl: float | int | timedelta | None) -> float | None:
+    """A TTL given as seconds or a timedelta, as seconds."""
+    if ttl is None:
+        return None
+    if isinstance(ttl, timedelta):
+        return ttl.total_seconds()
+    if isinstance(ttl, bool) or not isinstance(ttl, int | float):
+        raise InvalidValueError(f"ttl must be seconds or a timedelta, not {type(ttl).__name__}")
+    return float(ttl)
 
 
 def expiry_ns(created_ns: int, ttl_seconds: float | None) -> int | None:

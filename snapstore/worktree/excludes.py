@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from snapstore.errors import InvalidValueError
-from snapstore.readfile import read_regular
+from snapstore.fs.reading import read_regular
 
 if TYPE_CHECKING:
     import pathspec

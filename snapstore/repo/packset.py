@@ -1,33 +1,21 @@
-"""The ``packs/`` directory as this process sees it: which digests each pack holds, and reads.
+"""The packs of a store as this process sees them: which digests each pack holds, and reads.
 
-Indexes are loaded lazily and kept in memory (packs are immutable); ``refresh`` re-lists the
-directory, so a caller that refreshes right after taking the gc lock sees every pack another
+Indexes are loaded lazily and kept in memory (packs are immutable); ``refresh`` lists them
+again, so a caller that refreshes right after taking the gc lock sees every pack another
 process published and none that gc deleted (gc deletes only under the exclusive gc lock).
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
-from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 from snapstore.errors import CorruptPackError, MissingBlobError
-from snapstore.fsio import FileSystem
-from snapstore.packs import (
-    INDEX_SUFFIX,
-    PACK_SUFFIX,
-    PackIndex,
-    PackSizeError,
-    forget_indexes,
-    is_pack_id,
-    read_index,
-    remember_index,
-)
-
-MAX_OPEN_PACKS = 16
+from snapstore.format.packfile import PackIndex, is_pack_id
+from snapstore.repo.backend import Backend, Handle, Kind
+from snapstore.repo.packs import PackSizeError, forget_indexes, read_index
 
 
 @dataclass(frozen=True)
@@ -42,33 +30,19 @@ class Location:
 class PackSet:
     """The packs of one store root."""
 
-    def __init__(self, packs_dir: str, fs: FileSystem, *, durable: bool) -> None:
-        self.packs_dir = packs_dir
-        self.fs = fs
-        self.durable = durable
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
         self._lock = threading.Lock()
         self._indexes: dict[str, PackIndex] = {}
         self._where: dict[bytes, PackIndex] = {}
         self._broken: dict[str, str] = {}
         self._damaged: dict[bytes, str] = {}
-        self._fds: OrderedDict[str, int] = OrderedDict()
         self._loaded = False
 
     def _listed(self) -> tuple[set[str], set[str]]:
-        """(ids with an index, ids with a pack file) in ``packs/`` now."""
-        indexed: set[str] = set()
-        packed: set[str] = set()
-        try:
-            names = os.listdir(self.packs_dir)
-        except FileNotFoundError:
-            return indexed, packed
-        for name in names:
-            stem, suffix = os.path.splitext(name)
-            if is_pack_id(stem):
-                if suffix == INDEX_SUFFIX:
-                    indexed.add(stem)
-                elif suffix == PACK_SUFFIX:
-                    packed.add(stem)
+        """(ids with an index, ids with a pack) now."""
+        indexed = {name for name in self.backend.names(Kind.INDEX) if is_pack_id(name)}
+        packed = {name for name in self.backend.names(Kind.PACK) if is_pack_id(name)}
         return indexed, packed
 
     def refresh(self) -> None:
@@ -78,17 +52,16 @@ class PackSet:
         then either in the listing or registered after it, never dropped by it."""
         with self._lock:
             indexed, packed = self._listed()
-            forget_indexes(self.packs_dir, indexed)
+            forget_indexes(self.backend, indexed)
             for gone in set(self._indexes) - indexed:
                 del self._indexes[gone]
-                self._close_fd(gone)
             self._broken = {}
             self._damaged = {}
             for pack_id in sorted(indexed):
                 if pack_id in self._indexes:
                     continue
                 try:
-                    self._indexes[pack_id] = read_index(self.packs_dir, pack_id)
+                    self._indexes[pack_id] = read_index(self.backend, pack_id)
                 except FileNotFoundError:
                     continue
                 except PackSizeError as error:
@@ -98,9 +71,7 @@ class PackSet:
                     self._broken[pack_id] = str(error)
             for pack_id in indexed & (set(self._indexes) - packed):
                 del self._indexes[pack_id]
-                self._broken[pack_id] = (
-                    f"pack {pack_id}{PACK_SUFFIX} is missing (its index is there)"
-                )
+                self._broken[pack_id] = f"pack {pack_id} is missing (its index is there)"
             self._rebuild()
             self._loaded = True
 
@@ -111,8 +82,7 @@ class PackSet:
         self._where = where
 
     def register(self, index: PackIndex) -> None:
-        """Count on a pack this process just published (no need to re-list the directory)."""
-        remember_index(self.packs_dir, index)
+        """Count on a pack this process just published (no need to list the packs again)."""
         with self._lock:
             self._indexes[index.pack_id] = index
             self._where.update(dict.fromkeys(index.entries, index))
@@ -164,82 +134,66 @@ class PackSet:
         yield from list(self._where)
 
     def pack_path(self, pack_id: str) -> str:
-        """Where a pack file lives."""
-        return os.path.join(self.packs_dir, pack_id + PACK_SUFFIX)
+        """Where a pack lives, for people."""
+        return self.backend.describe(Handle(Kind.PACK, pack_id))
 
     def orphans(self) -> list[str]:
-        """Pack files with no index (a writer died between the two renames): garbage."""
+        """Packs with no index (a writer died between publishing the two): garbage."""
         indexed, packed = self._listed()
-        return [os.path.join(self.packs_dir, p + PACK_SUFFIX) for p in sorted(packed - indexed)]
-
-    def _fd(self, pack_id: str) -> int:
-        fd = self._fds.get(pack_id)
-        if fd is not None:
-            self._fds.move_to_end(pack_id)
-            return fd
-        path = os.path.join(self.packs_dir, pack_id + PACK_SUFFIX)
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-        self._fds[pack_id] = fd
-        while len(self._fds) > MAX_OPEN_PACKS:
-            _, oldest = self._fds.popitem(last=False)
-            os.close(oldest)
-        return fd
-
-    def _close_fd(self, pack_id: str) -> None:
-        fd = self._fds.pop(pack_id, None)
-        if fd is not None:
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        return sorted(packed - indexed)
 
     def read_unverified(self, location: Location) -> bytes:
         """The bytes at ``location``; CorruptPackError if the pack is shorter than its index
-        says, MissingBlobError if the pack file is gone."""
-        with self._lock:
-            try:
-                fd = self._fd(location.pack_id)
-            except FileNotFoundError:
-                raise MissingBlobError(
-                    f"pack {location.pack_id}{PACK_SUFFIX} is missing from the store"
-                ) from None
-            data = os.pread(fd, location.size, location.offset)
+        says, MissingBlobError if the pack is gone."""
+        try:
+            data = self.backend.read_range(
+                Handle(Kind.PACK, location.pack_id), location.offset, location.size
+            )
+        except FileNotFoundError:
+            raise MissingBlobError(f"pack {location.pack_id} is missing from the store") from None
         if len(data) != location.size:
-            raise CorruptPackError(f"pack {location.pack_id}{PACK_SUFFIX} is truncated")
+            raise CorruptPackError(f"pack {location.pack_id} is truncated")
         return data
 
     def check_sizes(self) -> list[str]:
-        """Packs whose file is not the size their index records (truncated or overwritten)."""
+        """Packs that are not the size their index records (truncated or overwritten)."""
         problems = []
         for index in self.indexes():
-            path = os.path.join(self.packs_dir, index.pack_id + PACK_SUFFIX)
             try:
-                size = os.stat(path).st_size
+                size = self.backend.stat(Handle(Kind.PACK, index.pack_id)).size
             except FileNotFoundError:
-                problems.append(f"pack {index.pack_id}{PACK_SUFFIX} is missing")
+                problems.append(f"pack {index.pack_id} is missing")
                 continue
             if size != index.pack_size:
                 problems.append(
-                    f"pack {index.pack_id}{PACK_SUFFIX} is {size} bytes; its index says "
-                    f"{index.pack_size}"
+                    f"pack {index.pack_id} is {size} bytes; its index says {index.pack_size}"
                 )
         return problems
 
     def delete(self, pack_id: str) -> None:
-        """Remove a pack: its index first (so no index ever names a missing pack), then the
-        pack file. Called under the exclusive gc lock only."""
+        """Remove a pack: its index first, durably (so no index ever names a missing pack),
+        then the pack. Called under the exclusive gc lock only."""
         with self._lock:
-            self._close_fd(pack_id)
             self._indexes.pop(pack_id, None)
             self._rebuild()
-        index_path = os.path.join(self.packs_dir, pack_id + INDEX_SUFFIX)
         with contextlib.suppress(FileNotFoundError):
-            self.fs.unlink(index_path)
-        if self.durable:
-            self.fs.fsync_dir(self.packs_dir)
+            self.backend.delete(Handle(Kind.INDEX, pack_id))
         with contextlib.suppress(FileNotFoundError):
-            self.fs.unlink(os.path.join(self.packs_dir, pack_id + PACK_SUFFIX))
+            self.backend.delete(Handle(Kind.PACK, pack_id), durable=False)
 
-    def close(self) -> None:
-        """Close every cached pack descriptor (a later read opens what it needs again)."""
-        with self._lock:
-            for pack_id in list(self._fds):
-                self._close_fd(pack_id)
+    def size_of(self, pack_id: str) -> int:
+        """A pack's size (0 if it is gone)."""
+        try:
+            return self.backend.stat(Handle(Kind.PACK, pack_id)).size
+        except FileNotFoundError:
+            return 0
+
+    def delete_orphan(self, pack_id: str) -> int:
+        """Remove a pack that no index names; returns its size."""
+        handle = Handle(Kind.PACK, pack_id)
+        try:
+            size = self.backend.stat(handle).size
+            self.backend.delete(handle, durable=False)
+        except FileNotFoundError:
+            return 0
+        return size

@@ -5,15 +5,15 @@ Like git's unpack limit, a pack is only written once ``PACK_MIN_BLOBS`` new smal
 ``PACK_MIN_BYTES`` of them) have arrived; until then they wait in memory, and ``finish``
 stores a short tail as loose blobs. A pack is one sequential write and one fsync however many
 blobs it holds, so blobs up to ``PACKED_MAX_BYTES`` go into packs; only larger ones stream
-into loose files of their own.
+into loose blobs of their own.
 """
 
 from __future__ import annotations
 
-import os
-
-from snapstore.packs import PackIndex, PackWriter
-from snapstore.storage import BlobStorage
+from snapstore.format.packfile import PackIndex
+from snapstore.repo.backend import Handle, Kind
+from snapstore.repo.blobs import Blobs
+from snapstore.repo.packs import PackWriter
 
 PACK_MIN_BLOBS = 32
 PACK_MIN_BYTES = 8 << 20
@@ -31,14 +31,14 @@ class BlobBatch:
     """Collects one writer's new blobs; ``finish`` makes them (and every existing blob the
     writer counts on) durable. Use under the shared gc lock, from one thread."""
 
-    def __init__(self, storage: BlobStorage) -> None:
+    def __init__(self, storage: Blobs) -> None:
         self.storage = storage
         self.published: list[PackIndex] = []
         self._pending: list[tuple[bytes, bytes]] = []
         self._pending_bytes = 0
         self._added: set[bytes] = set()
         self._writer: PackWriter | None = None
-        self._flush_packs_dir = False
+        self._counts_on_packs = False
         self._shards: dict[str, frozenset[str]] = {}
         self._packed = storage.packs.by_digest()
 
@@ -51,7 +51,9 @@ class BlobBatch:
             return True
         index = self._packed.get(digest)
         if index is not None and index.entries[digest][1] == size:
-            self._flush_packs_dir = True
+            if not self._counts_on_packs:
+                self._counts_on_packs = True
+                self.storage.backend.note_existing(Handle(Kind.PACK, index.pack_id))
             return True
         if self._maybe_loose(digest) and self.storage.loose.has(digest, expected_size=size):
             self.storage.loose.reuse(digest)
@@ -59,19 +61,15 @@ class BlobBatch:
         return False
 
     def _maybe_loose(self, digest: bytes) -> bool:
-        """Whether a loose file may hold the blob: one listing per shard directory per batch
+        """Whether a loose blob may hold it: one listing per two-digit prefix per batch
         instead of a stat per blob (a blob another writer adds meanwhile is merely stored
         twice)."""
         hex_digest = digest.hex()
         names = self._shards.get(hex_digest[:2])
         if names is None:
-            shard = os.path.join(self.storage.blobs_dir, hex_digest[:2])
-            try:
-                names = frozenset(os.listdir(shard))
-            except (FileNotFoundError, NotADirectoryError):
-                names = frozenset()
+            names = frozenset(self.storage.backend.names(Kind.BLOB, hex_digest[:2]))
             self._shards[hex_digest[:2]] = names
-        return hex_digest[2:] in names
+        return hex_digest in names
 
     def add(self, digest: bytes, data: bytes) -> None:
         """Store a small blob already hashed to ``digest`` (unless it is stored already)."""
@@ -94,16 +92,12 @@ class BlobBatch:
             self._publish()
 
     def _new_pack(self) -> PackWriter:
-        storage = self.storage
-        return PackWriter(
-            storage.fs, storage.tmp_dir, storage.packs.packs_dir, durable=storage.durable
-        )
+        return PackWriter(self.storage.backend)
 
     def _publish(self) -> None:
         assert self._writer is not None
         writer, self._writer = self._writer, None
         index = writer.publish()
-        self._flush_packs_dir = False
         self.storage.packs.register(index)
         self.published.append(index)
 
@@ -118,8 +112,6 @@ class BlobBatch:
             assert stored == digest
             self._pending.pop(0)
         self._pending_bytes = 0
-        if self._flush_packs_dir and self.storage.durable:
-            self.storage.fs.fsync_dir(self.storage.packs.packs_dir)
         self.storage.sync()
 
     def abort(self) -> None:

@@ -1,41 +1,34 @@
-"""Where blob bytes live, behind one interface: loose files under ``blobs/`` or ranges of packs
-under ``packs/``. Manifests name digests only, so which of the two holds a blob is invisible
-to them; readers look in the packs (an in-memory lookup) first, then for a loose file."""
+"""Where blob bytes live, behind one interface: loose blobs or ranges of packs. Manifests name
+digests only, so which of the two holds a blob is invisible to them; readers look in the packs
+(an in-memory lookup) first, then for a loose blob."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Iterator
 
-from snapstore.blobs import CHUNK_BYTES, BlobWriter, LooseBlobStore, new_hasher
 from snapstore.errors import CorruptBlobError, CorruptPackError, MissingBlobError
-from snapstore.fsio import FileSystem
-from snapstore.manifest import EntryRow
-from snapstore.packset import Location, PackSet
+from snapstore.format.manifest import EntryRow
+from snapstore.repo.backend import Backend
+from snapstore.repo.loose import CHUNK_BYTES, BlobWriter, LooseBlobs, new_hasher
+from snapstore.repo.packset import Location, PackSet
 
 WHOLE_READ_BYTES = 64 << 20
 
 
-class BlobStorage:
+class Blobs:
     """The store's blobs: loose and packed, found by digest in either."""
 
-    def __init__(self, root: str, tmp_dir: str, fs: FileSystem, *, durable: bool) -> None:
-        self.loose = LooseBlobStore(os.path.join(root, "blobs"), tmp_dir, fs, durable=durable)
-        self.packs = PackSet(os.path.join(root, "packs"), fs, durable=durable)
-        self.tmp_dir = tmp_dir
-        self.fs = fs
-        self.durable = durable
-
-    @property
-    def blobs_dir(self) -> str:
-        return self.loose.blobs_dir
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+        self.loose = LooseBlobs(backend)
+        self.packs = PackSet(backend)
 
     def refresh(self) -> None:
-        """See the packs on disk now; call right after taking the gc lock."""
+        """See the packs stored now; call right after taking the gc lock."""
         self.packs.refresh()
 
     def path(self, digest: bytes) -> str:
-        """Where the blob's loose file would live."""
+        """Where the blob's loose copy would live, for people."""
         return self.loose.path(digest)
 
     def has(self, digest: bytes, expected_size: int | None = None) -> bool:
@@ -145,5 +138,5 @@ class BlobStorage:
                 yield digest
 
     def sync(self) -> None:
-        """Flush the directories loose blobs were published into since the last sync."""
-        self.loose.sync()
+        """Make the names of blobs published (or counted on) by this thread durable."""
+        self.backend.flush()

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import posixpath
 import re
 import unicodedata
 from collections.abc import Container, Iterable, Sequence
+from operator import attrgetter
 
-from snapstore.errors import UnsafePathError
+from snapstore.errors import PathNotInSnapshotError, UnsafePathError
+from snapstore.models import FileEntry
 
 MAX_PATH_BYTES = 4096
 MAX_COMPONENT_BYTES = 255
@@ -174,3 +178,22 @@ def find_collisions(paths: Iterable[str]) -> list[tuple[str, str]]:
         if other != path:
             collisions.append((other, path))
     return collisions
+
+
+def select_entries(entries: Iterable[FileEntry], paths: Iterable[str] | None) -> list[FileEntry]:
+    """The entries a restore of ``paths`` (None: all) touches; each path must be recorded."""
+    all_entries = sorted(entries, key=attrgetter("path"))
+    if paths is None:
+        return all_entries
+    wanted = []
+    for raw in paths:
+        normalized = posixpath.normpath(str(raw).replace(os.sep, "/"))
+        wanted.append(check_relative_path(normalized))
+    selected = [
+        e for e in all_entries if any(e.path == w or e.path.startswith(w + "/") for w in wanted)
+    ]
+    recorded = {e.path for e in selected}
+    for path in wanted:
+        if not any(p == path or p.startswith(path + "/") for p in recorded):
+            raise PathNotInSnapshotError(f"path {path!r} is not in the snapshot")
+    return selected

@@ -26,7 +26,8 @@ from collections.abc import Iterator
 from typing import IO
 
 from snapstore.errors import LockTimeout, ReadOnlyStoreError
-from snapstore.fsio import LOCAL, FileSystem
+from snapstore.fs.seam import LOCAL, FileSystem
+from snapstore.repo.backend import Backend, Lock
 
 try:
     import fcntl
@@ -242,40 +243,36 @@ class FileLock:
 
 
 @contextlib.contextmanager
-def shared_behind(lock: FileLock, intent: FileLock) -> Iterator[None]:
+def shared_behind(lock: Lock, intent: Lock) -> Iterator[None]:
     """Hold ``lock`` shared, but first wait while someone holds ``intent`` exclusively: a
     process that announced it wants ``lock`` exclusively (gc) then gets it once the current
     holders finish, instead of waiting for a moment when overlapping holders leave it free.
     If the intent is held longer than the timeout, the lock is taken anyway."""
-    try:
-        with intent.shared():
-            handle = lock._acquire(False, None)
-    except LockTimeout as error:
-        if error.lock_name != intent.name:
-            raise
-        logger.debug(
-            "lock %r still announced after %g s; taking %r anyway",
-            intent.name,
-            intent.timeout,
-            lock.name,
-        )
-        handle = lock._acquire(False, None)
-    try:
+    with contextlib.ExitStack() as held:
+        try:
+            with intent.shared():
+                held.enter_context(lock.shared())
+        except LockTimeout as error:
+            if error.lock_name != intent.name:
+                raise
+            logger.debug(
+                "lock %r still announced after %g s; taking %r anyway",
+                intent.name,
+                intent.timeout,
+                lock.name,
+            )
+            held.enter_context(lock.shared())
         yield
-    finally:
-        handle.release()
 
 
 @contextlib.contextmanager
-def exclusive_with_intent(lock: FileLock, intent: FileLock) -> Iterator[None]:
+def exclusive_with_intent(lock: Lock, intent: Lock) -> Iterator[None]:
     """Hold ``lock`` exclusively, announcing it through ``intent`` while waiting for it (see
     :func:`shared_behind`)."""
-    with intent.exclusive():
-        handle = lock._acquire(True, None)
-    try:
+    with contextlib.ExitStack() as held:
+        with intent.exclusive():
+            held.enter_context(lock.exclusive())
         yield
-    finally:
-        handle.release()
 
 
 class TargetLocks:
@@ -283,23 +280,18 @@ class TargetLocks:
     target exclusively (and every ancestor shared); a create holds its base directory and
     every ancestor shared. So a create of a directory waits for a restore into it or into any
     directory that contains it, and restores into one target (or into a target and a
-    directory inside it) run one at a time. Lock files live in ``locks/targets/``."""
+    directory inside it) run one at a time. They are the backend's locks ``targets/<key>``."""
 
-    def __init__(self, locks_dir: str, timeout: float, fs: FileSystem) -> None:
-        self.dir = os.path.join(locks_dir, "targets")
-        self.timeout = timeout
-        self.fs = fs
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
 
-    def lock(self, real_dir: str) -> FileLock:
+    def lock(self, real_dir: str) -> Lock:
         """The lock of one directory (given by its real path)."""
         return self.lock_of_key(target_key(real_dir), f"target {real_dir}")
 
-    def lock_of_key(self, key: str, name: str = "target") -> FileLock:
+    def lock_of_key(self, key: str, label: str = "target") -> Lock:
         """The lock of the directory whose ``target_key`` is ``key``."""
-        if not os.path.isdir(self.dir):
-            with contextlib.suppress(FileExistsError):
-                self.fs.mkdir(self.dir, 0o755)
-        return FileLock(os.path.join(self.dir, key), name, self.timeout, fs=self.fs)
+        return self.backend.lock(f"targets/{key}", label)
 
     @contextlib.contextmanager
     def _hold(self, real_dir: str, exclusive: bool) -> Iterator[None]:

@@ -1,11 +1,41 @@
-"""Decide which snapshots a sweep deletes, from the headers read off the disk under the lock."""
+"""Sweep: delete expired snapshots, deciding from the manifests in the store under the lock,
+never from one process's memory (a long-lived process never deletes a snapshot made after it
+started)."""
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
 
-from snapstore.catalog import ManifestFile
+from snapstore.errors import InvalidValueError
+from snapstore.models import SweepReport
+from snapstore.repo.catalog import ManifestFile
+from snapstore.repo.repository import Repository
+
+
+def sweep(
+    repo: Repository,
+    *,
+    ttl: float | None,
+    keep_last: int | None,
+    now_ns: int,
+    dry_run: bool,
+) -> SweepReport:
+    """Delete (or, with ``dry_run``, list) what ``choose_victims`` picks, under the namespace
+    lock; report future-stamped snapshots too."""
+    if ttl is not None and ttl < 0:
+        raise InvalidValueError(f"ttl must not be negative, got {ttl}")
+    if keep_last is not None and (isinstance(keep_last, bool) or keep_last < 0):
+        raise InvalidValueError(f"keep_last must be a non-negative int, got {keep_last!r}")
+    report = SweepReport()
+    with repo.namespace_lock.exclusive():
+        found = repo.catalog.headers()
+        report.future_stamped = future_stamped(found)
+        for victim in choose_victims(found, ttl=ttl, keep_last=keep_last, now_ns=now_ns):
+            if not dry_run:
+                repo.catalog.remove(victim.name)
+            report.deleted.append((victim.header.info.session, victim.header.info.name))
+    return report
 
 
 def future_stamped(found: Iterable[ManifestFile]) -> list[tuple[str, str]]:

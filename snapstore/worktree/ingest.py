@@ -20,13 +20,13 @@ from operator import itemgetter
 
 import blake3
 
-from snapstore.batch import BlobBatch, is_small
-from snapstore.blobs import CHUNK_BYTES, new_hasher
 from snapstore.errors import SourceChangedError, UnreadablePathError
-from snapstore.manifest import EntryRow
+from snapstore.format.manifest import EntryRow
 from snapstore.models import SkippedPath
-from snapstore.scan import ScanResult, sorted_rows
-from snapstore.statcache import StatCache
+from snapstore.repo.batch import BlobBatch, is_small
+from snapstore.repo.loose import CHUNK_BYTES, new_hasher
+from snapstore.worktree.scan import ScanResult, sorted_rows
+from snapstore.worktree.statcache import StatCache
 
 MAX_READ_ATTEMPTS = 3
 

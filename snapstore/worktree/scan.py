@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 from stat import S_ISREG
 
-from snapstore.durable import TEMP_PREFIX
 from snapstore.errors import InvalidValueError, UnreadablePathError, UnsafePathError
-from snapstore.excludes import GITIGNORE, Matcher, read_patterns, rebase
-from snapstore.layout import MARKER_FILE, is_store_root
-from snapstore.manifest import EntryRow
+from snapstore.format.manifest import EntryRow
+from snapstore.format.paths import check_relative_path, child_path, parents, plain_names, printable
+from snapstore.fs.durable import TEMP_PREFIX
 from snapstore.models import SkippedPath
-from snapstore.paths import check_relative_path, child_path, parents, plain_names, printable
+from snapstore.repo.layout import MARKER_FILE, is_store_root
+from snapstore.worktree.excludes import GITIGNORE, Matcher, read_patterns, rebase
 
 __all__ = ["UnreadablePathError"]
 

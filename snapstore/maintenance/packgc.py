@@ -8,18 +8,17 @@ pack: a crash anywhere leaves at most duplicates and unindexed packs, which the 
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
 from dataclasses import dataclass, field
 
 import blake3
 
-from snapstore.batch import PACK_MAX_BYTES
 from snapstore.errors import CorruptBlobError, MissingBlobError
-from snapstore.packs import PackIndex, PackWriter
-from snapstore.packset import Location
-from snapstore.storage import BlobStorage
+from snapstore.format.packfile import PackIndex
+from snapstore.repo.batch import PACK_MAX_BYTES
+from snapstore.repo.blobs import Blobs
+from snapstore.repo.packs import PackWriter
+from snapstore.repo.packset import Location
 
 REWRITE_GARBAGE_SHARE = 0.5
 SMALL_PACK_BYTES = 16 << 20
@@ -76,7 +75,7 @@ def plan(indexes: list[PackIndex], referenced: set[bytes]) -> PackGcPlan:
     return result
 
 
-def collect(storage: BlobStorage, referenced: set[bytes], *, dry_run: bool) -> PackGcResult:
+def collect(storage: Blobs, referenced: set[bytes], *, dry_run: bool) -> PackGcResult:
     """Carry out the plan for the packs on disk; returns what was freed."""
     packs = storage.packs
     result = PackGcResult()
@@ -120,19 +119,17 @@ def collect(storage: BlobStorage, referenced: set[bytes], *, dry_run: bool) -> P
                 sum(1 for digest in index.entries if digest not in referenced),
             )
         for orphan in packs.orphans():
-            with contextlib.suppress(FileNotFoundError):
-                old_bytes += os.lstat(orphan).st_size
-                storage.fs.unlink(orphan)
-                logger.info("deleted %s, a pack file no index names", orphan)
+            old_bytes += packs.delete_orphan(orphan)
+            logger.info("deleted pack %s, which no index names", orphan)
     else:
-        old_bytes += sum(os.lstat(p).st_size for p in packs.orphans() if os.path.lexists(p))
+        old_bytes += sum(packs.size_of(orphan) for orphan in packs.orphans())
     result.packs_deleted = len(todo.delete) + len(todo.rewrite)
     result.blobs_deleted = len(dead)
     result.bytes_freed = max(0, old_bytes - written_bytes)
     return result
 
 
-def _rewrite(storage: BlobStorage, todo: PackGcPlan, referenced: set[bytes]) -> list[PackIndex]:
+def _rewrite(storage: Blobs, todo: PackGcPlan, referenced: set[bytes]) -> list[PackIndex]:
     """Copy the live blobs of the packs to rewrite into new packs (skipping blobs a kept pack
     or a loose file also holds); publish them and return their indexes."""
     packs = storage.packs
@@ -156,9 +153,7 @@ def _rewrite(storage: BlobStorage, todo: PackGcPlan, referenced: set[bytes]) -> 
                         "is kept as it is (run verify)"
                     )
                 if writer is None:
-                    writer = PackWriter(
-                        storage.fs, storage.tmp_dir, packs.packs_dir, durable=storage.durable
-                    )
+                    writer = PackWriter(storage.backend)
                 writer.add(digest, data)
                 if writer.size >= PACK_MAX_BYTES:
                     written.append(writer.publish())

@@ -17,16 +17,14 @@ from collections.abc import Callable
 from typing import Any
 
 import blake3
-import msgpack
 
-from snapstore.durable import ensure_dir, write_atomic
-from snapstore.filememo import FileMemo
-from snapstore.fsio import FileSystem
-from snapstore.manifest import EntryRow
-from snapstore.scan import Reuse
+from snapstore.format.envelope import seal, unseal
+from snapstore.format.manifest import EntryRow
+from snapstore.repo.backend import Backend, Handle, Kind
+from snapstore.repo.filememo import FileMemo
+from snapstore.worktree.scan import Reuse
 
 MAGIC = b"SNAPSTC\x01"
-CHECKSUM_BYTES = 16
 RACY_NS = 2_000_000_000
 ENTRY_FIELDS = 6
 DIGEST_BYTES = 32
@@ -50,13 +48,9 @@ class StatCache:
     are checked when looked up, so loading a large cache costs one msgpack decode.
     """
 
-    def __init__(
-        self, cache_dir: str, tmp_dir: str, fs: FileSystem, base_dir: str, scan_start_ns: int
-    ) -> None:
-        self.cache_dir = cache_dir
-        self.tmp_dir = tmp_dir
-        self.fs = fs
-        self.path = os.path.join(cache_dir, cache_name(base_dir))
+    def __init__(self, backend: Backend, base_dir: str, scan_start_ns: int) -> None:
+        self.backend = backend
+        self.handle = Handle(Kind.CACHE, cache_name(base_dir))
         self.base_dir = base_dir
         self.trust_before_ns = scan_start_ns - RACY_NS
         self._old: dict[str, Any] = self._load()
@@ -66,7 +60,10 @@ class StatCache:
     def _load(self) -> dict[str, Any]:
         try:
             return _DECODED.read(
-                self.path, lambda data: decode(data, self.base_dir), max_bytes=MAX_CACHE_BYTES
+                self.backend,
+                self.handle,
+                lambda data: decode(data, self.base_dir),
+                max_bytes=MAX_CACHE_BYTES,
             )
         except OSError:
             return {}
@@ -127,11 +124,9 @@ class StatCache:
                 return
             entries = self._new
         data = encode(entries, self.base_dir)
-        root = os.path.dirname(self.cache_dir)
         with contextlib.suppress(OSError):
-            ensure_dir(self.fs, self.cache_dir, stop_at=root, durable=False)
-            write_atomic(self.fs, self.path, data, tmp_dir=self.tmp_dir, durable=False)
-            _DECODED.remember(self.path, entries)
+            self.backend.write(self.handle, data, durable=False)
+            _DECODED.remember(self.backend, self.handle, entries)
 
 
 def _digest_if_matching(found: Any, info: os.stat_result, trust_before_ns: int) -> bytes | None:
@@ -154,24 +149,16 @@ def _digest_if_matching(found: Any, info: os.stat_result, trust_before_ns: int) 
 
 
 def encode(entries: dict[str, Any], base_dir: str) -> bytes:
-    """The cache file: magic, checksum of the body, msgpack body ``[base_dir, entries]``."""
-    body = msgpack.packb([base_dir, entries], use_bin_type=True)
-    assert isinstance(body, bytes)
-    return MAGIC + blake3.blake3(body).digest(length=CHECKSUM_BYTES) + body
+    """The cache object: ``[base_dir, entries]`` in the store's self-checking envelope."""
+    return seal(MAGIC, [base_dir, entries])
 
 
 def decode(data: bytes, base_dir: str) -> dict[str, Any]:
-    """The entries of a cache file, or nothing if it is torn, corrupt or another base's."""
-    head = len(MAGIC) + CHECKSUM_BYTES
-    if len(data) < head or data[: len(MAGIC)] != MAGIC:
+    """The entries of a cache object, or nothing if it is torn, corrupt or another base's."""
+    found = unseal(MAGIC, data)
+    if not isinstance(found, list) or len(found) != 2:
         return {}
-    body = data[head:]
-    if blake3.blake3(body).digest(length=CHECKSUM_BYTES) != data[len(MAGIC) : head]:
-        return {}
-    try:
-        stored_base, entries = msgpack.unpackb(body, raw=False, strict_map_key=True)
-    except Exception:  # any undecodable cache is only a cache miss
-        return {}
+    stored_base, entries = found
     if stored_base != base_dir or not isinstance(entries, dict):
         return {}
     return {path: entry for path, entry in entries.items() if _well_formed(entry)}

@@ -1,0 +1,191 @@
+"""The storage seam: named objects by kind, and the locks, behind one interface.
+
+Everything a store keeps is an object with a kind and a name: the format marker, loose blobs
+(named by their digest), packs and their indexes (by pack id), manifests (by the directory
+names of their session and snapshot), restore journals, and caches. A backend stores them and
+owns their durability: when a call that writes returns, what it wrote survives a crash, except
+where a call says otherwise (the names of staged objects become durable at ``flush``; caches
+are never flushed). A backend also provides the named locks of the store.
+
+Implementations: ``local.LocalBackend`` (a directory on a POSIX filesystem, the on-disk format
+of docs/format.md) and ``memory.MemoryBackend`` (for tests). ``tests/repo/test_backend_contract.py``
+is the suite every backend must pass.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+from collections.abc import Hashable, Iterator
+from dataclasses import dataclass
+from typing import Protocol
+
+
+class Kind(enum.Enum):
+    """What an object is; each kind has its own namespace of names."""
+
+    MARKER = "marker"
+    BLOB = "blob"
+    PACK = "pack"
+    INDEX = "index"
+    MANIFEST = "manifest"
+    JOURNAL = "journal"
+    CACHE = "cache"
+
+
+@dataclass(frozen=True)
+class Handle:
+    """An object's kind and name (a manifest's name is ``<session-dir>/<name-dir>``)."""
+
+    kind: Kind
+    name: str
+
+
+Version = Hashable
+"""What changes whenever an object is written (local: inode, size, mtime, ctime, device;
+object storage: an ETag). Two reads returning the same version returned the same bytes."""
+
+
+@dataclass(frozen=True)
+class ObjectInfo:
+    """An object's size, version, and when it was last written (nanoseconds since the epoch,
+    by the clock of whatever stored it)."""
+
+    size: int
+    version: Version
+    written_ns: int
+
+
+@dataclass(frozen=True)
+class Properties:
+    """What a backend guarantees, for callers and the contract suite to check against."""
+
+    durable: bool
+    """Writes survive a crash once they return (False: ``durable=False`` stores, memory)."""
+    local_root: str | None
+    """The directory holding the store, if it is one on this machine (a scan of a tree that
+    contains it must leave it out); None for a store elsewhere."""
+
+
+class StagedObject(Protocol):
+    """An object being written whose name is only known at the end (a blob, named by the
+    digest of its bytes; a pack). Nothing of it is visible before ``commit``."""
+
+    size: int
+
+    def write(self, data: bytes | memoryview) -> None:
+        """Append bytes."""
+        ...
+
+    def restart(self) -> None:
+        """Drop what was written so far and start again (the source changed)."""
+        ...
+
+    def commit(self, name: str, *, name_durable: bool = False) -> None:
+        """Publish the bytes as ``name`` of the staged kind; the bytes are durable when this
+        returns, the name when ``flush`` returns (or now, with ``name_durable``)."""
+        ...
+
+    def abort(self) -> None:
+        """Drop the staged bytes."""
+        ...
+
+
+class Lock(Protocol):
+    """One named lock of the store, shared or exclusive, with a timeout (LockTimeout)."""
+
+    name: str
+    timeout: float
+
+    def shared(self, timeout: float | None = None) -> contextlib.AbstractContextManager[None]:
+        """Hold the lock together with other shared holders."""
+        ...
+
+    def exclusive(self, timeout: float | None = None) -> contextlib.AbstractContextManager[None]:
+        """Hold the lock alone."""
+        ...
+
+    def exclusive_if_free(self) -> contextlib.AbstractContextManager[bool]:
+        """Hold the lock alone if nobody holds it now (yields True), else yield False."""
+        ...
+
+
+class Backend(Protocol):
+    """Where a store's objects live. Reads of a missing object raise FileNotFoundError."""
+
+    properties: Properties
+
+    def open(self, *, create: bool) -> bool:
+        """Check (or, with ``create``, make) the store; True if this process may write it."""
+        ...
+
+    def stat(self, handle: Handle) -> ObjectInfo:
+        """An object's size and version (UnfitFileError for something that is no object)."""
+        ...
+
+    def read(self, handle: Handle, *, max_bytes: int) -> tuple[bytes, ObjectInfo]:
+        """An object's bytes and the version they are; refuses (UnfitFileError) one larger
+        than ``max_bytes`` before reading it."""
+        ...
+
+    def read_range(self, handle: Handle, offset: int, length: int) -> bytes:
+        """``length`` bytes at ``offset`` (fewer only if the object ends sooner)."""
+        ...
+
+    def read_head(self, handle: Handle, length: int) -> tuple[bytes, ObjectInfo]:
+        """Up to ``length`` leading bytes of an object, and its info."""
+        ...
+
+    def chunks(self, handle: Handle, chunk_bytes: int) -> Iterator[bytes]:
+        """An object's bytes in pieces of at most ``chunk_bytes`` (never whole in memory)."""
+        ...
+
+    def stage(self, kind: Kind, size_hint: int = 0) -> StagedObject:
+        """Start writing an object of ``kind`` whose name is chosen at commit."""
+        ...
+
+    def write(self, handle: Handle, data: bytes, *, durable: bool = True) -> None:
+        """Create or replace an object atomically (a reader sees the old bytes or the new)."""
+        ...
+
+    def delete(self, handle: Handle, *, durable: bool = True) -> None:
+        """Remove an object (FileNotFoundError if it is not there)."""
+        ...
+
+    def names(self, kind: Kind, prefix: str = "") -> list[str]:
+        """The names of the objects of ``kind`` now (starting with ``prefix``)."""
+        ...
+
+    def note_existing(self, handle: Handle) -> None:
+        """Count on an object another writer made: the next ``flush`` makes its name durable
+        too (that writer may have died before doing so)."""
+        ...
+
+    def flush(self) -> None:
+        """Make durable the names of objects committed (and noted) by this thread."""
+        ...
+
+    def lock(self, name: str, label: str | None = None) -> Lock:
+        """The store's lock called ``name`` (``gc``, ``gc-intent``, ``namespace``, or
+        ``targets/<key>``); ``label`` is how errors name it (default: ``name``)."""
+        ...
+
+    def tidy(self) -> None:
+        """Remove what deletes may have left empty (namespace lock held)."""
+        ...
+
+    def stale_temps(self) -> list[str]:
+        """Half-written objects of writers that died (only while no writer is running)."""
+        ...
+
+    def remove_stale_temps(self) -> int:
+        """Remove them; how many were removed."""
+        ...
+
+    def describe(self, handle: Handle) -> str:
+        """How to show an object to a person (the local backend: its path)."""
+        ...
+
+    def close(self) -> None:
+        """Release what the backend keeps open."""
+        ...

@@ -1,0 +1,209 @@
+"""Manifests by (session, name): read, listed and committed through the backend.
+
+A manifest's object name is ``<session-dir>/<name-dir>`` (docs/format.md, "Directory
+names"). Reads take no lock (a manifest is replaced atomically, so a reader sees the old or the
+new one); commits and deletes are called with the namespace lock held.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from collections.abc import Iterator
+from typing import NamedTuple
+
+from snapstore.errors import CorruptManifestError, SnapshotNotFound
+from snapstore.format.manifest import (
+    MAX_MANIFEST_BYTES,
+    Header,
+    Manifest,
+    decode,
+    decode_header,
+    header_bytes_needed,
+)
+from snapstore.format.names import dir_name
+from snapstore.fs.reading import UnfitFileError
+from snapstore.repo.backend import Backend, Handle, Kind
+from snapstore.repo.headercache import HeaderCache
+
+HEADER_READ_BYTES = 4096
+
+logger = logging.getLogger(__name__)
+
+
+class CorruptManifestWarning(UserWarning):
+    """A listing skipped a manifest that failed to decode or validate."""
+
+
+class ManifestFile(NamedTuple):
+    """A manifest in the store (its object name) and the header read from it (one per
+    snapshot of a listing)."""
+
+    name: str
+    header: Header
+
+
+def manifest_name(session: str, name: str) -> str:
+    """The object name of the manifest of (session, name)."""
+    return f"{dir_name(session, 'session')}/{dir_name(name, 'snapshot name')}"
+
+
+def _check_identity(where: str, session: str, name: str, header: Header) -> None:
+    """A manifest must sit where its raw names map to (never trust the directory name)."""
+    info = header.info
+    if (info.session, info.name) != (session, name):
+        raise CorruptManifestError(
+            f"manifest {where} belongs to ({info.session!r}, {info.name!r}), "
+            f"not ({session!r}, {name!r})"
+        )
+
+
+class Catalog:
+    """The manifests of one store."""
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+        self.header_cache = HeaderCache(backend)
+
+    @staticmethod
+    def handle(object_name: str) -> Handle:
+        """The manifest object called ``object_name``."""
+        return Handle(Kind.MANIFEST, object_name)
+
+    def manifest_path(self, session: str, name: str) -> str:
+        """Where the manifest of (session, name) lives, for people (local: its path)."""
+        return self.backend.describe(self.handle(manifest_name(session, name)))
+
+    def exists(self, session: str, name: str) -> bool:
+        """True if (session, name) has a manifest now."""
+        try:
+            self.backend.stat(self.handle(manifest_name(session, name)))
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+        except UnfitFileError:
+            return True
+        return True
+
+    def _bytes(self, object_name: str) -> bytes:
+        """A manifest's bytes; CorruptManifestError for something that is no manifest object
+        or too large to be one (checked before reading)."""
+        try:
+            data, _ = self.backend.read(self.handle(object_name), max_bytes=MAX_MANIFEST_BYTES)
+        except UnfitFileError as error:
+            raise CorruptManifestError(str(error)) from None
+        return data
+
+    def read(self, session: str, name: str) -> Manifest:
+        """Decode the committed manifest of (session, name); SnapshotNotFound if there is none."""
+        object_name = manifest_name(session, name)
+        try:
+            data = self._bytes(object_name)
+        except (FileNotFoundError, NotADirectoryError):
+            raise SnapshotNotFound(session, name) from None
+        where = self.backend.describe(self.handle(object_name))
+        try:
+            manifest = decode(data)
+            _check_identity(where, session, name, Header(manifest.info, 0, None))
+        except CorruptManifestError as error:
+            raise CorruptManifestError(
+                f"snapshot {name!r} in session {session!r} is corrupt ({where}): {error}"
+            ) from None
+        return manifest
+
+    def read_named(self, object_name: str) -> Manifest:
+        """Decode the manifest called ``object_name`` (already found by a listing)."""
+        try:
+            return decode(self._bytes(object_name))
+        except CorruptManifestError as error:
+            where = self.backend.describe(self.handle(object_name))
+            raise CorruptManifestError(f"corrupt manifest {where}: {error}") from None
+
+    def read_header(self, object_name: str) -> Header:
+        """Decode and verify just the header of a manifest, ordered as its object's write
+        time allows (see ``Header.order_ns``)."""
+        handle = self.handle(object_name)
+        try:
+            data, info = self.backend.read_head(handle, HEADER_READ_BYTES)
+            needed = header_bytes_needed(data)
+            if needed > len(data):
+                data, info = self.backend.read_head(handle, needed)
+        except UnfitFileError as error:
+            raise CorruptManifestError(str(error)) from None
+        return decode_header(data, info.size).with_file_time(info.written_ns)
+
+    def names(self, session: str | None = None) -> list[str]:
+        """The object names of every manifest now (of one session, or all)."""
+        prefix = "" if session is None else dir_name(session, "session") + "/"
+        return self.backend.names(Kind.MANIFEST, prefix)
+
+    def _checked_header(self, object_name: str) -> Header:
+        """The header of a manifest, which must sit where its raw names map to."""
+        header = self.read_header(object_name)
+        if manifest_name(header.info.session, header.info.name) != object_name:
+            raise CorruptManifestError("it sits in a directory its names do not map to")
+        return header
+
+    def _cached_header(self, object_name: str) -> Header:
+        """The header of a manifest, decoded again only if the object's version changed."""
+        handle = self.handle(object_name)
+        try:
+            info = self.backend.stat(handle)
+        except UnfitFileError as error:
+            raise CorruptManifestError(str(error)) from None
+        header = self.header_cache.get(handle, info.version, info.written_ns)
+        if header is None:
+            header = self._checked_header(object_name)
+            self.header_cache.put(handle, info.version, header)
+        return header
+
+    def manifests(
+        self, session: str | None = None, *, cached: bool = False
+    ) -> Iterator[ManifestFile | CorruptManifestError]:
+        """Every manifest now (headers only), or the error for one that is corrupt.
+
+        With ``cached``, a header decoded before (by this process or, through the header
+        cache, another) is reused while its object keeps the same version; see
+        ``headercache``. Never use ``cached`` to decide what to delete.
+        """
+        read = self._cached_header if cached else self._checked_header
+        for object_name in self.names(session):
+            try:
+                header = read(object_name)
+            except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+                continue
+            except CorruptManifestError as error:
+                where = self.backend.describe(self.handle(object_name))
+                yield CorruptManifestError(f"corrupt manifest {where}: {error}")
+                continue
+            yield ManifestFile(object_name, header)
+
+    def headers(self, session: str | None = None, *, cached: bool = False) -> list[ManifestFile]:
+        """Every valid manifest header, warning about (and skipping) corrupt ones."""
+        found: list[ManifestFile] = []
+        for item in self.manifests(session, cached=cached):
+            if isinstance(item, CorruptManifestError):
+                warnings.warn(str(item), CorruptManifestWarning, stacklevel=3)
+            else:
+                found.append(item)
+        if cached:
+            seen = {item.name for item in found} if session is None else None
+            self.header_cache.finish(seen)
+        return found
+
+    def commit(self, session: str, name: str, data: bytes) -> bool:
+        """Atomically and durably install ``data`` as the manifest of (session, name); True
+        if it replaced one. Namespace lock held."""
+        replaced = self.exists(session, name)
+        self.backend.write(self.handle(manifest_name(session, name)), data)
+        logger.debug("committed snapshot %r of session %r (%d bytes)", name, session, len(data))
+        return replaced
+
+    def remove(self, object_name: str) -> None:
+        """Delete a committed manifest durably (the commit of a delete: errors are raised);
+        whatever it leaves empty is tidied best-effort. Namespace lock held."""
+        self.backend.delete(self.handle(object_name))
+        logger.debug("removed manifest %s", object_name)
+
+    def tidy(self) -> None:
+        """Remove what interrupted deletes left empty."""
+        self.backend.tidy()

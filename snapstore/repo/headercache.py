@@ -1,0 +1,179 @@
+"""A cache of manifest headers, so ``list()`` need not open and decode every manifest.
+
+Each entry maps a manifest's object name to the version its object had (local: inode, size,
+mtime_ns, ctime_ns, device) and the header decoded from it then. An entry is used only while
+the object keeps that version: a manifest is never changed in place, only replaced whole, so a
+match means the same, already validated, bytes. The cache lives in memory and in the cache
+object ``headers``, written atomically and not flushed; a missing, torn or corrupt one only
+costs speed. It is never used to decide what to delete: sweep and gc read the manifests.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Hashable
+from typing import Any
+
+import msgpack
+
+from snapstore.format.envelope import seal, unseal
+from snapstore.format.manifest import Header, ns_to_time
+from snapstore.models import SkippedPath, SnapshotInfo, frozen_from_fields
+from snapstore.repo.backend import Backend, Handle, Kind
+from snapstore.repo.filememo import backend_key
+
+MAGIC = b"SNAPHDC\x04"
+CACHE = Handle(Kind.CACHE, "headers")
+MAX_CACHE_BYTES = 256 << 20
+
+_DECODED: dict[tuple[str, str], tuple[Hashable, Header]] = {}
+"""Headers decoded in this process, by (backend, manifest name): shared by every ``SnapStore``
+of the process (the in-process cache docs/concurrency.md allows: keyed by version). Changed
+only under ``_DECODED_LOCK``."""
+_DECODED_LOCK = threading.Lock()
+
+
+def _packed(version: Hashable) -> bytes:
+    """A version as the msgpack bytes that start its cache entry (self-delimiting, so the
+    header fields follow); empty (matching nothing) for one msgpack cannot hold."""
+    try:
+        packed = msgpack.packb(list(version) if isinstance(version, tuple) else version)
+    except (TypeError, ValueError, OverflowError):
+        return b""
+    assert isinstance(packed, bytes)
+    return packed
+
+
+def _fields(header: Header) -> list[Any]:
+    info = header.info
+    return [
+        info.session,
+        info.name,
+        info.kind,
+        header.created_ns,
+        header.expires_ns,
+        info.file_count,
+        info.total_bytes,
+        info.meta,
+        info.base_dir,
+        [[s.path, s.error] for s in info.skipped],
+        list(info.roots),
+        info.backup_of,
+        list(info.excludes),
+    ]
+
+
+def _header(fields: list[Any]) -> Header:
+    (
+        session,
+        name,
+        kind,
+        created_ns,
+        expires_ns,
+        count,
+        total,
+        meta,
+        base,
+        skipped,
+        roots,
+        backup_of,
+        excludes,
+    ) = fields
+    info = frozen_from_fields(
+        SnapshotInfo,
+        {
+            "session": session,
+            "name": name,
+            "kind": kind,
+            "created_at": ns_to_time(created_ns),
+            "expires_at": None if expires_ns is None else ns_to_time(expires_ns),
+            "file_count": count,
+            "total_bytes": total,
+            "meta": meta,
+            "base_dir": base,
+            "skipped": tuple(SkippedPath(p, e) for p, e in skipped) if skipped else (),
+            "roots": tuple(roots),
+            "backup_of": backup_of,
+            "excludes": tuple(excludes),
+            "replaced": False,
+        },
+    )
+    return Header(info, created_ns, expires_ns, created_ns)
+
+
+class HeaderCache:
+    """Headers by manifest, kept while the manifest keeps its version."""
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+        self._owner = backend_key(backend)
+        self._loaded = False
+        self._stored: dict[str, Any] = {}
+        self._dirty = False
+        self._lock = threading.RLock()
+
+    def _load(self) -> None:
+        """Read the cache object once; entries put before that take precedence."""
+        self._loaded = True
+        try:
+            data, _ = self.backend.read(CACHE, max_bytes=MAX_CACHE_BYTES)
+        except OSError:
+            return
+        stored = unseal(MAGIC, data)
+        if isinstance(stored, dict):
+            stored.update(self._stored)
+            self._stored = stored
+
+    def get(self, handle: Handle, version: Hashable, written_ns: int) -> Header | None:
+        """The header recorded for the manifest ``handle`` if it still has ``version``
+        (written at ``written_ns``)."""
+        key = (self._owner, handle.name)
+        known = _DECODED.get(key)
+        if known is not None and known[0] == version:
+            return known[1]
+        with self._lock:
+            if not self._loaded:
+                self._load()
+            stored = self._stored.get(handle.name)
+        prefix = _packed(version)
+        if type(stored) is not bytes or not prefix or not stored.startswith(prefix):
+            return None
+        try:
+            fields = msgpack.unpackb(stored[len(prefix) :], raw=False)
+            header = _header(fields).with_file_time(written_ns)
+        except Exception:  # an entry that does not decode is only a cache miss
+            return None
+        with _DECODED_LOCK:
+            _DECODED[key] = (version, header)
+        return header
+
+    def put(self, handle: Handle, version: Hashable, header: Header) -> None:
+        """Remember the header just decoded from the manifest ``handle``."""
+        fields = msgpack.packb(_fields(header), use_bin_type=True)
+        with _DECODED_LOCK:
+            _DECODED[(self._owner, handle.name)] = (version, header)
+        with self._lock:
+            self._stored[handle.name] = _packed(version) + fields
+            self._dirty = True
+
+    def finish(self, seen: set[str] | None) -> None:
+        """After a listing: with ``seen`` (the object names of a full listing), forget the
+        manifests no longer there; then write the cache if this listing decoded anything
+        new. Errors are ignored: it is only a cache."""
+        if seen is not None:
+            with _DECODED_LOCK:
+                for key in [k for k in _DECODED if k[0] == self._owner and k[1] not in seen]:
+                    del _DECODED[key]
+        with self._lock:
+            if not self._dirty:
+                return
+            self._dirty = False
+            if not self._loaded:
+                self._load()
+            if seen is not None:
+                for name in [n for n in self._stored if n not in seen]:
+                    del self._stored[name]
+            data = seal(MAGIC, self._stored)
+        with contextlib.suppress(Exception):
+            self.backend.write(CACHE, data, durable=False)

@@ -1,0 +1,376 @@
+"""The local backend: a store as a directory on a POSIX filesystem (docs/format.md).
+
+Every path of the layout is made here and nowhere else (``path``). Durability is this module's
+business: an object is written to ``tmp/``, flushed, and renamed into place, and the
+directories whose entries changed are flushed before a call reports success (or, for staged
+objects, at ``flush``, which batches the directory flushes of a whole snapshot). Every
+mutation goes through the I/O seam (``fs``), so the crash, power-loss and fault suites see it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator
+
+from snapstore.fs.durable import TEMP_PREFIX, create_temp, discard, ensure_dir, write_atomic
+from snapstore.fs.reading import UnfitFileError, open_regular, read_all, read_regular
+from snapstore.fs.seam import LOCAL, FileSystem, start_writeback
+from snapstore.repo.backend import Handle, Kind, ObjectInfo, Properties
+from snapstore.repo.layout import MARKER_FILE, open_layout
+from snapstore.repo.locks import FileLock
+
+MANIFEST_FILE = "manifest"
+PACK_SUFFIX = ".pack"
+INDEX_SUFFIX = ".idx"
+MAX_OPEN_PACKS = 16
+WRITEBACK_BYTES = 8 << 20
+_DIRS = {
+    Kind.BLOB: "blobs",
+    Kind.PACK: "packs",
+    Kind.INDEX: "packs",
+    Kind.MANIFEST: "sessions",
+    Kind.JOURNAL: "journal",
+    Kind.CACHE: "cache",
+}
+_READ_ONLY_MODE = {Kind.BLOB, Kind.PACK, Kind.INDEX, Kind.MANIFEST}
+"""Kinds written with mode 0444 (immutable once published)."""
+
+
+def identity(info: os.stat_result) -> tuple[int, int, int, int, int]:
+    """The stat fields that change whenever a file is replaced or modified: its version."""
+    return (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_dev)
+
+
+def object_info(info: os.stat_result) -> ObjectInfo:
+    """An lstat of an object's file as its ObjectInfo."""
+    return ObjectInfo(info.st_size, identity(info), info.st_mtime_ns)
+
+
+class _StagedFile:
+    """An object staged in ``tmp/`` (see ``StagedObject``)."""
+
+    def __init__(self, backend: LocalBackend, kind: Kind) -> None:
+        self._backend = backend
+        self._kind = kind
+        self._fd, self._temp_path = create_temp(backend.fs, backend.tmp_dir)
+        self._open = True
+        self._unflushed = 0
+        self.size = 0
+
+    def write(self, data: bytes | memoryview) -> None:
+        self._backend.fs.write(self._fd, data)
+        self.size += len(data)
+        self._unflushed += len(data)
+        if self._backend.durable and self._unflushed >= WRITEBACK_BYTES:
+            # Let the disk work while the rest is still being produced; the fsync then waits less.
+            start_writeback(self._fd)
+            self._unflushed = 0
+
+    def restart(self) -> None:
+        self._backend.fs.ftruncate(self._fd, 0)
+        os.lseek(self._fd, 0, os.SEEK_SET)
+        self.size = 0
+
+    def commit(self, name: str, *, name_durable: bool = False) -> None:
+        backend = self._backend
+        try:
+            backend.fs.fchmod(self._fd, 0o444)
+            if backend.durable:
+                backend.fs.fsync(self._fd)
+            self._close()
+            final = backend.path(Handle(self._kind, name))
+            directory = os.path.dirname(final)
+            if not os.path.isdir(directory):
+                ensure_dir(backend.fs, directory, stop_at=backend.root, durable=backend.durable)
+            backend.fs.replace(self._temp_path, final)
+        except BaseException:
+            self.abort()
+            raise
+        if name_durable:
+            backend.flush_dir(directory)
+        else:
+            backend.unflushed.add(directory)
+
+    def _close(self) -> None:
+        if self._open:
+            self._open = False
+            self._backend.fs.close(self._fd)
+
+    def abort(self) -> None:
+        with contextlib.suppress(OSError):
+            self._close()
+        discard(self._backend.fs, self._temp_path)
+
+
+class LocalBackend:
+    """A store in the directory ``root``; ``fs`` is the I/O seam, ``durable=False`` skips
+    every flush (tests and scratch stores only)."""
+
+    def __init__(
+        self,
+        root: str,
+        *,
+        fs: FileSystem = LOCAL,
+        durable: bool = True,
+        lock_timeout: float = 30.0,
+    ) -> None:
+        self.root = os.path.abspath(root)
+        self.fs = fs
+        self.durable = durable
+        self.lock_timeout = lock_timeout
+        self.tmp_dir = os.path.join(self.root, "tmp")
+        self.properties = Properties(durable=durable, local_root=self.root)
+        self._local = threading.local()
+        self._fds: OrderedDict[str, int] = OrderedDict()
+        self._fds_lock = threading.Lock()
+
+    # ------------------------------------------------------------------ layout
+
+    def path(self, handle: Handle) -> str:
+        """Where an object lives: the one place the layout of docs/format.md is spelt out."""
+        kind, name = handle.kind, handle.name
+        if kind is Kind.MARKER:
+            return os.path.join(self.root, MARKER_FILE)
+        directory = os.path.join(self.root, _DIRS[kind])
+        if kind is Kind.BLOB:
+            return os.path.join(directory, name[:2], name[2:])
+        if kind is Kind.PACK:
+            return os.path.join(directory, name + PACK_SUFFIX)
+        if kind is Kind.INDEX:
+            return os.path.join(directory, name + INDEX_SUFFIX)
+        if kind is Kind.MANIFEST:
+            return os.path.join(directory, name, MANIFEST_FILE)
+        return os.path.join(directory, name)
+
+    def kind_dir(self, kind: Kind) -> str:
+        """The directory holding the objects of ``kind``."""
+        return os.path.join(self.root, _DIRS[kind])
+
+    def describe(self, handle: Handle) -> str:
+        return self.path(handle)
+
+    def open(self, *, create: bool) -> bool:
+        return open_layout(self.root, self.fs, durable=self.durable)
+
+    # ------------------------------------------------------------------ reading
+
+    def stat(self, handle: Handle) -> ObjectInfo:
+        info = os.stat(self.path(handle))
+        if stat.S_ISDIR(info.st_mode):
+            raise FileNotFoundError(self.path(handle))
+        if not stat.S_ISREG(info.st_mode):
+            raise UnfitFileError(f"{self.path(handle)} is not a regular file")
+        return object_info(info)
+
+    def read(self, handle: Handle, *, max_bytes: int) -> tuple[bytes, ObjectInfo]:
+        data, info = read_regular(self.path(handle), max_bytes=max_bytes)
+        return data, object_info(info)
+
+    def read_range(self, handle: Handle, offset: int, length: int) -> bytes:
+        path = self.path(handle)
+        with self._fds_lock:
+            fd = self._fds.get(path)
+            if fd is None:
+                fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+                self._fds[path] = fd
+                while len(self._fds) > MAX_OPEN_PACKS:
+                    os.close(self._fds.popitem(last=False)[1])
+            else:
+                self._fds.move_to_end(path)
+            return os.pread(fd, length, offset)
+
+    def read_head(self, handle: Handle, length: int) -> tuple[bytes, ObjectInfo]:
+        fd = open_regular(self.path(handle))
+        try:
+            info = os.fstat(fd)
+            return read_all(fd, length), object_info(info)
+        finally:
+            os.close(fd)
+
+    def chunks(self, handle: Handle, chunk_bytes: int) -> Iterator[bytes]:
+        fd = open_regular(self.path(handle))
+        try:
+            while chunk := os.read(fd, chunk_bytes):
+                yield chunk
+        finally:
+            os.close(fd)
+
+    def names(self, kind: Kind, prefix: str = "") -> list[str]:
+        directory = self.kind_dir(kind)
+        if kind is Kind.BLOB:
+            return self._blob_names(directory, prefix)
+        if kind is Kind.MANIFEST:
+            return self._manifest_names(directory, prefix)
+        if kind in (Kind.PACK, Kind.INDEX):
+            suffix = PACK_SUFFIX if kind is Kind.PACK else INDEX_SUFFIX
+            return sorted(
+                name[: -len(suffix)]
+                for name in _listdir(directory)
+                if name.endswith(suffix) and name.startswith(prefix)
+            )
+        return sorted(name for name in _listdir(directory) if name.startswith(prefix))
+
+    @staticmethod
+    def _blob_names(directory: str, prefix: str) -> list[str]:
+        shards = [prefix[:2]] if len(prefix) >= 2 else sorted(_listdir(directory))
+        found = []
+        for shard in shards:
+            if len(shard) != 2 or not shard.startswith(prefix[:2]):
+                continue
+            found += [shard + rest for rest in sorted(_listdir(os.path.join(directory, shard)))]
+        return [name for name in found if name.startswith(prefix)]
+
+    @staticmethod
+    def _manifest_names(directory: str, prefix: str) -> list[str]:
+        sessions = [prefix.rstrip("/")] if prefix else sorted(_listdir(directory))
+        found = []
+        for session in sessions:
+            try:
+                names = sorted(os.listdir(os.path.join(directory, session)))
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            found += [f"{session}/{name}" for name in names]
+        return found
+
+    # ------------------------------------------------------------------ writing
+
+    def stage(self, kind: Kind, size_hint: int = 0) -> _StagedFile:
+        return _StagedFile(self, kind)
+
+    def write(self, handle: Handle, data: bytes, *, durable: bool = True) -> None:
+        durable = durable and self.durable
+        path = self.path(handle)
+        directory = os.path.dirname(path)
+        if handle.kind is Kind.MANIFEST:
+            self._write_manifest(path, data)
+            return
+        if not os.path.isdir(directory):
+            ensure_dir(self.fs, directory, stop_at=self.root, durable=durable)
+        mode = 0o444 if handle.kind in _READ_ONLY_MODE else 0o644
+        write_atomic(self.fs, path, data, tmp_dir=self.tmp_dir, durable=durable, mode=mode)
+        if durable:
+            self.unflushed.discard(directory)  # write_atomic flushed it
+
+    def _write_manifest(self, path: str, data: bytes) -> None:
+        """Commit a manifest: its session and name directories made (and flushed) as needed,
+        and those found already there flushed too on the first commit into them (a writer
+        that made them may have died before flushing their entries)."""
+        name_dir = os.path.dirname(path)
+        found = [] if os.path.lexists(path) else [name_dir, os.path.dirname(name_dir)]
+        found = [directory for directory in found if os.path.isdir(directory)]
+        ensure_dir(self.fs, name_dir, stop_at=self.kind_dir(Kind.MANIFEST), durable=self.durable)
+        write_atomic(self.fs, path, data, tmp_dir=self.tmp_dir, durable=self.durable, mode=0o444)
+        if self.durable:
+            for directory in found:
+                self.fs.fsync_dir(os.path.dirname(directory))
+
+    def delete(self, handle: Handle, *, durable: bool = True) -> None:
+        path = self.path(handle)
+        if handle.kind in (Kind.PACK, Kind.INDEX):
+            self._forget_fd(path)
+        self.fs.unlink(path)
+        if durable and self.durable:
+            self.fs.fsync_dir(os.path.dirname(path))
+        if handle.kind is Kind.MANIFEST:
+            self._remove_empty(os.path.dirname(path))
+
+    def _remove_empty(self, name_dir: str) -> None:
+        """Remove an empty name directory and, if then empty, its session directory."""
+        with contextlib.suppress(OSError):
+            self.fs.rmdir(name_dir)
+            self.fs.rmdir(os.path.dirname(name_dir))
+
+    def tidy(self) -> None:
+        sessions = self.kind_dir(Kind.MANIFEST)
+        for session_dir in _listdir(sessions):
+            session_path = os.path.join(sessions, session_dir)
+            with contextlib.suppress(OSError):
+                for name_dir in os.listdir(session_path):
+                    name_path = os.path.join(session_path, name_dir)
+                    if not os.listdir(name_path):
+                        self._remove_empty(name_path)
+                if not os.listdir(session_path):
+                    self.fs.rmdir(session_path)
+
+    # ------------------------------------------------------------------ durability
+
+    @property
+    def unflushed(self) -> set[str]:
+        """Directories this thread renamed objects into (or counts on) since its last flush:
+        per thread, so one thread's commit never counts on another thread's flush."""
+        dirs: set[str] | None = getattr(self._local, "dirs", None)
+        if dirs is None:
+            dirs = self._local.dirs = set()
+        return dirs
+
+    def flush_dir(self, directory: str) -> None:
+        """Flush one directory now (and no longer count it as waiting for ``flush``)."""
+        if self.durable:
+            self.fs.fsync_dir(directory)
+        self.unflushed.discard(directory)
+
+    def note_existing(self, handle: Handle) -> None:
+        self.unflushed.add(os.path.dirname(self.path(handle)))
+
+    def flush(self) -> None:
+        dirs = self.unflushed
+        if not self.durable:
+            dirs.clear()
+            return
+        blobs = self.kind_dir(Kind.BLOB)
+        if any(os.path.dirname(directory) == blobs for directory in dirs):
+            self.fs.fsync_dir(blobs)  # the shard directories' own entries
+        while dirs:
+            directory = dirs.pop()
+            try:
+                self.fs.fsync_dir(directory)
+            except BaseException:
+                dirs.add(directory)
+                raise
+
+    # ------------------------------------------------------------------ the rest
+
+    def lock(self, name: str, label: str | None = None) -> FileLock:
+        locks = os.path.join(self.root, "locks")
+        guard = {"gc": self.root, "namespace": self.kind_dir(Kind.MANIFEST)}.get(name)
+        path = os.path.join(locks, name)
+        if not os.path.isdir(os.path.dirname(path)):
+            with contextlib.suppress(FileExistsError, PermissionError):
+                self.fs.mkdir(os.path.dirname(path), 0o755)
+        return FileLock(path, label or name, self.lock_timeout, guard=guard, fs=self.fs)
+
+    def stale_temps(self) -> list[str]:
+        return [os.path.join(self.tmp_dir, name) for name in sorted(_listdir(self.tmp_dir))]
+
+    def remove_stale_temps(self) -> int:
+        removed = 0
+        for path in self.stale_temps():
+            if os.path.basename(path).startswith(TEMP_PREFIX):
+                with contextlib.suppress(FileNotFoundError):
+                    self.fs.unlink(path)
+                removed += 1
+        return removed
+
+    def _forget_fd(self, path: str) -> None:
+        with self._fds_lock:
+            fd = self._fds.pop(path, None)
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def close(self) -> None:
+        with self._fds_lock:
+            while self._fds:
+                with contextlib.suppress(OSError):
+                    os.close(self._fds.popitem()[1])
+
+
+def _listdir(directory: str) -> list[str]:
+    try:
+        return os.listdir(directory)
+    except (FileNotFoundError, NotADirectoryError):
+        return []

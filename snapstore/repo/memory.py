@@ -1,0 +1,201 @@
+"""A backend in memory, for tests: the same contract as the local one, no filesystem.
+
+Objects live in a dict for the life of the backend; locks are in-process reader-writer locks
+with the same timeouts. Several ``SnapStore`` objects (and threads) may share one backend, as
+processes share a directory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import itertools
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from snapstore.errors import LockTimeout
+from snapstore.fs.reading import UnfitFileError
+from snapstore.repo.backend import Handle, Kind, ObjectInfo, Properties
+
+
+@dataclass(frozen=True)
+class _Object:
+    data: bytes
+    version: int
+    written_ns: int
+
+
+class _MemoryLock:
+    """A reader-writer lock with a timeout, one per name."""
+
+    def __init__(self, name: str, timeout: float) -> None:
+        self.name = name
+        self.timeout = timeout
+        self._condition = threading.Condition()
+        self._readers = 0
+        self._writer = False
+
+    def _acquire(self, exclusive: bool, timeout: float | None, wait: bool = True) -> bool:
+        limit = self.timeout if timeout is None else timeout
+        deadline = time.monotonic() + limit
+        with self._condition:
+            while self._writer or (exclusive and self._readers):
+                remaining = deadline - time.monotonic()
+                if not wait:
+                    return False
+                if remaining <= 0:
+                    raise LockTimeout(self.name, limit)
+                self._condition.wait(remaining)
+            if exclusive:
+                self._writer = True
+            else:
+                self._readers += 1
+            return True
+
+    def _release(self, exclusive: bool) -> None:
+        with self._condition:
+            if exclusive:
+                self._writer = False
+            else:
+                self._readers -= 1
+            self._condition.notify_all()
+
+    @contextlib.contextmanager
+    def shared(self, timeout: float | None = None) -> Iterator[None]:
+        self._acquire(False, timeout)
+        try:
+            yield
+        finally:
+            self._release(False)
+
+    @contextlib.contextmanager
+    def exclusive(self, timeout: float | None = None) -> Iterator[None]:
+        self._acquire(True, timeout)
+        try:
+            yield
+        finally:
+            self._release(True)
+
+    @contextlib.contextmanager
+    def exclusive_if_free(self) -> Iterator[bool]:
+        got = self._acquire(True, 0, wait=False)
+        try:
+            yield got
+        finally:
+            if got:
+                self._release(True)
+
+
+class _StagedBytes:
+    """An object staged in memory (see ``StagedObject``)."""
+
+    def __init__(self, backend: MemoryBackend, kind: Kind) -> None:
+        self._backend = backend
+        self._kind = kind
+        self._parts: list[bytes] = []
+        self.size = 0
+
+    def write(self, data: bytes | memoryview) -> None:
+        self._parts.append(bytes(data))
+        self.size += len(data)
+
+    def restart(self) -> None:
+        self._parts = []
+        self.size = 0
+
+    def commit(self, name: str, *, name_durable: bool = False) -> None:
+        self._backend.write(Handle(self._kind, name), b"".join(self._parts))
+        self._parts = []
+
+    def abort(self) -> None:
+        self._parts = []
+
+
+class MemoryBackend:
+    """A store held in memory (see the module docstring)."""
+
+    def __init__(self, *, lock_timeout: float = 30.0) -> None:
+        self.properties = Properties(durable=False, local_root=None)
+        self.lock_timeout = lock_timeout
+        self._objects: dict[Handle, _Object] = {}
+        self._versions = itertools.count(1)
+        self._mutex = threading.Lock()
+        self._locks: dict[str, _MemoryLock] = {}
+
+    def open(self, *, create: bool) -> bool:
+        return True
+
+    def describe(self, handle: Handle) -> str:
+        return f"memory-{id(self):x}:{handle.kind.value}/{handle.name}"
+
+    def _get(self, handle: Handle) -> _Object:
+        found = self._objects.get(handle)
+        if found is None:
+            raise FileNotFoundError(errno.ENOENT, "no such object", self.describe(handle))
+        return found
+
+    def stat(self, handle: Handle) -> ObjectInfo:
+        found = self._get(handle)
+        return ObjectInfo(len(found.data), found.version, found.written_ns)
+
+    def read(self, handle: Handle, *, max_bytes: int) -> tuple[bytes, ObjectInfo]:
+        found = self._get(handle)
+        if len(found.data) > max_bytes:
+            raise UnfitFileError(errno.EFBIG, f"{self.describe(handle)} is over {max_bytes}")
+        return found.data, ObjectInfo(len(found.data), found.version, found.written_ns)
+
+    def read_range(self, handle: Handle, offset: int, length: int) -> bytes:
+        return self._get(handle).data[offset : offset + length]
+
+    def read_head(self, handle: Handle, length: int) -> tuple[bytes, ObjectInfo]:
+        found = self._get(handle)
+        return found.data[:length], ObjectInfo(len(found.data), found.version, found.written_ns)
+
+    def chunks(self, handle: Handle, chunk_bytes: int) -> Iterator[bytes]:
+        data = self._get(handle).data
+        for start in range(0, len(data), chunk_bytes):
+            yield data[start : start + chunk_bytes]
+
+    def stage(self, kind: Kind, size_hint: int = 0) -> _StagedBytes:
+        return _StagedBytes(self, kind)
+
+    def write(self, handle: Handle, data: bytes, *, durable: bool = True) -> None:
+        with self._mutex:
+            self._objects[handle] = _Object(bytes(data), next(self._versions), time.time_ns())
+
+    def delete(self, handle: Handle, *, durable: bool = True) -> None:
+        with self._mutex:
+            if self._objects.pop(handle, None) is None:
+                raise FileNotFoundError(errno.ENOENT, "no such object", self.describe(handle))
+
+    def names(self, kind: Kind, prefix: str = "") -> list[str]:
+        with self._mutex:
+            handles = list(self._objects)
+        return sorted(h.name for h in handles if h.kind is kind and h.name.startswith(prefix))
+
+    def note_existing(self, handle: Handle) -> None:
+        return None
+
+    def flush(self) -> None:
+        return None
+
+    def lock(self, name: str, label: str | None = None) -> _MemoryLock:
+        with self._mutex:
+            found = self._locks.get(name)
+            if found is None:
+                found = self._locks[name] = _MemoryLock(label or name, self.lock_timeout)
+            return found
+
+    def tidy(self) -> None:
+        return None
+
+    def stale_temps(self) -> list[str]:
+        return []
+
+    def remove_stale_temps(self) -> int:
+        return 0
+
+    def close(self) -> None:
+        return None

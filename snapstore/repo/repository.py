@@ -1,0 +1,239 @@
+"""A repository: one store's objects and locks, and the reads every operation shares.
+
+It receives its backend (the local directory, memory, ...) rather than building one, so
+tests and other backends plug in. The work tree, restore and maintenance sides use a
+repository; none of them knows where or how its objects are kept.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import time
+from collections.abc import Iterator
+from operator import attrgetter
+from typing import Any
+
+from snapstore.cyclic_gc import gc_paused
+from snapstore.errors import (
+    CorruptManifestError,
+    InvalidNameError,
+    NotAStateSnapshotError,
+    PathNotInSnapshotError,
+    ReadOnlyStoreError,
+    SnapshotNotFound,
+)
+from snapstore.format.manifest import Manifest, encode, expiry_ns, ns_to_time
+from snapstore.format.names import encode_name
+from snapstore.format.paths import select_entries
+from snapstore.models import SnapshotInfo
+from snapstore.repo.backend import Backend, Handle, Kind
+from snapstore.repo.blobs import Blobs
+from snapstore.repo.catalog import Catalog, ManifestFile, manifest_name
+from snapstore.repo.locks import TargetLocks, shared_behind
+
+LATEST = "latest"
+_LATEST_N = re.compile(r"latest~(\d+)")
+
+
+class Repository:
+    """The objects (blobs, manifests, journals) and locks of one store, over ``backend``."""
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+        self.read_only = not backend.open(create=True)
+        self.blobs = Blobs(backend)
+        self.catalog = Catalog(backend)
+        self.namespace_lock = backend.lock("namespace")
+        self.gc_lock = backend.lock("gc")
+        self.gc_intent = backend.lock("gc-intent")
+        self.target_locks = TargetLocks(backend)
+
+    @property
+    def root(self) -> str:
+        """The store's directory, or how its backend names it when it is not one here."""
+        return self.backend.properties.local_root or self.backend.describe(Handle(Kind.MARKER, ""))
+
+    def own_roots(self) -> frozenset[tuple[int, int]]:
+        """The store's own directory by device and inode, if it is on this machine: a scan
+        leaves it out, a restore leaves it alone."""
+        local_root = self.backend.properties.local_root
+        if local_root is None:
+            return frozenset()
+        info = os.stat(local_root)
+        return frozenset({(info.st_dev, info.st_ino)})
+
+    def check_writable(self, what: str) -> None:
+        """ReadOnlyStoreError, before anything starts, if this process cannot write the store."""
+        if self.read_only:
+            raise ReadOnlyStoreError(
+                f"cannot {what}: the store at {self.root} is read-only for this process"
+            )
+
+    @contextlib.contextmanager
+    def blobs_in_use(self) -> Iterator[None]:
+        """Hold the gc lock shared, so no blob disappears, and see the packs stored now."""
+        with shared_behind(self.gc_lock, self.gc_intent):
+            self.blobs.refresh()
+            yield
+
+    # ------------------------------------------------------------------ listings
+
+    def listing(self, session: str | None) -> list[ManifestFile]:
+        """Every valid manifest (undo backups too), oldest first by ``Header.order_ns``."""
+        if session is not None:
+            encode_name(session, "session")
+        with gc_paused():
+            found = self.catalog.headers(session, cached=True)
+        found.sort(key=attrgetter("header.order_ns", "header.info.session", "header.info.name"))
+        return found
+
+    def checkpoints(self, session: str) -> list[SnapshotInfo]:
+        """The session's file checkpoints (no backup, no state value), oldest first."""
+        return [
+            m.header.info
+            for m in self.listing(session)
+            if m.header.info.kind == "files" and not m.header.info.is_backup
+        ]
+
+    def backups(self, session: str) -> list[SnapshotInfo]:
+        """The session's undo backups, oldest first."""
+        return [m.header.info for m in self.listing(session) if m.header.info.is_backup]
+
+    def resolve(self, session: str, selector: str, *, prefix: bool = False) -> str:
+        """The snapshot name a selector means (see ``SnapStore.resolve``)."""
+        encode_name(selector, "snapshot name")
+        if self.catalog.exists(session, selector):
+            return selector
+        if selector == LATEST or _LATEST_N.fullmatch(selector):
+            back = 0 if selector == LATEST else int(selector[len(LATEST) + 1 :])
+            checkpoints = self.checkpoints(session)
+            if back >= len(checkpoints):
+                raise SnapshotNotFound(session, selector)
+            return checkpoints[-1 - back].name
+        if not prefix:
+            raise SnapshotNotFound(session, selector)
+        matches = [i.name for i in self.checkpoints(session) if i.name.startswith(selector)]
+        if not matches:
+            raise SnapshotNotFound(session, selector)
+        if len(matches) > 1:
+            shown = ", ".join(repr(match) for match in sorted(matches)[:5])
+            raise InvalidNameError(
+                f"{selector!r} is the start of {len(matches)} snapshot names in session "
+                f"{session!r} ({shown}); give more of the name"
+            )
+        return matches[0]
+
+    def files_header(self, session: str, name: str) -> SnapshotInfo:
+        """The header of a file snapshot (``name`` may be a selector), read alone."""
+        resolved = self.resolve(session, name)
+        try:
+            info = self.catalog.read_header(manifest_name(session, resolved)).info
+        except (FileNotFoundError, NotADirectoryError):
+            raise SnapshotNotFound(session, name) from None
+        if info.kind != "files":
+            raise NotAStateSnapshotError(
+                f"snapshot {name!r} in session {session!r} holds a state value, not files"
+            )
+        return info
+
+    def files_manifest(self, session: str, name: str) -> Manifest:
+        """The decoded manifest of a file snapshot (``name`` may be a selector)."""
+        manifest = self.catalog.read(session, self.resolve(session, name))
+        if manifest.info.kind != "files":
+            raise NotAStateSnapshotError(
+                f"snapshot {name!r} in session {session!r} holds a state value, not files"
+            )
+        return manifest
+
+    def read_file(self, session: str, name: str, path: str) -> bytes:
+        """One file's verified bytes from a snapshot (under the shared gc lock)."""
+        with self.blobs_in_use():
+            manifest = self.files_manifest(session, name)
+            (entry,) = select_entries(manifest.entries, [path])[:1]
+            if entry.kind != "file" or entry.digest is None:
+                raise PathNotInSnapshotError(
+                    f"{entry.path!r} is a {entry.kind} in snapshot {name!r}, not a file"
+                )
+            return self.blobs.read(entry.digest, entry.size)
+
+    # ------------------------------------------------------------------ state values
+
+    def put_state(self, session: str, name: str, value: Any, ttl: float | None) -> SnapshotInfo:
+        """Durably store one value as (session, name) (see ``SnapStore.put_state``)."""
+        encode_name(session, "session")
+        encode_name(name, "snapshot name")
+        expiry_ns(0, ttl)
+        with shared_behind(self.gc_lock, self.gc_intent), self.namespace_lock.exclusive():
+            created_ns = time.time_ns()
+            expires_ns = expiry_ns(created_ns, ttl)
+            info = SnapshotInfo(
+                session=session,
+                name=name,
+                kind="state",
+                created_at=ns_to_time(created_ns),
+                expires_at=None if expires_ns is None else ns_to_time(expires_ns),
+                file_count=0,
+                total_bytes=0,
+                meta={},
+                base_dir="",
+            )
+            data = encode(info, created_ns=created_ns, expires_ns=expires_ns, value=value)
+            self.catalog.commit(session, name, data)
+        return info
+
+    def get_state(self, session: str, name: str, default: Any) -> Any:
+        """The stored value, or ``default`` if there is none; a corrupt one raises."""
+        try:
+            manifest = self.catalog.read(session, name)
+        except SnapshotNotFound:
+            return default
+        if manifest.info.kind != "state":
+            raise NotAStateSnapshotError(
+                f"snapshot {name!r} in session {session!r} holds files, not a state value"
+            )
+        return manifest.value
+
+    # ------------------------------------------------------------------ deletions
+
+    def delete(self, object_name: str) -> bool:
+        """Delete one manifest durably under the namespace lock; False if it was not there."""
+        with self.namespace_lock.exclusive():
+            try:
+                self.catalog.remove(object_name)
+            except FileNotFoundError:
+                return False
+            return True
+
+    def delete_session(self, session: str) -> int:
+        """Delete every manifest of a session under one hold of the namespace lock; returns
+        how many were deleted."""
+        encode_name(session, "session")
+        deleted = 0
+        with self.namespace_lock.exclusive():
+            for object_name in self.catalog.names(session):
+                with contextlib.suppress(FileNotFoundError):
+                    self.catalog.remove(object_name)
+                    deleted += 1
+        return deleted
+
+    def delete_backup(self, session: str, name: str) -> None:
+        """Delete one undo backup durably (if it exists)."""
+        self.delete(manifest_name(session, name))
+
+    def trim_backups(self, session: str, depth: int) -> None:
+        """Delete the session's oldest undo backups beyond ``depth``, under the namespace
+        lock. The cached listing only proposes: each one is read again from its manifest before
+        it is deleted (a cache never decides a deletion)."""
+        with self.namespace_lock.exclusive():
+            found = [
+                item
+                for item in self.catalog.manifests(session, cached=True)
+                if isinstance(item, ManifestFile) and item.header.info.is_backup
+            ]
+            found.sort(key=attrgetter("header.order_ns", "header.info.name"))
+            for item in found[: max(0, len(found) - depth)]:
+                with contextlib.suppress(FileNotFoundError, CorruptManifestError):
+                    if self.catalog.read_header(item.name).info.is_backup:
+                        self.catalog.remove(item.name)

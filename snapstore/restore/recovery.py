@@ -1,0 +1,187 @@
+"""Finishing or rolling back a restore that was killed, from the journal it left.
+
+A journal whose restore had committed its undo backup is rolled back from it (and the backup
+deleted: as far as the target and the undo history are concerned, the killed restore never
+happened), keeping first, in a new backup, whatever was changed in the target since; one that
+kept no backup is run again to its end. The temp files it left are removed either way.
+Whoever finds a journal holds its target's lock (see ``job``).
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from typing import TYPE_CHECKING
+
+from snapstore.cyclic_gc import gc_paused
+from snapstore.errors import (
+    CorruptManifestError,
+    InterruptedRestoreWarning,
+    RestoreError,
+    SnapshotNotFound,
+    SnapstoreError,
+)
+from snapstore.format.names import generated_name
+from snapstore.fs.durable import TEMP_PREFIX
+from snapstore.restore.apply import DirHandles, apply_plan
+from snapstore.restore.journal import CorruptJournalError, Journal
+from snapstore.restore.plan import Action, Plan, make_plan
+
+if TYPE_CHECKING:
+    from snapstore.restore.job import RestoreJob
+
+
+def _not_written_by_a_restore(action: Action) -> bool:
+    """True for a change to something an interrupted restore cannot have left: it renames
+    only whole, final files and links into place, and creates directories whose final mode it
+    sets last; anything else in the target was there before it, or put there since."""
+    if action.current is None:
+        return False
+    return not (action.operation == "chmod" and action.entry.kind == "dir")
+
+
+class Recovery:
+    """The recovery of the interrupted restores of one restore job's repository."""
+
+    def __init__(self, job: RestoreJob) -> None:
+        self.job = job
+        self.repo = job.repo
+        self.journals = job.journals
+
+    def recover(self, key: str) -> None:
+        """Finish or roll back the interrupted restore whose journal is ``key``, if any. The
+        caller holds that target's lock. RestoreError if it cannot be done now."""
+        repo = self.repo
+        try:
+            journal = self.journals.read(key)
+        except CorruptJournalError as error:
+            warnings.warn(
+                f"ignoring the damaged journal of an interrupted restore ({error}); its target "
+                "may be partly restored",
+                InterruptedRestoreWarning,
+                stacklevel=2,
+            )
+            self.journals.remove(key)
+            return
+        if journal is None:
+            return
+        try:
+            with repo.blobs_in_use(), gc_paused():
+                self._recover(journal)
+        except (OSError, SnapstoreError) as error:
+            raise RestoreError(
+                f"a restore of {journal.restoring!r} (session {journal.session!r}) into "
+                f"{journal.target} was interrupted, and could not be finished or rolled back "
+                f"now: {error}",
+                rolled_back=False,
+            ) from error
+        self.journals.remove(key)
+
+    def _recover(self, journal: Journal) -> None:
+        if not self.remove_temp_files(journal):
+            raise RestoreError(
+                "temp files it left in the target could not be removed", rolled_back=False
+            )
+        repo = self.repo
+        if journal.backup is None:
+            self._finish(journal)
+            return
+        try:
+            saved = repo.catalog.read(journal.session, journal.backup)
+        except SnapshotNotFound:
+            return  # killed before its backup was committed: it had changed nothing
+        plan = self.job.plan(saved, journal.target, None, True)
+        if plan.changes and self._changed_since(journal, plan):
+            self._keep_current(journal, plan, journal.backup)
+        apply_plan(plan, repo.blobs, self.job.fs, durable=self.job.durable, keep_special_bits=True)
+        repo.delete_backup(journal.session, journal.backup)
+
+    def _finish(self, journal: Journal) -> None:
+        """Run an interrupted restore that kept no backup again, to its end."""
+        repo = self.repo
+        try:
+            manifest = repo.files_manifest(journal.session, journal.restoring)
+        except (SnapshotNotFound, CorruptManifestError):
+            warnings.warn(
+                f"a restore of {journal.restoring!r} into {journal.target} was interrupted and "
+                "that snapshot is gone: the target may be partly restored",
+                InterruptedRestoreWarning,
+                stacklevel=4,
+            )
+            return
+        paths = None if journal.paths is None else list(journal.paths)
+        plan = self.job.plan(manifest, journal.target, paths, journal.keep_special_bits)
+        if journal.backups and any(_not_written_by_a_restore(a) for a in plan.changes):
+            self._keep_current(journal, plan, journal.restoring)
+        apply_plan(
+            plan,
+            repo.blobs,
+            self.job.fs,
+            durable=self.job.durable,
+            keep_special_bits=journal.keep_special_bits,
+        )
+
+    def _changed_since(self, journal: Journal, rollback: Plan) -> bool:
+        """True if some path the rollback would change holds neither its state before the
+        interrupted restore nor the one that restore was writing (someone changed it since)."""
+        try:
+            restoring = self.repo.files_manifest(journal.session, journal.restoring)
+        except (SnapshotNotFound, CorruptManifestError):
+            return True
+        recorded = {entry.path: entry for entry in restoring.entries}
+        changed = [action.entry.path for action in rollback.changes]
+        if any(
+            path not in recorded and os.path.lexists(os.path.join(journal.target, path))
+            for path in changed
+        ):
+            return True
+        check = make_plan(
+            [recorded[path] for path in changed if path in recorded],
+            journal.target,
+            keep_special_bits=journal.keep_special_bits,
+        )
+        return any(action.operation != "unchanged" for action in check.actions)
+
+    def _keep_current(self, journal: Journal, plan: Plan, restoring: str) -> None:
+        """Keep what the target holds now at the paths ``plan`` changes, as a new backup
+        (taken before restoring ``restoring``)."""
+        paths, recursive = plan.backup_paths()
+        self.job.commit_backup(
+            journal.session, generated_name(), restoring, journal.target, paths, recursive
+        )
+        self.repo.trim_backups(journal.session, self.job.undo_depth)
+
+    def remove_temp_files(self, journal: Journal) -> bool:
+        """Remove the temp files a restore may have left beside its destinations; False if
+        some could not be removed."""
+        if not os.path.isdir(journal.target):
+            return True
+        clean = True
+        handles = DirHandles(self.job.fs, journal.target, durable=False)
+        try:
+            for relative_dir in journal.dirs:
+                try:
+                    fd = handles.get(relative_dir)
+                    for name in os.listdir(fd):
+                        if name.startswith(TEMP_PREFIX):
+                            self.job.fs.unlink(name, dir_fd=fd)
+                except FileNotFoundError:
+                    continue
+                except OSError:
+                    clean = False
+        finally:
+            handles.close()
+        return clean
+
+    def recover_all(self) -> None:
+        """At open: recover every interrupted restore whose target is not locked by a restore
+        running now; one that cannot be recovered now is left, with a warning."""
+        repo = self.repo
+        for key in self.journals.pending():
+            with repo.target_locks.lock_of_key(key).exclusive_if_free() as free:
+                if not free:
+                    continue
+                try:
+                    self.recover(key)
+                except RestoreError as error:
+                    warnings.warn(str(error), InterruptedRestoreWarning, stacklevel=3)

@@ -1,0 +1,205 @@
+"""The create pipeline: scan a base directory, store new blobs, commit the manifest last.
+
+Runs with the gc lock already held shared (no blob it counts on can vanish); takes the
+namespace lock only for the commit, after re-checking that every blob it references is
+stored. Checkpoints and undo backups are both made here; they differ in their header.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from operator import itemgetter
+from typing import Any
+
+from snapstore.errors import (
+    InvalidValueError,
+    MissingBlobError,
+    MissingPathError,
+    SnapshotExistsError,
+    UnsafePathError,
+)
+from snapstore.format.manifest import encode, expiry_ns, ns_to_time
+from snapstore.format.names import encode_name, generated_name
+from snapstore.models import SnapshotInfo
+from snapstore.repo.batch import BlobBatch
+from snapstore.repo.layout import is_store_root
+from snapstore.repo.repository import Repository
+from snapstore.worktree.excludes import Matcher, check_patterns, initial_patterns
+from snapstore.worktree.ingest import ingest_scan
+from snapstore.worktree.scan import Scanner, relative_to_base
+from snapstore.worktree.statcache import StatCache
+
+Progress = Callable[[int, int], None]
+
+
+@dataclass(frozen=True)
+class Request:
+    """What to snapshot: ``paths`` relative to ``base``, walked recursively unless listed in
+    ``shallow`` (recorded alone)."""
+
+    session: str
+    name: str
+    base: str
+    paths: list[str]
+    meta: dict[str, Any]
+    ttl: float | None = None
+    shallow: frozenset[str] = frozenset()
+    skip_unreadable: bool = False
+    rehash: bool = False
+    backup_of: str | None = None
+    exclude: tuple[str, ...] = ()
+    default_excludes: bool = True
+    gitignore: bool = False
+    if_exists: str = "replace"
+
+
+def refuse_store_directory(store_root: str | None, real_dir: str, what: str) -> None:
+    """UnsafePathError if ``real_dir`` is, or lies in, a storage root (this store's, if it
+    is on this machine, or any other directory holding a snapstore FORMAT marker)."""
+    if store_root is not None:
+        own = os.path.realpath(store_root)
+        if real_dir == own or real_dir.startswith(own + os.sep):
+            raise UnsafePathError(f"{what} {real_dir} lies in the snapstore root {own}")
+    directory = real_dir
+    while True:
+        if is_store_root(directory):
+            raise UnsafePathError(f"{what} {real_dir} lies in the snapstore root {directory}")
+        parent = os.path.dirname(directory)
+        if parent == directory:
+            return
+        directory = parent
+
+
+def checkpoint_request(
+    repo: Repository,
+    session: str,
+    name: str | None,
+    paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[str] | None,
+    *,
+    base_dir: str | os.PathLike[str],
+    meta: Mapping[str, Any] | None,
+    ttl: float | None,
+    exclude: Iterable[str],
+    default_excludes: bool,
+    gitignore: bool,
+    if_exists: str,
+    missing: str,
+    skip_unreadable: bool,
+    rehash: bool,
+) -> Request:
+    """The checked request of ``SnapStore.create``: every argument error raised here, before
+    any lock is taken or anything read."""
+    encode_name(session, "session")
+    name = generated_name() if name is None else name
+    encode_name(name, "snapshot name")
+    repo.check_writable("create a snapshot")
+    if paths is None:
+        raise InvalidValueError("create needs the paths to snapshot")
+    if isinstance(paths, str | os.PathLike):
+        paths = [paths]
+    if if_exists not in ("replace", "error"):
+        raise InvalidValueError(f"if_exists must be 'replace' or 'error', not {if_exists!r}")
+    if missing not in ("absent", "error"):
+        raise InvalidValueError(f"missing must be 'absent' or 'error', not {missing!r}")
+    base = os.path.abspath(os.fspath(base_dir))
+    if not os.path.isdir(base):
+        raise InvalidValueError(f"base_dir {base} is not a directory")
+    refuse_store_directory(repo.backend.properties.local_root, os.path.realpath(base), "base_dir")
+    relative = [relative_to_base(base, path) for path in paths]
+    if missing == "error":
+        absent = [p for p in relative if not os.path.lexists(os.path.join(base, p))]
+        if absent:
+            raise MissingPathError(f"no such path under {base}: {', '.join(absent[:5])}")
+    expiry_ns(0, ttl)
+    return Request(
+        session,
+        name,
+        base,
+        relative,
+        dict(meta or {}),
+        ttl=ttl,
+        skip_unreadable=skip_unreadable,
+        rehash=rehash,
+        exclude=tuple(check_patterns(exclude)),
+        default_excludes=default_excludes,
+        gitignore=gitignore,
+        if_exists=if_exists,
+    )
+
+
+def take_snapshot(
+    repo: Repository,
+    request: Request,
+    *,
+    progress: Progress | None = None,
+) -> tuple[SnapshotInfo, bool]:
+    """Scan, ingest and commit ``request``; returns the committed header and whether it
+    replaced an existing snapshot of the same name. The gc lock must be held shared.
+
+    An undo backup (``backup_of`` set) records special files as skipped rather than failing,
+    and leaves the stat cache alone (its files are about to be replaced)."""
+    scan_start_ns = time.time_ns()
+    cache = StatCache(repo.backend, request.base, scan_start_ns)
+    batch = BlobBatch(repo.blobs)
+    backup = request.backup_of is not None
+    excludes = Matcher(
+        ()
+        if backup
+        else initial_patterns(
+            request.base, request.exclude, default_excludes=request.default_excludes
+        )
+    )
+    scanner = Scanner(
+        request.base,
+        exclude_dirs=repo.own_roots(),
+        skip_unreadable=request.skip_unreadable,
+        skip_special=backup,
+        excludes=excludes,
+        gitignore=request.gitignore and not backup,
+        reuse=None if request.rehash else cache.reuse_hook(batch.claim),
+    )
+    try:
+        for path in request.paths:
+            scanner.add(path, recursive=path not in request.shallow)
+        scanned = scanner.result
+        rows = ingest_scan(
+            scanned, batch, cache, skip_unreadable=request.skip_unreadable, progress=progress
+        )
+        batch.finish()
+    except BaseException:
+        batch.abort()
+        raise
+    file_rows = [row for row in rows if row[1] == "file"]
+    with repo.namespace_lock.exclusive():
+        if request.if_exists == "error" and repo.catalog.exists(request.session, request.name):
+            raise SnapshotExistsError(request.session, request.name)
+        missing = repo.blobs.first_missing(file_rows)
+        if missing is not None:
+            path, _, _, _, _, digest, _ = missing
+            assert digest is not None
+            raise MissingBlobError(f"blob {digest.hex()} for {path!r} vanished before commit")
+        created_ns = time.time_ns()
+        expires_ns = expiry_ns(created_ns, request.ttl)
+        info = SnapshotInfo(
+            session=request.session,
+            name=request.name,
+            kind="files",
+            created_at=ns_to_time(created_ns),
+            expires_at=None if expires_ns is None else ns_to_time(expires_ns),
+            file_count=len(file_rows),
+            total_bytes=sum(map(itemgetter(3), file_rows)),
+            meta=request.meta,
+            base_dir=request.base,
+            skipped=tuple(sorted(scanned.skipped, key=lambda s: s.path)),
+            roots=tuple(sorted({p for p in request.paths if p not in request.shallow})),
+            backup_of=request.backup_of,
+            excludes=tuple(excludes.patterns),
+        )
+        data = encode(info, created_ns=created_ns, expires_ns=expires_ns, rows=rows)
+        replaced = repo.catalog.commit(request.session, request.name, data)
+    if not backup:
+        cache.save(keep_unseen=request.paths != ["."] or bool(request.shallow))
+    return info, replaced
