@@ -92,7 +92,9 @@ class HistorySnapstoreCli(SnapstoreCli):
         return [("snapstore gc", lambda: run(self._argv("gc")))]
 
     def command(self, label: str) -> Command:
-        return Command(self._argv("create", SESSION, label, ".", "--base", str(self.tree)))
+        return Command(
+            self._argv("create", SESSION, ".", "--name", label, "--base", str(self.tree))
+        )
 
 
 class HistoryGit(ShadowGit):

@@ -150,7 +150,7 @@ class SnapstoreCli(SnapstoreLibrary):
         return run([sys.executable, "-m", "snapstore", "--root", str(self.root), "-q", *args])
 
     def snapshot(self, label: str) -> float:
-        return self._cli("create", SESSION, label, ".", "--base", str(self.tree))
+        return self._cli("create", SESSION, ".", "--name", label, "--base", str(self.tree))
 
     def restore_empty(self, dest: Path) -> float:
         return self._cli("restore", SESSION, f"s{self.count}", "--target", str(dest))

@@ -5,43 +5,113 @@ storage root that several processes share. See docs/format.md and docs/concurren
 
 The library logs what it does under the ``snapstore`` logger (``snapstore.repo.locks``,
 ``snapstore.maintenance.packgc``, ...) and is silent unless the application configures logging.
+
+The public names below are imported on first use (a module ``__getattr__``), so that
+``import snapstore`` and ``snapstore --version`` do not pay for the store, its locks and its
+hashing: ``from snapstore import SnapStore`` works as ever, and type checkers see the real
+definitions through the ``TYPE_CHECKING`` imports.
 """
+
+from __future__ import annotations
 
 import logging
 
-from snapstore.errors import (
-    CorruptBlobError,
-    CorruptManifestError,
-    FormatError,
-    InvalidNameError,
-    InvalidValueError,
-    LockTimeout,
-    MissingBlobError,
-    NotAStateSnapshotError,
-    PathNotInSnapshotError,
-    ReadOnlyStoreError,
-    RestoreError,
-    SnapshotNotFound,
-    SnapstoreError,
-    SourceChangedError,
-    UnsafePathError,
-)
-from snapstore.models import (
-    DiffReport,
-    FileEntry,
-    GcReport,
-    RestoreReport,
-    SkippedPath,
-    Snapshot,
-    SnapshotInfo,
-    SweepReport,
-    VerifyReport,
-)
-from snapstore.store import SnapStore, UnreliableLockWarning
+TYPE_CHECKING = False
+"""``typing.TYPE_CHECKING`` without importing ``typing`` (type checkers treat the name alike)."""
+
+if TYPE_CHECKING:
+    from typing import Any
+
+    from snapstore.errors import (
+        CorruptBlobError,
+        CorruptManifestError,
+        FormatError,
+        InvalidNameError,
+        InvalidValueError,
+        LockTimeout,
+        MissingBlobError,
+        NotAStateSnapshotError,
+        PathNotInSnapshotError,
+        ReadOnlyStoreError,
+        RestoreError,
+        SnapshotNotFound,
+        SnapstoreError,
+        SourceChangedError,
+        UnsafePathError,
+    )
+    from snapstore.models import (
+        DiffReport,
+        FileEntry,
+        GcReport,
+        RestoreReport,
+        SkippedPath,
+        Snapshot,
+        SnapshotInfo,
+        SweepReport,
+        VerifyReport,
+    )
+    from snapstore.store import SnapStore, UnreliableLockWarning
 
 __version__ = "0.1.0"
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
+
+_LAZY: dict[str, str] = {
+    **dict.fromkeys(
+        (
+            "CorruptBlobError",
+            "CorruptManifestError",
+            "FormatError",
+            "InvalidNameError",
+            "InvalidValueError",
+            "LockTimeout",
+            "MissingBlobError",
+            "NotAStateSnapshotError",
+            "PathNotInSnapshotError",
+            "ReadOnlyStoreError",
+            "RestoreError",
+            "SnapshotNotFound",
+            "SnapstoreError",
+            "SourceChangedError",
+            "UnsafePathError",
+        ),
+        "snapstore.errors",
+    ),
+    **dict.fromkeys(
+        (
+            "DiffReport",
+            "FileEntry",
+            "GcReport",
+            "RestoreReport",
+            "SkippedPath",
+            "Snapshot",
+            "SnapshotInfo",
+            "SweepReport",
+            "VerifyReport",
+        ),
+        "snapstore.models",
+    ),
+    "SnapStore": "snapstore.store",
+    "UnreliableLockWarning": "snapstore.store",
+}
+"""Each public name imported on first use, and the module that defines it."""
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name's module when the name is first used, and keep the name here."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
 
 __all__ = [
     "CorruptBlobError",

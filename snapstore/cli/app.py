@@ -13,20 +13,109 @@ from typing import Any, NoReturn
 import click
 
 import snapstore
-from snapstore.checkpoint.cli import checkpoint_group
-from snapstore.cli import diagnostics
-from snapstore.cli.completion import completion
+from snapstore.cli import PROG_NAME, diagnostics, version_line
 from snapstore.cli.context import Settings
-from snapstore.cli.demo import demo
-from snapstore.cli.demo_bridges import demo_editor, demo_recover
 from snapstore.cli.exitcodes import ExitCode, exit_code_for
-from snapstore.cli.maintenance import delete, delete_session, gc, sweep, verify
-from snapstore.cli.options import global_options, global_parameters
+from snapstore.cli.lazy import CommandSpec, LazyGroup
+from snapstore.cli.options import global_parameters
 from snapstore.cli.output import one_line, print_error, print_json
-from snapstore.cli.restoring import diff, restore, undo
-from snapstore.cli.snapshots import backups, cat, create, list_snapshots, show
-from snapstore.cli.state import state
 from snapstore.errors import SnapstoreError
+
+COMMANDS: tuple[CommandSpec, ...] = (
+    CommandSpec(
+        "create",
+        "snapstore.cli.snapshots:create",
+        "Checkpoint PATHS (files or directories) as a snapshot of SESSION.",
+    ),
+    CommandSpec(
+        "list",
+        "snapstore.cli.snapshots:list_snapshots",
+        "List snapshots, oldest first (only SESSION's, if given).",
+    ),
+    CommandSpec(
+        "show",
+        "snapstore.cli.snapshots:show",
+        "Show one snapshot: its header, then every entry with mode, size and digest.",
+    ),
+    CommandSpec(
+        "cat",
+        "snapstore.cli.snapshots:cat",
+        "Write the bytes PATH had in the snapshot to stdout (verified against its digest).",
+    ),
+    CommandSpec(
+        "diff",
+        "snapstore.cli.restoring:diff",
+        "Show what restoring snapshot NAME would change, or what changed from NAME to OTHER.",
+    ),
+    CommandSpec(
+        "log",
+        "snapstore.cli.history:log",
+        "List the checkpoints of SESSION in which PATH changed, oldest first.",
+    ),
+    CommandSpec(
+        "restore",
+        "snapstore.cli.restoring:restore",
+        "Put the files of snapshot NAME of SESSION back, writing only what differs.",
+    ),
+    CommandSpec(
+        "undo",
+        "snapstore.cli.restoring:undo",
+        "Undo the newest restore of SESSION: put back what it replaced.",
+    ),
+    CommandSpec(
+        "backups",
+        "snapstore.cli.snapshots:backups",
+        "List the undo backups of SESSION, oldest first: what each restore replaced.",
+    ),
+    CommandSpec(
+        "delete",
+        "snapstore.cli.maintenance:delete",
+        "Delete snapshot NAME of SESSION (its blobs are freed by the next gc).",
+    ),
+    CommandSpec(
+        "delete-session",
+        "snapstore.cli.maintenance:delete_session",
+        "Delete every snapshot of SESSION.",
+    ),
+    CommandSpec(
+        "sweep",
+        "snapstore.cli.maintenance:sweep",
+        "Delete expired snapshots, and those beyond --ttl or --keep-last.",
+    ),
+    CommandSpec(
+        "gc",
+        "snapstore.cli.maintenance:gc",
+        "Free blobs no snapshot references, and stale temp files.",
+    ),
+    CommandSpec(
+        "verify",
+        "snapstore.cli.maintenance:verify",
+        "Check every snapshot and blob; exit 13 when committed data is damaged.",
+    ),
+    CommandSpec(
+        "state",
+        "snapstore.cli.state:state",
+        "Read and write resume values (given and printed as JSON).",
+    ),
+    CommandSpec(
+        "checkpoint",
+        "snapstore.checkpoint.cli:checkpoint_group",
+        "List, inspect and reset resume checkpoints.",
+    ),
+    CommandSpec(
+        "completion",
+        "snapstore.cli.completion:completion",
+        "Print the completion script for SHELL (bash, zsh or fish).",
+    ),
+    CommandSpec(
+        "demo",
+        "snapstore.cli.demo:demo",
+        "Show the store at work: a bridge is killed mid-edit and another one restores its files.",
+    ),
+    CommandSpec("_demo-editor", "snapstore.cli.demo_bridges:demo_editor", "", hidden=True),
+    CommandSpec("_demo-recover", "snapstore.cli.demo_bridges:demo_recover", "", hidden=True),
+)
+"""Every command, imported only when it runs (or its help or completion is asked for)."""
 
 
 class OutputClosed(Exception):
@@ -44,7 +133,7 @@ def _output_closed_is_ours() -> Iterator[None]:
         raise OutputClosed() from error
 
 
-class SnapstoreGroup(click.Group):
+class SnapstoreGroup(LazyGroup):
     """The top-level group: lets ``run()``, not click, decide what a closed pipe means."""
 
     def make_context(
@@ -67,37 +156,14 @@ class SnapstoreGroup(click.Group):
     context_settings={"help_option_names": ["-h", "--help"]},
     params=global_parameters(top=True),
     epilog="Global options may also follow the command name: snapstore list --json.",
+    lazy_commands=COMMANDS,
 )
-@click.version_option(snapstore.__version__, prog_name="snapstore")
+@click.version_option(snapstore.__version__, prog_name=PROG_NAME, message=version_line())
 @click.pass_context
 def cli(ctx: click.Context) -> None:
     """Checkpoint sets of files, inspect the checkpoints, and restore them."""
     settings = ctx.ensure_object(Settings)
     diagnostics.configure(settings.verbose, settings.debug)
-
-
-for _command in (
-    create,
-    list_snapshots,
-    show,
-    cat,
-    diff,
-    restore,
-    undo,
-    backups,
-    delete,
-    delete_session,
-    sweep,
-    gc,
-    verify,
-    state,
-    checkpoint_group,
-    completion,
-    demo,
-    demo_editor,
-    demo_recover,
-):
-    cli.add_command(global_options(_command))
 
 
 def _global_flags(args: Sequence[str]) -> tuple[bool, bool]:
@@ -152,7 +218,7 @@ def run(args: Sequence[str]) -> int:
     """Run the command line on ``args`` and return the exit code (never raises)."""
     json_output, debug = _global_flags(args)
     try:
-        result: Any = cli.main(list(args), prog_name="snapstore", standalone_mode=False)
+        result: Any = cli.main(list(args), prog_name=PROG_NAME, standalone_mode=False)
         return int(result) if isinstance(result, int) else ExitCode.OK
     except click.UsageError as error:
         return _usage_failure(error, json_output)

@@ -13,12 +13,15 @@ import os
 import warnings
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 from click.shell_completion import CompletionItem, get_completion_class
 
 from snapstore.cli.context import Settings
-from snapstore.store import SnapStore
+
+if TYPE_CHECKING:
+    from snapstore.store import SnapStore
 
 SHELLS = ("bash", "zsh", "fish")
 COMPLETE_VAR = "_SNAPSTORE_COMPLETE"
@@ -39,6 +42,8 @@ def _existing_store(ctx: click.Context) -> SnapStore | None:
     root = _root(ctx)
     if not (root / "FORMAT").is_file():
         return None
+    from snapstore.store import SnapStore
+
     return SnapStore(root)
 
 
@@ -89,14 +94,19 @@ def snapshot_names(kind: str | None = None) -> Completer:
 def complete_file_path(
     ctx: click.Context, _param: click.Parameter, incomplete: str
 ) -> list[CompletionItem]:
-    """The regular files recorded in the snapshot NAME of SESSION already given."""
+    """The regular files recorded in the snapshot NAME of SESSION already given (NAME may be
+    any selector the command takes)."""
     session, name = ctx.params.get("session"), ctx.params.get("name")
     if not (isinstance(session, str) and isinstance(name, str)):
         return []
     return _candidates(
         ctx,
         incomplete,
-        lambda store: (e.path for e in store.get(session, name).entries if e.kind == "file"),
+        lambda store: (
+            entry.path
+            for entry in store.get(session, store.resolve(session, name, prefix=True)).entries
+            if entry.kind == "file"
+        ),
     )
 
 

@@ -7,13 +7,16 @@ import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
-from snapstore import ReadOnlyStoreError, SnapStore
 from snapstore.cli.exitcodes import ExitCode
 from snapstore.cli.output import print_json, print_lines, stderr_is_terminal
+from snapstore.errors import ReadOnlyStoreError
+
+if TYPE_CHECKING:
+    from snapstore.store import SnapStore
 
 ProgressCallback = Callable[[int, int], None]
 
@@ -32,7 +35,8 @@ class StoreNotFound(click.ClickException):
 
 @dataclass
 class Settings:
-    """The global options of one run, and the store opened from them (lazily).
+    """The global options of one run, and the store opened from them (lazily: the library is
+    imported only by a command that opens the store).
 
     ``root_given`` is true when ``--root`` was on the command line (not from the environment
     or the default); ``verbose`` counts ``-v``.
@@ -52,6 +56,8 @@ class Settings:
         if self._store is None:
             if not create and not self.root.is_dir():
                 raise StoreNotFound(self.root)
+            from snapstore.store import SnapStore
+
             self._store = SnapStore(self.root, lock_timeout=self.lock_timeout)
         return self._store
 
@@ -62,6 +68,15 @@ class Settings:
         if store.read_only:
             raise ReadOnlyStoreError(f"the store at {self.root} is read-only for you: {why}")
         return store
+
+    def snapshot_name(self, session: str, selector: str) -> str:
+        """The name of the snapshot ``selector`` means on the command line: a snapshot's name,
+        ``latest``, ``latest~N``, or the start of exactly one file checkpoint's name.
+
+        The library takes no prefixes, so that a name kept by a program cannot come to mean
+        another snapshot; a person typing a command sees the full name in what it prints.
+        A prefix that fits several snapshots is an InvalidNameError (exit code 2)."""
+        return self.store().resolve(session, selector, prefix=True)
 
     def emit(self, document: Any, lines: list[str], *, info: bool = False) -> None:
         """Print the JSON ``document`` or the human ``lines``; ``info`` lines obey --quiet."""

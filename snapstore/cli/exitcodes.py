@@ -7,17 +7,8 @@ usage); the others follow restic where it has an equivalent (10: no repository, 
 
 from __future__ import annotations
 
+import functools
 from enum import IntEnum
-
-from snapstore.checkpoint.errors import CheckpointNotFound, CorruptCheckpointError
-from snapstore.errors import (
-    CorruptBlobError,
-    CorruptManifestError,
-    LockTimeout,
-    MissingBlobError,
-    PathNotInSnapshotError,
-    SnapshotNotFound,
-)
 
 
 class ExitCode(IntEnum):
@@ -28,7 +19,8 @@ class ExitCode(IntEnum):
     ERROR = 1
     """An error with no more specific code below."""
     USAGE = 2
-    """Unknown command or option, bad value, missing argument, or ``--yes`` missing."""
+    """Unknown command or option, bad value (an invalid name, a snapshot name prefix that fits
+    several), missing argument, or ``--yes`` missing."""
     PARTIAL = 3
     """The command did part of its work and reports what it left undone."""
     NO_STORE = 10
@@ -40,24 +32,50 @@ class ExitCode(IntEnum):
     DAMAGED = 13
     """The store's committed data is damaged (corrupt or missing manifests, blobs, packs)."""
     NOT_FOUND = 14
-    """The snapshot, session, path in a snapshot, or checkpoint asked for does not exist."""
+    """The snapshot, session, path in a snapshot, or checkpoint asked for does not exist, or
+    a path ``create --missing error`` was given does not."""
+    EXISTS = 15
+    """What was to be created exists already (``create --no-replace``)."""
 
 
-_CODES: tuple[tuple[tuple[type[BaseException], ...], ExitCode], ...] = (
-    ((LockTimeout,), ExitCode.LOCKED),
-    ((SnapshotNotFound, PathNotInSnapshotError, CheckpointNotFound), ExitCode.NOT_FOUND),
-    (
-        (CorruptManifestError, CorruptBlobError, MissingBlobError, CorruptCheckpointError),
-        ExitCode.DAMAGED,
-    ),
-    ((PermissionError,), ExitCode.PERMISSION),
-)
-"""Error types and their codes, most specific first (``LockTimeout`` is also an OSError)."""
+@functools.cache
+def _codes() -> tuple[tuple[tuple[type[BaseException], ...], ExitCode], ...]:
+    """Error types and their codes, most specific first (``LockTimeout`` is also an OSError).
+
+    Built on the first error, not at import: the checkpoint and restore packages these types
+    live in are not imported by a run that never needs them (``snapstore --help``)."""
+    from snapstore.checkpoint.errors import CheckpointNotFound, CorruptCheckpointError
+    from snapstore.errors import (
+        CorruptBlobError,
+        CorruptManifestError,
+        InvalidNameError,
+        LockTimeout,
+        MissingBlobError,
+        MissingPathError,
+        PathNotInSnapshotError,
+        SnapshotExistsError,
+        SnapshotNotFound,
+    )
+
+    return (
+        ((LockTimeout,), ExitCode.LOCKED),
+        ((InvalidNameError,), ExitCode.USAGE),
+        (
+            (SnapshotNotFound, PathNotInSnapshotError, CheckpointNotFound, MissingPathError),
+            ExitCode.NOT_FOUND,
+        ),
+        ((SnapshotExistsError,), ExitCode.EXISTS),
+        (
+            (CorruptManifestError, CorruptBlobError, MissingBlobError, CorruptCheckpointError),
+            ExitCode.DAMAGED,
+        ),
+        ((PermissionError,), ExitCode.PERMISSION),
+    )
 
 
 def exit_code_for(error: BaseException) -> ExitCode:
     """The exit code a run that failed with ``error`` ends with."""
-    for types, code in _CODES:
+    for types, code in _codes():
         if isinstance(error, types):
             return code
     return ExitCode.ERROR

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import shlex
 import sys
 from collections.abc import Iterator
 
@@ -26,12 +27,13 @@ from snapstore.models import GcReport
 
 
 class SessionNotFound(click.ClickException):
-    """``delete-session`` found no snapshot in the session."""
+    """The session holds none of what the command works on: no snapshot (``delete-session``),
+    no file checkpoint (``log``)."""
 
     exit_code = ExitCode.NOT_FOUND
 
-    def __init__(self, session: str) -> None:
-        super().__init__(f"no snapshots in session {session!r}")
+    def __init__(self, session: str, what: str = "snapshots") -> None:
+        super().__init__(f"no {what} in session {session!r}")
 
 
 class PartialFailure(click.ClickException):
@@ -88,13 +90,33 @@ missing_ok_option = click.option(
 @missing_ok_option
 @pass_settings
 def delete(settings: Settings, session: str, name: str, yes: bool, missing_ok: bool) -> None:
-    """Delete snapshot NAME of SESSION (its blobs are freed by the next gc)."""
+    """Delete snapshot NAME of SESSION (its blobs are freed by the next gc).
+
+    NAME is the full name: unlike other commands, delete takes no prefix and no latest.
+    """
     confirm(settings, yes, f"delete snapshot {session}/{name}")
-    deleted = settings.store().delete(session, name)
+    store = settings.store()
+    deleted = store.delete(session, name)
     if not deleted and not missing_ok:
+        _hint_full_name(settings, session, name)
         raise SnapshotNotFound(session, name)
     line = f"deleted {session}/{name}" if deleted else f"{session}/{name} did not exist"
     settings.emit({"session": session, "name": name, "deleted": deleted}, [line], info=True)
+
+
+def _hint_full_name(settings: Settings, session: str, selector: str) -> None:
+    """If ``selector`` would select a snapshot elsewhere (a prefix, ``latest``), say which on
+    stderr: ``delete`` takes only full names, as a selector can come to mean another snapshot
+    between looking and deleting, and a delete cannot be undone."""
+    try:
+        meant = settings.snapshot_name(session, selector)
+    except (SnapstoreError, OSError):
+        return
+    command = shlex.join(["snapstore", "delete", session, meant])
+    print_note(
+        f"hint: delete takes a full name only; in other commands {selector!r} selects "
+        f"{meant!r} ({command})"
+    )
 
 
 @click.command("delete-session")

@@ -120,8 +120,10 @@ def global_parameters(*, top: bool) -> list[click.Parameter]:
 
 
 def global_options(command: C) -> C:
-    """Let ``command``, and every subcommand below it, take the global options after its name."""
-    command.params.extend(global_parameters(top=False))
+    """Let ``command``, and every subcommand below it, take the global options after its name
+    (once: a command that already takes them is left as it is)."""
+    if not any("--root" in param.opts for param in command.params):
+        command.params.extend(global_parameters(top=False))
     if isinstance(command, click.Group):
         for subcommand in command.commands.values():
             global_options(subcommand)

@@ -1,4 +1,5 @@
-"""Commands that compare a snapshot with a directory and put it back: ``diff`` and ``restore``."""
+"""Commands that compare snapshots and directories and put snapshots back: ``diff``,
+``restore`` and ``undo``."""
 
 from __future__ import annotations
 
@@ -45,33 +46,72 @@ def diff_lines(
     return [summary, "", *render_table(["CHANGE", "PATH"], capped_rows(groups, limit))]
 
 
+def snapshot_diff_lines(
+    report: DiffReport, old: str, new: str, limit: int | None = PATHS_SHOWN
+) -> list[str]:
+    """Human output of ``diff`` of two snapshots: a summary line, then a row per path that
+    changed from ``old`` to ``new`` (at most ``limit`` of each kind)."""
+    if not report.changed:
+        return [f"{new} matches {old}"]
+    summary = (
+        f"from {old} to {new}: added {len(report.added)}, modified {len(report.modified)}, "
+        f"removed {len(report.removed)}"
+    )
+    groups = [("added", report.added), ("modified", report.modified), ("removed", report.removed)]
+    return [summary, "", *render_table(["CHANGE", "PATH"], capped_rows(groups, limit))]
+
+
 @click.command()
 @click.argument("session", shell_complete=complete_session)
 @click.argument("name", shell_complete=snapshot_names("files"))
+@click.argument("other", required=False, shell_complete=snapshot_names("files"))
 @click.option(
     "--target",
     type=click.Path(file_okay=False, path_type=Path),
     metavar="DIR",
-    help="Compare this directory instead of the snapshot's base dir.",
+    help="Compare NAME with this directory instead of its base dir.",
 )
 @list_option
 @pass_settings
-def diff(settings: Settings, session: str, name: str, target: Path | None, list_all: bool) -> None:
-    """Show what restoring snapshot NAME of SESSION would change, without writing anything.
+def diff(
+    settings: Settings,
+    session: str,
+    name: str,
+    other: str | None,
+    target: Path | None,
+    list_all: bool,
+) -> None:
+    """Show what restoring snapshot NAME would change, or what changed from NAME to OTHER.
 
-    Prints the first 20 paths of each kind of change; --list prints them all, --json too.
+    Without OTHER, NAME is compared with its base dir (or --target), and nothing is written.
+    NAME and OTHER may be latest, latest~N or the start of one snapshot's name. Prints the
+    first 20 paths of each kind of change; --list prints them all, --json too.
     """
-    target_text = _target_text(settings, session, name, target)
-    report = settings.store().diff(session, name, target=target_text)
+    if other is not None and target is not None:
+        raise click.UsageError(
+            "--target compares a snapshot with a directory: give OTHER or --target, not both"
+        )
+    store = settings.store()
+    name = settings.snapshot_name(session, name)
+    limit = None if list_all else PATHS_SHOWN
+    target_text: str | None = None
+    if other is not None:
+        other = settings.snapshot_name(session, other)
+        report = store.diff(session, name, other)
+        lines = snapshot_diff_lines(report, f"{session}/{name}", f"{session}/{other}", limit)
+    else:
+        target_text = _target_text(settings, session, name, target)
+        report = store.diff(session, name, target=target_text)
+        lines = diff_lines(report, f"{session}/{name}", target_text, limit)
     document = {
         "session": session,
         "name": name,
+        "other": other,
         "target": target_text,
         **report.to_dict(),
         "changed": report.changed,
     }
-    limit = None if list_all else PATHS_SHOWN
-    settings.emit(document, diff_lines(report, f"{session}/{name}", target_text, limit))
+    settings.emit(document, lines)
 
 
 def restore_lines(
@@ -138,9 +178,10 @@ def restore(
 ) -> None:
     """Put the files of snapshot NAME of SESSION back, writing only what differs.
 
-    Prints a summary and the first 20 written and removed paths; --list prints them all,
-    --json too.
+    NAME may be latest, latest~N or the start of one snapshot's name. Prints a summary and
+    the first 20 written and removed paths; --list prints them all, --json too.
     """
+    name = settings.snapshot_name(session, name)
     if dry_run or no_backup:
         store = settings.store()
     else:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,10 +37,42 @@ def _files_cell(info: SnapshotInfo) -> str:
     return str(info.file_count) if info.kind == "files" else "-"
 
 
+ABSENT_SHOWN = 10
+"""Absent paths named in the warning of ``create``; the rest are counted."""
+
+
+def requested_but_absent(base_dir: str, paths: Sequence[str]) -> list[str]:
+    """The PATHs given to ``create`` that do not exist under ``base_dir`` (as typed)."""
+    return [path for path in paths if not os.path.lexists(os.path.join(base_dir, path))]
+
+
+def absent_warning(absent: Sequence[str], base_dir: str, maybe_name: str | None) -> str:
+    """The one warning line of a ``create`` that recorded requested paths as absent: that it
+    is on purpose, and that a typo looks the same. ``maybe_name``: an absent first PATH of
+    several, given without ``--name``, as the earlier ``create SESSION NAME PATH...`` read."""
+    shown = ", ".join(absent[:ABSENT_SHOWN])
+    if len(absent) > ABSENT_SHOWN:
+        shown += f" and {len(absent) - ABSENT_SHOWN} more"
+    line = (
+        f"warning: not found in {base_dir}, recorded as absent: {shown} (a restore removes "
+        "them if they exist then; a mistyped path is recorded the same way: check the "
+        "spelling, or pass --missing error to refuse paths that do not exist)"
+    )
+    if maybe_name is not None:
+        line += f"; to name the snapshot {maybe_name!r}, pass --name {maybe_name}"
+    return line
+
+
 @click.command()
 @click.argument("session", shell_complete=complete_session)
-@click.argument("name", shell_complete=snapshot_names())
 @click.argument("paths", nargs=-1, required=True, type=click.Path())
+@click.option(
+    "--name",
+    "-n",
+    metavar="NAME",
+    shell_complete=snapshot_names(),
+    help="Name the snapshot (default: a new name that sorts by time, printed).",
+)
 @click.option(
     "--base",
     "base_dir",
@@ -48,6 +81,33 @@ def _files_cell(info: SnapshotInfo) -> str:
     default=".",
     show_default=True,
     help="Directory the PATHS are relative to; restores go back here.",
+)
+@click.option(
+    "--exclude",
+    "excludes",
+    metavar="PATTERN",
+    multiple=True,
+    help="Leave out what PATTERN matches (gitignore syntax, relative to --base); repeatable.",
+)
+@click.option(
+    "--gitignore", is_flag=True, help="Also leave out what the .gitignore files met ignore."
+)
+@click.option(
+    "--no-default-excludes",
+    is_flag=True,
+    help="Keep .git, .hg, .svn and .jj directories (left out by default).",
+)
+@click.option(
+    "--no-replace",
+    is_flag=True,
+    help="Fail (exit code 15) if the snapshot NAME exists, instead of replacing it.",
+)
+@click.option(
+    "--missing",
+    type=click.Choice(["absent", "error"]),
+    default="absent",
+    show_default=True,
+    help="A PATH that does not exist: record it as absent (a restore removes it), or fail.",
 )
 @click.option("--meta", type=META_ITEM, multiple=True, help="Attach KEY=VALUE metadata.")
 @click.option("--ttl", type=DURATION, help="Expire after this long (90s, 15m, 24h, 7d).")
@@ -61,39 +121,63 @@ def _files_cell(info: SnapshotInfo) -> str:
 def create(
     settings: Settings,
     session: str,
-    name: str,
     paths: tuple[str, ...],
+    name: str | None,
     base_dir: Path,
+    excludes: tuple[str, ...],
+    gitignore: bool,
+    no_default_excludes: bool,
+    no_replace: bool,
+    missing: str,
     meta: tuple[tuple[str, str], ...],
     ttl: float | None,
     skip_unreadable: bool,
     rehash: bool,
 ) -> None:
-    """Checkpoint PATHS (files or directories) as snapshot NAME of SESSION.
+    """Checkpoint PATHS (files or directories) as a snapshot of SESSION.
 
-    With --skip-unreadable, a snapshot that left files out is still committed, and the
-    command exits 3 (partial success).
+    The snapshot is called NAME (--name), replacing one of that name unless --no-replace,
+    or gets a new name that sorts by time, which is printed (alone, with --quiet). A PATH that
+    does not exist is recorded as absent, with a warning. Left out: .git, .hg, .svn and .jj
+    (unless --no-default-excludes), what --exclude, the base dir's .snapstoreignore and, with
+    --gitignore, .gitignore files match. Exits 3 (partial success) when --skip-unreadable
+    left files out of the committed snapshot.
     """
     store = settings.writable_store("create writes new blobs and a manifest", create=True)
+    base = os.path.abspath(base_dir)
+    absent = requested_but_absent(base, paths)
     with settings.progress("snapshotting") as progress:
         info = store.create(
             session,
             name,
             list(paths),
-            base_dir=os.path.abspath(base_dir),
+            base_dir=base,
             meta=dict(meta) or None,
             ttl=ttl,
+            exclude=excludes,
+            default_excludes=not no_default_excludes,
+            gitignore=gitignore,
+            if_exists="error" if no_replace else "replace",
+            missing=missing,
             skip_unreadable=skip_unreadable,
             rehash=rehash,
             progress=progress,
         )
+    if absent:
+        old_style = name is None and len(paths) > 1 and absent[0] == paths[0]
+        print_note(absent_warning(absent, base, paths[0] if old_style else None))
     for skipped in info.skipped:
         print_note(f"warning: skipped {skipped.path}: {skipped.error}")
     line = (
-        f"created {snapshot_label(info)}: {count(info.file_count, 'file')}, "
-        f"{human_size(info.total_bytes)}, expires {human_expiry(info.expires_at)}"
+        f"{'replaced' if info.replaced else 'created'} {snapshot_label(info)}: "
+        f"{count(info.file_count, 'file')}, {human_size(info.total_bytes)}, "
+        f"expires {human_expiry(info.expires_at)}"
     )
-    settings.emit({"snapshot": info.to_dict()}, [line], info=True)
+    document = {"snapshot": info.to_dict(), "replaced": info.replaced, "absent": absent}
+    if settings.quiet and name is None and not settings.json:
+        settings.emit(document, [info.name])
+    else:
+        settings.emit(document, [line], info=True)
     if info.skipped:
         finish(ExitCode.PARTIAL)
 
@@ -161,10 +245,15 @@ def _entry_row(entry: FileEntry) -> list[str]:
 
 
 def _header_lines(info: SnapshotInfo) -> list[str]:
-    """The ``key: value`` summary at the top of ``show``."""
-    fields = [
-        ("snapshot", snapshot_label(info)),
-        ("kind", info.kind),
+    """The ``key: value`` summary at the top of ``show``: for file snapshots also the exclude
+    rules they were taken with (what a restore leaves alone), and for an undo backup the
+    snapshot whose restore it was kept before."""
+    fields = [("snapshot", snapshot_label(info)), ("kind", info.kind)]
+    if info.backup_of is not None:
+        fields.append(
+            ("backup", f"undo backup taken before restoring {info.session}/{info.backup_of}")
+        )
+    fields += [
         ("created", f"{info.created_at.isoformat()} ({human_age(info.created_at)})"),
         ("expires", _expiry_detail(info)),
         ("base dir", info.base_dir),
@@ -172,6 +261,8 @@ def _header_lines(info: SnapshotInfo) -> list[str]:
     ]
     if info.meta:
         fields.append(("meta", ", ".join(f"{key}={value}" for key, value in info.meta.items())))
+    if info.kind == "files":
+        fields.append(("excludes", ", ".join(info.excludes) if info.excludes else "none"))
     if info.skipped:
         fields.append(
             ("skipped", ", ".join(f"{item.path} ({item.error})" for item in info.skipped))
@@ -202,8 +293,12 @@ def show_document(snapshot: Snapshot, value: Any) -> dict[str, Any]:
 @click.argument("name", shell_complete=snapshot_names())
 @pass_settings
 def show(settings: Settings, session: str, name: str) -> None:
-    """Show one snapshot: its header, then every entry with mode, size and digest."""
+    """Show one snapshot: its header, then every entry with mode, size and digest.
+
+    NAME may be latest, latest~N or the start of one snapshot's name.
+    """
     store = settings.store()
+    name = settings.snapshot_name(session, name)
     snapshot = store.get(session, name)
     value = store.get_state(session, name) if snapshot.info.kind == "state" else None
     lines = _header_lines(snapshot.info)
@@ -222,7 +317,11 @@ def show(settings: Settings, session: str, name: str) -> None:
 @click.argument("path", shell_complete=complete_file_path)
 @pass_settings
 def cat(settings: Settings, session: str, name: str, path: str) -> None:
-    """Write the bytes PATH had in the snapshot to stdout (verified against its digest)."""
+    """Write the bytes PATH had in the snapshot to stdout (verified against its digest).
+
+    NAME may be latest, latest~N or the start of one snapshot's name.
+    """
+    name = settings.snapshot_name(session, name)
     data = settings.store().read(session, name, path)
     if settings.json:
         document = {

@@ -25,6 +25,7 @@ from snapstore.checkpoint.errors import CheckpointNotFound, CorruptCheckpointErr
 from snapstore.cli.exitcodes import ExitCode, exit_code_for
 from snapstore.cli.output import align_rows, human_age, human_expiry, human_size
 from snapstore.cli.params import parse_duration
+from snapstore.errors import InvalidNameError, MissingPathError, SnapshotExistsError
 
 
 def test_help_lists_every_command_but_not_the_hidden_ones(cli: Cli) -> None:
@@ -35,6 +36,7 @@ def test_help_lists_every_command_but_not_the_hidden_ones(cli: Cli) -> None:
         "show",
         "cat",
         "diff",
+        "log",
         "restore",
         "delete",
         "delete-session",
@@ -73,7 +75,7 @@ def test_json_flag_also_works_after_the_command(cli: Cli, project: Path) -> None
 
 
 def test_root_defaults_to_dot_snapstore_in_cwd(cli: Cli, project: Path) -> None:
-    result = cli.run("create", "s", "n", "README.md", "--base", str(project), root=False)
+    result = cli.run("create", "s", "--name", "n", "README.md", "--base", str(project), root=False)
     assert result.code == 0, result
     assert (cli.cwd / ".snapstore").is_dir()
 
@@ -81,7 +83,9 @@ def test_root_defaults_to_dot_snapstore_in_cwd(cli: Cli, project: Path) -> None:
 def test_root_comes_from_environment(cli: Cli, project: Path) -> None:
     elsewhere = cli.cwd / "from-env"
     env = {"SNAPSTORE_ROOT": str(elsewhere)}
-    created = cli.run("create", "s", "n", "README.md", "--base", str(project), root=False, env=env)
+    created = cli.run(
+        "create", "s", "--name", "n", "README.md", "--base", str(project), root=False, env=env
+    )
     assert created.code == 0, created
     listed = cli.run("--json", "list", root=False, env=env)
     assert [info["session"] for info in listed.json()["snapshots"]] == ["s"]
@@ -205,6 +209,9 @@ def test_exit_code_table_in_the_docs_matches_the_code() -> None:
         (PermissionError(13, "Permission denied"), ExitCode.PERMISSION),
         (OSError(5, "Input/output error"), ExitCode.ERROR),
         (UnsafePathError("../x"), ExitCode.ERROR),
+        (InvalidNameError("'a' is the start of 2 snapshot names"), ExitCode.USAGE),
+        (MissingPathError("no such path under /p: x"), ExitCode.NOT_FOUND),
+        (SnapshotExistsError("s", "n"), ExitCode.EXISTS),
     ],
 )
 def test_exit_code_for_each_error_type(error: BaseException, code: ExitCode) -> None:

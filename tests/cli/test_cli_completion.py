@@ -83,6 +83,9 @@ def test_paths_and_checkpoint_keys_complete(filled: Path) -> None:
     root = ["--root", str(filled)]
     assert complete([*root, "cat", "editor", "before-edit"]) == ["README.md", "src/app.py"]
     assert complete([*root, "cat", "editor", "before-edit"], "src/") == ["src/app.py"]
+    assert complete([*root, "cat", "editor", "before-e"]) == ["README.md", "src/app.py"]
+    assert complete([*root, "cat", "editor", "latest"]) == ["src/app.py"]
+    assert complete([*root, "cat", "editor", "before"]) == []
     assert complete([*root, "checkpoint", "inspect"]) == ["orders-feed"]
     assert complete([*root, "checkpoint", "reset"], "x") == []
 

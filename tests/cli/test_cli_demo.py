@@ -55,6 +55,7 @@ def test_progress_bar_only_on_a_terminal(cli: Cli, project: Path) -> None:
         str(cli.root),
         "create",
         "s1",
+        "--name",
         "n1",
         ".",
         "--base",
@@ -76,7 +77,7 @@ def test_progress_bar_only_on_a_terminal(cli: Cli, project: Path) -> None:
         os.close(primary)
     assert completed.returncode == 0
     assert "snapshotting" in shown
-    piped = cli.run("create", "s1", "n2", ".", "--base", str(project))
+    piped = cli.run("create", "s1", "--name", "n2", ".", "--base", str(project))
     assert piped.stderr == ""
 
 

@@ -28,7 +28,10 @@ GLOBAL_OPTIONS = {
 
 def _commands(group: click.Group, prefix: str = "") -> list[tuple[str, click.Command]]:
     found: list[tuple[str, click.Command]] = []
-    for name, command in group.commands.items():
+    context = click.Context(group)
+    for name in group.list_commands(context):
+        command = group.get_command(context, name)
+        assert command is not None, name
         found.append((prefix + name, command))
         if isinstance(command, click.Group):
             found += _commands(command, prefix + name + " ")
@@ -47,7 +50,16 @@ def test_root_json_and_quiet_after_the_command(cli: Cli, project: Path) -> None:
     assert result.code == 0, result
     assert [info["name"] for info in result.json()["snapshots"]] == ["n1"]
     quiet = cli.run(
-        "create", "s1", "n2", "README.md", "--base", str(project), "--root", str(cli.root), "-q"
+        "create",
+        "s1",
+        "--name",
+        "n2",
+        "README.md",
+        "--base",
+        str(project),
+        "--root",
+        str(cli.root),
+        "-q",
     )
     assert quiet.code == 0 and quiet.stdout == "" and quiet.stderr == "", quiet
 

@@ -53,7 +53,7 @@ def test_debug_records_with_two_v_or_debug(cli: Cli, project: Path, flags: tuple
 
 
 def test_verbose_reports_a_new_store(cli: Cli, project: Path) -> None:
-    result = cli.run("create", "s1", "n1", "README.md", "--base", str(project), "-v")
+    result = cli.run("create", "s1", "--name", "n1", "README.md", "--base", str(project), "-v")
     assert result.code == 0, result
     assert f"info snapstore.repo.layout: created a new store at {cli.root}" in result.stderr
 

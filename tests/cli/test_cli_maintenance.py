@@ -185,7 +185,15 @@ def test_locked_store_times_out(cli: Cli, project: Path) -> None:
         assert time.monotonic() - started < 10
         assert "namespace" in error["message"]
         result = cli.run(
-            "--lock-timeout", "0.2", "create", "s1", "n2", "README.md", "--base", str(project)
+            "--lock-timeout",
+            "0.2",
+            "create",
+            "s1",
+            "--name",
+            "n2",
+            "README.md",
+            "--base",
+            str(project),
         )
         assert result.code == ExitCode.LOCKED
         assert result.stderr.startswith("error: could not take lock")

@@ -70,6 +70,10 @@ def test_reads_work_and_change_nothing(ro: ReadOnlyStore) -> None:
     assert (code, out) == (0, "print('hello')\n"), err
     code, out, err = ro.run("diff", "s1", "n1")
     assert (code, out.strip()) == (0, f"{ro.project} matches s1/n1"), err
+    code, out, err = ro.run("diff", "s1", "n", "latest")
+    assert (code, out) == (0, "s1/n1 matches s1/n1\n"), err
+    code, out, err = ro.run("log", "s1", "src/app.py")
+    assert code == 0 and out.splitlines()[1].startswith("n1 "), err
     code, out, err = ro.run("verify", "--deep")
     assert code == 0 and out.endswith("(deep): ok\n"), err
     code, out, err = ro.run("restore", "s1", "n1", "--dry-run")
@@ -84,7 +88,7 @@ def test_reads_work_and_change_nothing(ro: ReadOnlyStore) -> None:
 @pytest.mark.parametrize(
     "args",
     [
-        ("create", "s1", "n2", "README.md", "--base", "project"),
+        ("create", "s1", "--name", "n2", "README.md", "--base", "project"),
         ("state", "set", "etl", "cursor", "3"),
         ("delete", "s1", "n1", "--yes"),
         ("delete-session", "s1", "--yes"),
@@ -134,7 +138,15 @@ def test_a_new_store_cannot_be_made_in_a_read_only_directory(ro: ReadOnlyStore) 
     parent.mkdir()
     ro.reader.lock_down(parent)
     done = ro.reader.snapstore(
-        parent / "store", "--json", "create", "s", "n", "README.md", "--base", str(ro.project)
+        parent / "store",
+        "--json",
+        "create",
+        "s",
+        "--name",
+        "n",
+        "README.md",
+        "--base",
+        str(ro.project),
     )
     assert done.returncode == ExitCode.PERMISSION, done
     assert json.loads(done.stdout)["error"]["type"] == "ReadOnlyStoreError"

@@ -30,6 +30,7 @@ def test_diff_of_an_unchanged_project(cli: Cli, project: Path) -> None:
     assert document == {
         "session": "s1",
         "name": "n1",
+        "other": None,
         "target": str(project),
         "added": [],
         "modified": [],

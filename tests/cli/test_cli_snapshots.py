@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 import socket
 import sys
 from datetime import datetime, timedelta
@@ -30,7 +31,7 @@ ENTRY_KEYS = {"path", "kind", "mode", "size", "mtime_ns", "digest", "target"}
 
 
 def test_create_prints_a_summary(cli: Cli, project: Path) -> None:
-    result = cli.ok("create", "s1", "n1", "README.md", "src", "--base", str(project))
+    result = cli.ok("create", "s1", "--name", "n1", "README.md", "src", "--base", str(project))
     assert result.stdout.startswith("created s1/n1: 3 files, ")
     assert "expires never" in result.stdout
 
@@ -39,6 +40,7 @@ def test_create_json_shape(cli: Cli, project: Path) -> None:
     info = cli.json(
         "create",
         "s1",
+        "--name",
         "n1",
         "src",
         "--base",
@@ -61,40 +63,46 @@ def test_create_json_shape(cli: Cli, project: Path) -> None:
 
 
 def test_create_relative_to_cwd_by_default(cli: Cli, project: Path) -> None:
-    result = cli.run("--json", "create", "s1", "n1", "project/README.md")
+    result = cli.run("--json", "create", "s1", "--name", "n1", "project/README.md")
     assert result.code == 0, result
     assert result.json()["snapshot"]["base_dir"] == str(cli.cwd)
 
 
 def test_quiet_create_prints_nothing(cli: Cli, project: Path) -> None:
-    result = cli.ok("--quiet", "create", "s1", "n1", "src", "--base", str(project))
+    result = cli.ok("--quiet", "create", "s1", "--name", "n1", "src", "--base", str(project))
     assert result.stdout == "" and result.stderr == ""
 
 
 def test_create_rejects_bad_duration(cli: Cli, project: Path) -> None:
     ttl = "5x"
-    result = cli.run("create", "s1", "n1", "src", "--base", str(project), "--ttl", ttl)
+    result = cli.run("create", "s1", "--name", "n1", "src", "--base", str(project), "--ttl", ttl)
     assert result.code == 2
     assert "invalid duration" in result.stderr
-    error = cli.fails("create", "s1", "n1", "src", "--ttl", ttl, code=2, error_type="UsageError")
+    error = cli.fails(
+        "create", "s1", "--name", "n1", "src", "--ttl", ttl, code=2, error_type="UsageError"
+    )
     assert "invalid duration" in error["message"]
     assert not cli.root.exists()
 
 
 def test_create_rejects_bad_meta(cli: Cli, project: Path) -> None:
-    cli.fails("create", "s1", "n1", "src", "--meta", "novalue", code=2, error_type="UsageError")
+    cli.fails(
+        "create", "s1", "--name", "n1", "src", "--meta", "novalue", code=2, error_type="UsageError"
+    )
 
 
 def test_create_rejects_missing_base(cli: Cli) -> None:
-    cli.fails("create", "s1", "n1", "x", "--base", "nowhere", code=2, error_type="UsageError")
+    cli.fails(
+        "create", "s1", "--name", "n1", "x", "--base", "nowhere", code=2, error_type="UsageError"
+    )
 
 
 def test_create_needs_a_path(cli: Cli) -> None:
-    cli.fails("create", "s1", "n1", code=2, error_type="UsageError")
+    cli.fails("create", "s1", "--name", "n1", code=2, error_type="UsageError")
 
 
 def test_create_rejects_a_path_outside_the_base(cli: Cli, project: Path) -> None:
-    error = cli.fails("create", "s1", "n1", "../x", "--base", str(project))
+    error = cli.fails("create", "s1", "--name", "n1", "../x", "--base", str(project))
     assert error["type"] == "UnsafePathError"
 
 
@@ -102,9 +110,11 @@ def test_create_rejects_a_path_outside_the_base(cli: Cli, project: Path) -> None
 def test_create_refuses_an_unreadable_path(cli: Cli, project: Path) -> None:
     with socket.socket(socket.AF_UNIX) as listener:
         listener.bind(str(project / "control.sock"))
-        error = cli.fails("create", "s1", "n1", ".", "--base", str(project))
+        error = cli.fails("create", "s1", "--name", "n1", ".", "--base", str(project))
         assert "control.sock" in error["message"]
-        skipped = cli.run("create", "s1", "n1", ".", "--base", str(project), "--skip-unreadable")
+        skipped = cli.run(
+            "create", "s1", "--name", "n1", ".", "--base", str(project), "--skip-unreadable"
+        )
     assert skipped.code == ExitCode.PARTIAL, skipped
     assert skipped.stdout.startswith("created s1/n1: ")
     assert "warning: skipped control.sock" in skipped.stderr
@@ -120,10 +130,128 @@ def test_create_refuses_a_file_without_read_permission(cli: Cli, project: Path) 
     secret.write_text("x")
     secret.chmod(0)
     try:
-        error = cli.fails("create", "s1", "n1", "secret.txt", "--base", str(project))
+        error = cli.fails("create", "s1", "--name", "n1", "secret.txt", "--base", str(project))
     finally:
         secret.chmod(0o600)
     assert "secret.txt" in error["message"]
+
+
+GENERATED_NAME = re.compile(r"\d{8}T\d{6}\.\d{6}Z-[0-9a-f]{4}")
+
+
+def test_create_without_a_name_generates_one_that_sorts_by_time(cli: Cli, project: Path) -> None:
+    first = cli.ok("create", "s1", "README.md", "--base", str(project))
+    match = re.fullmatch(r"created s1/(\S+): 1 file, 10 B, expires never\n", first.stdout)
+    assert match and GENERATED_NAME.fullmatch(match[1]), first.stdout
+    quiet = cli.ok("-q", "create", "s1", "src", "--base", str(project))
+    assert GENERATED_NAME.fullmatch(quiet.stdout.strip()), quiet.stdout
+    assert quiet.stderr == ""
+    names = [info["name"] for info in cli.json("list", "s1")["snapshots"]]
+    assert names == [match[1], quiet.stdout.strip()] == sorted(names)
+
+
+def test_create_says_when_it_replaced_a_snapshot(cli: Cli, project: Path) -> None:
+    created = cli.json("create", "s1", "README.md", "--name", "n1", "--base", str(project))
+    assert created["replaced"] is False and created["snapshot"]["replaced"] is False
+    replaced = cli.json("create", "s1", "src", "-n", "n1", "--base", str(project))
+    assert replaced["replaced"] is True and replaced["snapshot"]["replaced"] is True
+    again = cli.ok("create", "s1", "src", "-n", "n1", "--base", str(project))
+    assert again.stdout.startswith("replaced s1/n1: 2 files, ")
+
+
+def test_create_no_replace_refuses_an_existing_name(cli: Cli, project: Path) -> None:
+    cli.ok("create", "s1", "README.md", "-n", "n1", "--base", str(project))
+    error = cli.fails(
+        "create",
+        "s1",
+        "src",
+        "-n",
+        "n1",
+        "--no-replace",
+        "--base",
+        str(project),
+        code=ExitCode.EXISTS,
+        error_type="SnapshotExistsError",
+    )
+    assert error["message"] == "snapshot 'n1' already exists in session 's1'"
+    assert [e["path"] for e in cli.json("show", "s1", "n1")["entries"]] == ["README.md"]
+    fresh = cli.json("create", "s1", "src", "-n", "n2", "--no-replace", "--base", str(project))
+    assert fresh["replaced"] is False
+
+
+def test_create_warns_once_about_paths_that_do_not_exist(cli: Cli, project: Path) -> None:
+    result = cli.run("create", "s1", "README.md", "NEW.md", "typo.md", "--base", str(project))
+    assert result.code == 0, result
+    warning = result.stderr.splitlines()
+    assert len(warning) == 1 and warning[0].startswith(f"warning: not found in {project}, ")
+    assert "recorded as absent: NEW.md, typo.md (" in warning[0]
+    assert "mistyped" in warning[0] and "--missing error" in warning[0]
+    assert "--name" not in warning[0]
+    old_style = cli.run("create", "s1", "n1", "README.md", "--base", str(project))
+    assert old_style.code == 0, old_style
+    assert old_style.stderr.endswith(
+        "recorded as absent: n1 (a restore removes them if they exist then; a mistyped path is "
+        "recorded the same way: check the spelling, or pass --missing error to refuse paths "
+        "that do not exist); to name the snapshot 'n1', pass --name n1\n"
+    )
+    named = cli.run("-q", "--json", "create", "s1", "-n", "n1", "gone", "--base", str(project))
+    assert named.code == 0 and named.json()["absent"] == ["gone"]
+    assert "recorded as absent: gone (" in named.stderr and "--name" not in named.stderr
+    entries = {e["path"]: e["kind"] for e in cli.json("show", "s1", "n1")["entries"]}
+    assert entries == {"gone": "absent"}
+    present = cli.run("create", "s1", "README.md", "--base", str(project))
+    assert present.stderr == ""
+
+
+def test_create_missing_error_refuses_and_commits_nothing(cli: Cli, project: Path) -> None:
+    error = cli.fails(
+        "create",
+        "s1",
+        "README.md",
+        "typo.md",
+        "-n",
+        "n1",
+        "--missing",
+        "error",
+        "--base",
+        str(project),
+        code=ExitCode.NOT_FOUND,
+        error_type="MissingPathError",
+    )
+    assert "typo.md" in error["message"]
+    assert cli.json("list")["snapshots"] == []
+    cli.fails("create", "s1", "x", "--missing", "maybe", code=2, error_type="UsageError")
+
+
+def test_create_excludes(cli: Cli, project: Path) -> None:
+    (project / ".git").mkdir()
+    (project / ".git" / "HEAD").write_text("ref: main\n")
+    (project / "src" / "app.pyc").write_bytes(b"\x00")
+    (project / ".snapstoreignore").write_text("# compiled\n*.pyc\n")
+    (project / "data" / ".gitignore").write_text("*.bin\n")
+    base = ["--base", str(project)]
+
+    def paths(*options: str) -> set[str]:
+        info = cli.json("create", "s1", ".", "-n", "n1", *base, *options)["snapshot"]
+        entries = cli.json("show", "s1", "n1")["entries"]
+        assert info["file_count"] == sum(e["kind"] == "file" for e in entries)
+        return {entry["path"] for entry in entries if entry["kind"] == "file"}
+
+    default = paths()
+    assert ".git/HEAD" not in default and "src/app.pyc" not in default
+    assert {"README.md", "data/blob.bin", ".snapstoreignore"} <= default
+    assert cli.json("show", "s1", "n1")["snapshot"]["excludes"][:4] == [
+        ".git",
+        ".hg",
+        ".svn",
+        ".jj",
+    ]
+    assert ".git/HEAD" in paths("--no-default-excludes")
+    assert "data/blob.bin" not in paths("--gitignore")
+    kept = paths("--exclude", "src/", "--exclude", "*.md")
+    assert not any(p.startswith("src/") or p.endswith(".md") for p in kept)
+    excludes = cli.json("show", "s1", "n1")["snapshot"]["excludes"]
+    assert excludes == [".git", ".hg", ".svn", ".jj", "src/", "*.md", "*.pyc"]
 
 
 def test_list_table(cli: Cli, project: Path) -> None:
@@ -166,6 +294,31 @@ def test_show_human(cli: Cli, project: Path) -> None:
     assert header.split() == ["KIND", "MODE", "SIZE", "DIGEST", "PATH"]
     assert any(line.startswith("absent") and line.endswith("NEW.md") for line in lines)
     assert any(line.startswith("dir") and line.endswith("src") for line in lines)
+
+
+def test_show_prints_the_exclude_rules(cli: Cli, project: Path) -> None:
+    cli.snapshot(project, exclude=["*.log", "build/"])
+    out = cli.ok("show", "s1", "n1").stdout.splitlines()
+    assert "excludes: .git, .hg, .svn, .jj, *.log, build/" in out
+    assert cli.json("show", "s1", "n1")["snapshot"]["excludes"][-2:] == ["*.log", "build/"]
+    cli.snapshot(project, name="n2", default_excludes=False)
+    assert "excludes: none" in cli.ok("show", "s1", "n2").stdout.splitlines()
+    cli.store().put_state("s1", "cursor", 1)
+    assert "excludes:" not in cli.ok("show", "s1", "cursor").stdout
+
+
+def test_show_of_an_undo_backup_says_what_it_was_taken_before(cli: Cli, project: Path) -> None:
+    cli.snapshot(project, "README.md")
+    (project / "README.md").write_bytes(b"edited\n")
+    backup = cli.json("restore", "s1", "n1")["backup"]
+    out = cli.ok("show", "s1", backup).stdout.splitlines()
+    assert out[:3] == [
+        f"snapshot: s1/{backup}",
+        "kind:     files",
+        "backup:   undo backup taken before restoring s1/n1",
+    ]
+    assert cli.json("show", "s1", backup)["snapshot"]["backup_of"] == "n1"
+    assert "backup:" not in cli.ok("show", "s1", "n1").stdout
 
 
 def test_show_json_shape(cli: Cli, project: Path) -> None:

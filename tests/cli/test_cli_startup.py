@@ -1,0 +1,125 @@
+"""Start-up: ``--version`` and ``--help`` import neither the library nor what it depends on,
+commands are imported when used, and ``import snapstore`` is lazy but complete."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+from clitools import REPO, Cli, cli_env
+
+import snapstore
+from snapstore.cli.app import COMMANDS
+from snapstore.cli.app import cli as snapstore_group
+from snapstore.cli.lazy import CommandSpec
+
+LIBRARY_MODULES = {"snapstore.store", "blake3", "msgpack", "portalocker"}
+
+
+def imported_modules(cli: Cli, *args: str) -> tuple[set[str], subprocess.CompletedProcess[str]]:
+    """Every module ``python -X importtime -m snapstore ARGS`` imported, from its report."""
+    completed = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "snapstore", *args],
+        cwd=cli.cwd,
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    modules = {
+        line.rsplit("|", 1)[1].strip()
+        for line in completed.stderr.splitlines()
+        if line.startswith("import time:") and "|" in line
+    }
+    return modules, completed
+
+
+def test_version_imports_neither_the_library_nor_click(cli: Cli) -> None:
+    modules, completed = imported_modules(cli, "--version")
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout == f"snapstore, version {snapstore.__version__}\n"
+    assert "snapstore.cli" in modules
+    assert not modules & (LIBRARY_MODULES | {"click", "snapstore.models"})
+
+
+def test_help_imports_no_command_and_not_the_library(cli: Cli) -> None:
+    modules, completed = imported_modules(cli, "--help")
+    assert completed.returncode == 0, completed.stderr
+    assert "click" in modules and "  create " in completed.stdout
+    assert not modules & (LIBRARY_MODULES | {"snapstore.checkpoint", "snapstore.cli.snapshots"})
+
+
+def test_a_command_that_opens_the_store_imports_the_library(cli: Cli, project: Path) -> None:
+    modules, completed = imported_modules(
+        cli, "--root", str(cli.root), "create", "s1", "README.md", "--base", str(project)
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert modules >= LIBRARY_MODULES
+
+
+def test_version_without_click_says_what_click_says(cli: Cli) -> None:
+    fast = cli.run("--version", root=False)
+    through_click = cli.run("-q", "--version", root=False)
+    assert fast.code == through_click.code == 0
+    assert fast.stdout == through_click.stdout == f"snapstore, version {snapstore.__version__}\n"
+
+
+@pytest.mark.parametrize("spec", COMMANDS, ids=[spec.name for spec in COMMANDS])
+def test_each_command_loads_under_its_name_with_its_summary(spec: CommandSpec) -> None:
+    command = spec.load()
+    assert command.name == spec.name
+    assert command.hidden == spec.hidden
+    if not spec.hidden:
+        assert command.get_short_help_str(limit=1000) == spec.summary
+
+
+def test_help_is_the_same_before_and_after_the_commands_are_imported(cli: Cli) -> None:
+    before = cli.run("--help", env={"COLUMNS": "80"}).stdout
+    context = click.Context(snapstore_group)
+    for name in snapstore_group.list_commands(context):
+        assert snapstore_group.get_command(context, name) is not None, name
+    after = CliRunner().invoke(  # click formats 80 columns as 78 wide
+        snapstore_group, ["--help"], prog_name="snapstore", terminal_width=78
+    )
+    assert after.exit_code == 0, after.output
+    assert after.output == before
+    assert all(f"  {spec.name} " in before for spec in COMMANDS if not spec.hidden)
+    assert "_demo" not in before
+
+
+def test_import_snapstore_is_lazy_and_every_public_name_imports() -> None:
+    code = (
+        "import sys, snapstore\n"
+        "assert 'snapstore.store' not in sys.modules and 'snapstore.models' not in sys.modules\n"
+        "from snapstore import SnapStore, SnapshotInfo, PathNotInSnapshotError\n"
+        "import snapstore.store\n"
+        "assert SnapStore is snapstore.store.SnapStore\n"
+        "for name in snapstore.__all__:\n"
+        "    assert getattr(snapstore, name) is not None, name\n"
+        "    assert name in dir(snapstore), name\n"
+        "try:\n"
+        "    snapstore.NoSuchName\n"
+        "except AttributeError:\n"
+        "    pass\n"
+        "else:\n"
+        "    raise AssertionError('NoSuchName resolved')\n"
+    )
+    subprocess.run([sys.executable, "-c", code], env=cli_env(), check=True, cwd=REPO)
+
+
+def test_startup_benchmark_runs(tmp_path: Path) -> None:
+    completed = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "startup.py"), "--runs", "1"],
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert "snapstore --version" in completed.stdout and "x" in completed.stdout
