@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -11,6 +10,7 @@ from snapstore.cli.completion import complete_session, snapshot_names
 from snapstore.cli.context import Settings, pass_settings
 from snapstore.cli.output import align_rows, capped_rows, render_table
 from snapstore.models import DiffReport, RestoreReport
+from snapstore.service import shapes
 
 PATHS_SHOWN = 20
 """Paths of each kind (written, removed; add, modify, remove) printed without ``--list``."""
@@ -63,13 +63,7 @@ def diff(settings: Settings, session: str, name: str, target: Path | None, list_
     """
     target_text = _target_text(settings, session, name, target)
     report = settings.store().diff(session, name, target=target_text)
-    document = {
-        "session": session,
-        "name": name,
-        "target": target_text,
-        **report.to_dict(),
-        "changed": report.changed,
-    }
+    document = shapes.diff_document(session, name, target_text, report)
     limit = None if list_all else PATHS_SHOWN
     settings.emit(document, diff_lines(report, f"{session}/{name}", target_text, limit))
 
@@ -159,7 +153,7 @@ def restore(
             keep_special_bits=keep_special_bits,
             progress=progress,
         )
-    document: dict[str, Any] = {"session": session, "name": name, **report.to_dict()}
+    document = shapes.restore_document(session, name, report)
     lines = restore_lines(report, session, name, None if list_all else PATHS_SHOWN)
     settings.emit(document, lines, info=not dry_run)
 
@@ -189,5 +183,5 @@ def undo(
             session, backup=backup, target=target, dry_run=dry_run, progress=progress
         )
     label = backup or "its newest undo backup"
-    document: dict[str, Any] = {"session": session, **report.to_dict()}
+    document = shapes.undo_document(session, report)
     settings.emit(document, restore_lines(report, session, label, PATHS_SHOWN), info=not dry_run)
