@@ -20,6 +20,7 @@ from snapstore.cli.context import Settings
 from snapstore.cli.demo import demo
 from snapstore.cli.demo_bridges import demo_editor, demo_recover
 from snapstore.cli.exitcodes import ExitCode, exit_code_for
+from snapstore.cli.lazy import LazyCommand
 from snapstore.cli.maintenance import delete, delete_session, gc, sweep, verify
 from snapstore.cli.options import global_options, global_parameters
 from snapstore.cli.output import one_line, print_error, print_json
@@ -98,6 +99,10 @@ for _command in (
     demo_recover,
 ):
     cli.add_command(global_options(_command))
+
+for _name, _help in (("serve", "Serve the API as JSON-RPC over stdin/stdout (docs/protocol.md)."),):
+    _lazy = LazyCommand(_name, f"snapstore.cli.service:{_name}", _help, global_options)
+    cli.add_command(global_options(_lazy))
 
 
 def _global_flags(args: Sequence[str]) -> tuple[bool, bool]:

@@ -85,6 +85,19 @@ def diff_document(session: str, name: str, target: str, report: DiffReport) -> d
     }
 
 
+def snapshots_diff_document(
+    session: str, name: str, other: str, report: DiffReport
+) -> dict[str, Any]:
+    """``diff`` of two snapshots of a session: what changed from ``name`` to ``other``."""
+    return {
+        "session": session,
+        "name": name,
+        "other": other,
+        **report.to_dict(),
+        "changed": report.changed,
+    }
+
+
 def restore_document(session: str, name: str, report: RestoreReport) -> dict[str, Any]:
     """``restore``: what was written, removed, left alone, and the undo backup kept."""
     return {"session": session, "name": name, **report.to_dict()}
