@@ -100,7 +100,10 @@ for _command in (
 ):
     cli.add_command(global_options(_command))
 
-for _name, _help in (("serve", "Serve the API as JSON-RPC over stdin/stdout (docs/protocol.md)."),):
+for _name, _help in (
+    ("serve", "Serve the API as JSON-RPC over stdin/stdout (docs/protocol.md)."),
+    ("mcp", "Serve checkpoint tools to an agent over MCP (needs snapstore[mcp])."),
+):
     _lazy = LazyCommand(_name, f"snapstore.cli.service:{_name}", _help, global_options)
     cli.add_command(global_options(_lazy))
 

@@ -355,4 +355,4 @@ def test_help_does_not_import_the_servers():
         [sys.executable, "-c", code], capture_output=True, env=service_env(), cwd=REPO, timeout=60
     )
     assert done.returncode == 0, done.stderr.decode()
-    assert b"serve" in done.stdout
+    assert b"serve" in done.stdout and b"mcp" in done.stdout
