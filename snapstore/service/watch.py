@@ -20,9 +20,10 @@ kernel (NFS, FUSE, SMB...), or inotify is not available at all (not Linux, or th
 extra not installed). A directory that cannot be watched (permission denied) is rescanned
 every time.
 
-What inotify cannot see, this cannot either: writes through a shared memory mapping (as for
-the library's stat cache: ``rehash`` reads everything), and writes through a hard link that
-lives outside the watched directories. docs/protocol.md ("Watching") says so to clients.
+What inotify cannot see, this cannot either: writes through a shared memory mapping while
+the mapping lasts (its release is seen, as IN_CLOSE_WRITE; the library's stat cache has the
+same blind spot, and ``rehash`` reads everything), and writes through a hard link that lives
+outside the watched directories. docs/protocol.md ("Watching") says so to clients.
 
 The library has no public call that commits "the previous snapshot plus these paths
 rescanned"; ``IncrementalCreate`` is the interface such a hook plugs into, and
@@ -272,9 +273,11 @@ class TreeWatcher:
 
     # ------------------------------------------------------------------ lifecycle
 
-    def start(self) -> None:
+    def start(self, *, follow: bool = True) -> None:
         """Add the watches and start following events. A watch that cannot see everything
-        is still started: its drains are ``full`` and say why."""
+        is still started: its drains are ``full`` and say why. ``follow``: read events in a
+        thread as they come; without it they are read only by ``drain`` (the kernel queue,
+        16,384 events by default, must then hold everything between two drains)."""
         support = watch_support()
         if not support["available"]:
             self._broken = str(support["reason"])
@@ -299,6 +302,8 @@ class TreeWatcher:
         self._stop_r, self._stop_w = os.pipe()
         with self._lock:
             self._open()
+        if not follow:
+            return
         self._thread = threading.Thread(target=self._follow, name="snapstore-watch", daemon=True)
         self._thread.start()
 
@@ -319,8 +324,7 @@ class TreeWatcher:
         """A new inotify instance with every watch added (the lock held)."""
         self._close_inotify()
         self._inotify = _new_inotify()
-        for path in self.paths:
-            self._watch_path(path)
+        self._watch_path(".")
 
     def _close_inotify(self) -> None:
         if self._inotify is not None:

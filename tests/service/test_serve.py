@@ -356,3 +356,23 @@ def test_help_does_not_import_the_servers():
     )
     assert done.returncode == 0, done.stderr.decode()
     assert b"serve" in done.stdout and b"mcp" in done.stdout
+
+
+def test_watched_creates_and_the_watch_methods(server: Server, project: Path):
+    support = server.call("initialize")["watch"]
+    watch = {"paths": ["src", "README.md"], "base_dir": str(project)}
+    started = server.call("watch", watch)
+    assert started["base_dir"] == str(project) and started["paths"] == ["README.md", "src"]
+    assert started["active"] is support["available"]
+    first = server.call("create", {"session": "s", "name": "n", **watch, "watch": True})
+    assert first["snapshot"]["file_count"] == 3
+    assert first["watch"]["scan"] == "full"
+    (project / "src/app.py").write_text("edited\n")
+    second = server.call("create", {"session": "s", "name": "n", **watch, "watch": True})
+    assert second["watch"]["scan"] == "full" and second["watch"]["reason"]
+    if support["available"]:
+        assert second["watch"]["rescanned"] == 1
+    read = server.call("read", {"session": "s", "name": "n", "path": "src/app.py"})
+    assert base64.b64decode(read["base64"]) == b"edited\n"
+    assert server.call("unwatch", watch) == {"stopped": True}
+    assert server.call("unwatch", watch) == {"stopped": False}
