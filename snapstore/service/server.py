@@ -16,6 +16,8 @@ are dropped, and the server exits with code 0.
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import gc
 import json
 import logging
 import os
@@ -44,6 +46,21 @@ log = logging.getLogger("snapstore.service")
 PROGRESS_INTERVAL = 0.1
 """Seconds between two progress notifications of one call (the first and the last are always
 sent), so a 50,000-file checkpoint does not send 50,000 lines."""
+
+
+RELEASE_AFTER = 0.25
+"""A call that took longer than this (seconds) probably built large structures (a 50,000-file
+checkpoint holds every entry): once it is answered, the server hands the freed memory back."""
+
+
+def release_memory() -> None:
+    """Collect garbage and return free heap pages to the system (glibc's ``malloc_trim``;
+    elsewhere only the collection), so an idle server stays as small as it was before a
+    large call instead of keeping the call's high-water mark."""
+    gc.collect()
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None).malloc_trim(0)
 
 
 class ClientGone(Exception):
@@ -126,9 +143,12 @@ class Server:
                 line = self.connection.read_line()
                 if line is None:
                     break
+                started = time.monotonic()
                 reply = self.handle(line)
                 if reply is not None:
                     self.connection.send(reply)
+                if time.monotonic() - started > RELEASE_AFTER:
+                    release_memory()
         except ClientGone:
             log.debug("the client closed the server's stdout; stopping")
         finally:
