@@ -10,8 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from snapstore import errors
-from snapstore.restore import PathNotInSnapshotError
+from snapstore import PathNotInSnapshotError, errors
 
 PROTOCOL_VERSION = "1.0"
 """Bumped in its major part for a change an existing client could trip over."""
@@ -100,13 +99,15 @@ def error_from_exception(error: BaseException) -> RpcError:
     unlisted type is an internal error), ``data.type`` its class name, ``data.message`` its
     text, ``data.exit_code`` the exit code the command line ends with for it, plus the fields
     some types carry (``rolled_back``, ``session``/``name``, ``errno``/``filename``)."""
-    from snapstore.cli.exitcodes import exit_code_for
+    from snapstore.cli.exitcodes import ExitCode, exit_code_for
 
     message = _one_line(str(error)) or type(error).__name__
     data: dict[str, Any] = {
         "type": type(error).__name__,
         "message": message,
-        "exit_code": 10 if isinstance(error, StoreNotFound) else int(exit_code_for(error)),
+        "exit_code": int(
+            ExitCode.NO_STORE if isinstance(error, StoreNotFound) else exit_code_for(error)
+        ),
     }
     if isinstance(error, errors.RestoreError):
         data["rolled_back"] = error.rolled_back

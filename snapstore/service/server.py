@@ -202,9 +202,10 @@ class Server:
         except RpcError:
             raise
         except Exception as error:
-            if error_from_exception(error).code < 0:
+            reported = error_from_exception(error)
+            if reported.code < 0:
                 log.exception("%s failed", name)
-            raise error_from_exception(error) from error
+            raise reported from error
         if name == "shutdown":
             self.stopping = True
         return result
