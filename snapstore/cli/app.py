@@ -103,6 +103,16 @@ COMMANDS: tuple[CommandSpec, ...] = (
         "List, inspect and reset resume checkpoints.",
     ),
     CommandSpec(
+        "serve",
+        "snapstore.cli.service:serve",
+        "Serve the API as JSON-RPC 2.0 on stdin/stdout, one JSON object per line.",
+    ),
+    CommandSpec(
+        "mcp",
+        "snapstore.cli.service:mcp",
+        "Serve checkpoint tools to an agent over the Model Context Protocol (stdio).",
+    ),
+    CommandSpec(
         "completion",
         "snapstore.cli.completion:completion",
         "Print the completion script for SHELL (bash, zsh or fish).",

@@ -12,6 +12,7 @@ from snapstore.cli.maintenance import SessionNotFound
 from snapstore.cli.output import human_age, human_size, render_table
 from snapstore.errors import PathNotInSnapshotError
 from snapstore.models import PathVersion
+from snapstore.service import shapes
 
 
 def version_row(version: PathVersion) -> list[str]:
@@ -56,9 +57,6 @@ def log(settings: Settings, session: str, path: str) -> None:
         raise PathNotInSnapshotError(f"{wanted!r} is in no checkpoint of session {session!r}")
     headers = ["NAME", "CREATED", "KIND", "MODE", "SIZE", "CONTENT"]
     rows = [version_row(version) for version in versions]
-    document = {
-        "session": session,
-        "path": wanted,
-        "history": [version.to_dict() for version in versions],
-    }
-    settings.emit(document, render_table(headers, rows, right=(4,)))
+    settings.emit(
+        shapes.history_document(session, wanted, versions), render_table(headers, rows, right=(4,))
+    )

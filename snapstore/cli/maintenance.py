@@ -24,6 +24,7 @@ from snapstore.cli.output import (
 from snapstore.cli.params import DURATION
 from snapstore.errors import SnapshotNotFound, SnapstoreError
 from snapstore.models import GcReport
+from snapstore.service import shapes
 
 
 class SessionNotFound(click.ClickException):
@@ -101,7 +102,7 @@ def delete(settings: Settings, session: str, name: str, yes: bool, missing_ok: b
         _hint_full_name(settings, session, name)
         raise SnapshotNotFound(session, name)
     line = f"deleted {session}/{name}" if deleted else f"{session}/{name} did not exist"
-    settings.emit({"session": session, "name": name, "deleted": deleted}, [line], info=True)
+    settings.emit(shapes.deleted_document(session, name, deleted), [line], info=True)
 
 
 def _hint_full_name(settings: Settings, session: str, selector: str) -> None:
@@ -133,7 +134,7 @@ def delete_session(settings: Settings, session: str, yes: bool, missing_ok: bool
     if not deleted and not missing_ok:
         raise SessionNotFound(session)
     line = f"deleted {count(deleted, 'snapshot')} of session {session}"
-    settings.emit({"session": session, "deleted": deleted}, [line], info=True)
+    settings.emit(shapes.session_deleted_document(session, deleted), [line], info=True)
 
 
 @click.command()
@@ -150,11 +151,10 @@ def sweep(settings: Settings, ttl: float | None, keep_last: int | None, dry_run:
     store = settings.store()
     with partial_deletes(store):
         report = store.sweep(ttl=ttl, keep_last=keep_last, dry_run=dry_run)
-    pairs = [{"session": session, "name": name} for session, name in report.deleted]
     verb = "would delete" if dry_run else "deleted"
-    lines = [f"{verb} {count(len(pairs), 'snapshot')}"]
-    lines += ["  " + line for line in align_rows([[p["session"], p["name"]] for p in pairs])]
-    settings.emit({"deleted": pairs, "dry_run": dry_run}, lines, info=not dry_run)
+    lines = [f"{verb} {count(len(report.deleted), 'snapshot')}"]
+    lines += ["  " + line for line in align_rows([list(pair) for pair in report.deleted])]
+    settings.emit(shapes.sweep_document(report, dry_run), lines, info=not dry_run)
 
 
 @click.command()
@@ -166,7 +166,7 @@ def gc(settings: Settings, dry_run: bool) -> None:
     Exits 11 when it could not take the store's lock, 13 when damage stopped part of it.
     """
     report = settings.store().gc(dry_run=dry_run)
-    document = {**report.to_dict(), "dry_run": dry_run}
+    document = shapes.gc_document(report, dry_run)
     code = gc_exit_code(report)
     if report.skipped:
         removed = report.temp_files_removed
@@ -212,7 +212,7 @@ def verify(settings: Settings, deep: bool) -> None:
     if report.garbage:
         lines.append(f"{count(len(report.garbage), 'leftover')} that gc would clean:")
         lines += [f"  {item}" for item in report.garbage]
-    settings.emit(report.to_dict(), lines, info=report.ok)
+    settings.emit(shapes.verify_document(report), lines, info=report.ok)
     if not report.ok:
         print_error(f"the store is damaged: {count(len(report.problems), 'problem')}")
         finish(ExitCode.DAMAGED)

@@ -10,6 +10,8 @@ from typing import Any
 
 import click
 
+from snapstore.service.shapes import json_default
+
 _SIZE_UNITS = ("KiB", "MiB", "GiB", "TiB", "PiB")
 _AGE_UNITS = ((86400 * 365, "y"), (86400 * 7, "w"), (86400, "d"), (3600, "h"), (60, "m"), (1, "s"))
 
@@ -94,21 +96,9 @@ def capped_rows(groups: Sequence[tuple[str, Sequence[str]]], limit: int | None) 
     return rows
 
 
-def _json_default(value: Any) -> Any:
-    """Encode what ``json`` cannot: bytes as hex, datetimes as ISO 8601, the rest as text."""
-    if isinstance(value, bytes | bytearray):
-        return value.hex()
-    if isinstance(value, datetime):
-        return value.isoformat()
-    to_dict = getattr(value, "to_dict", None)
-    if callable(to_dict):
-        return to_dict()
-    return str(value)
-
-
 def to_json(document: Any) -> str:
     """``document`` as pretty, pure-ASCII JSON (safe for any path, even undecodable ones)."""
-    return json.dumps(document, indent=2, ensure_ascii=True, default=_json_default)
+    return json.dumps(document, indent=2, ensure_ascii=True, default=json_default)
 
 
 def print_json(document: Any) -> None:

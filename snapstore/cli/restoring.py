@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -12,6 +11,7 @@ from snapstore.cli.completion import complete_session, snapshot_names
 from snapstore.cli.context import Settings, pass_settings
 from snapstore.cli.output import align_rows, capped_rows, render_table
 from snapstore.models import DiffReport, RestoreReport
+from snapstore.service import shapes
 
 PATHS_SHOWN = 20
 """Paths of each kind (written, removed; add, modify, remove) printed without ``--list``."""
@@ -94,7 +94,7 @@ def diff(
     store = settings.store()
     name = settings.snapshot_name(session, name)
     limit = None if list_all else PATHS_SHOWN
-    target_text: str | None = None
+    target_text = ""
     if other is not None:
         other = settings.snapshot_name(session, other)
         report = store.diff(session, name, other)
@@ -103,14 +103,10 @@ def diff(
         target_text = _target_text(settings, session, name, target)
         report = store.diff(session, name, target=target_text)
         lines = diff_lines(report, f"{session}/{name}", target_text, limit)
-    document = {
-        "session": session,
-        "name": name,
-        "other": other,
-        "target": target_text,
-        **report.to_dict(),
-        "changed": report.changed,
-    }
+    if other is not None:
+        document = shapes.snapshots_diff_document(session, name, other, report)
+    else:
+        document = shapes.diff_document(session, name, target_text, report)
     settings.emit(document, lines)
 
 
@@ -200,7 +196,7 @@ def restore(
             keep_special_bits=keep_special_bits,
             progress=progress,
         )
-    document: dict[str, Any] = {"session": session, "name": name, **report.to_dict()}
+    document = shapes.restore_document(session, name, report)
     lines = restore_lines(report, session, name, None if list_all else PATHS_SHOWN)
     settings.emit(document, lines, info=not dry_run)
 
@@ -230,5 +226,5 @@ def undo(
             session, backup=backup, target=target, dry_run=dry_run, progress=progress
         )
     label = backup or "its newest undo backup"
-    document: dict[str, Any] = {"session": session, **report.to_dict()}
+    document = shapes.undo_document(session, report)
     settings.emit(document, restore_lines(report, session, label, PATHS_SHOWN), info=not dry_run)

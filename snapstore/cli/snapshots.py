@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import base64
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -24,7 +22,8 @@ from snapstore.cli.output import (
     to_json,
 )
 from snapstore.cli.params import DURATION, META_ITEM
-from snapstore.models import FileEntry, Snapshot, SnapshotInfo
+from snapstore.models import FileEntry, SnapshotInfo
+from snapstore.service import shapes
 
 
 def snapshot_label(info: SnapshotInfo) -> str:
@@ -173,7 +172,7 @@ def create(
         f"{count(info.file_count, 'file')}, {human_size(info.total_bytes)}, "
         f"expires {human_expiry(info.expires_at)}"
     )
-    document = {"snapshot": info.to_dict(), "replaced": info.replaced, "absent": absent}
+    document = {**shapes.snapshot_document(info), "replaced": info.replaced, "absent": absent}
     if settings.quiet and name is None and not settings.json:
         settings.emit(document, [info.name])
     else:
@@ -204,7 +203,7 @@ def list_snapshots(settings: Settings, session: str | None) -> None:
     lines = render_table(headers, rows, right=(3, 4)) if rows else []
     if not rows and not settings.json and not settings.quiet:
         print_note("no snapshots" + (f" in session {session!r}" if session else ""))
-    settings.emit({"snapshots": [info.to_dict() for info in infos]}, lines)
+    settings.emit(shapes.snapshots_document(infos), lines)
 
 
 @click.command()
@@ -228,7 +227,7 @@ def backups(settings: Settings, session: str) -> None:
     lines = render_table(headers, rows, right=(2, 3)) if rows else []
     if not rows and not settings.json and not settings.quiet:
         print_note(f"no undo backups in session {session!r}")
-    settings.emit({"backups": [info.to_dict() for info in infos]}, lines)
+    settings.emit(shapes.backups_document(infos), lines)
 
 
 def _entry_row(entry: FileEntry) -> list[str]:
@@ -277,17 +276,6 @@ def _expiry_detail(info: SnapshotInfo) -> str:
     return f"{info.expires_at.isoformat()} ({human_expiry(info.expires_at)})"
 
 
-def show_document(snapshot: Snapshot, value: Any) -> dict[str, Any]:
-    """The JSON shape of ``show``: header, entries, and the value of a state snapshot."""
-    document: dict[str, Any] = {
-        "snapshot": snapshot.info.to_dict(),
-        "entries": [entry.to_dict() for entry in snapshot.entries],
-    }
-    if snapshot.info.kind == "state":
-        document["value"] = value
-    return document
-
-
 @click.command()
 @click.argument("session", shell_complete=complete_session)
 @click.argument("name", shell_complete=snapshot_names())
@@ -308,7 +296,7 @@ def show(settings: Settings, session: str, name: str) -> None:
         headers = ["KIND", "MODE", "SIZE", "DIGEST", "PATH"]
         rows = [_entry_row(entry) for entry in snapshot.entries]
         lines += ["", *render_table(headers, rows, right=(2,))]
-    settings.emit(show_document(snapshot, value), lines)
+    settings.emit(shapes.show_document(snapshot, value), lines)
 
 
 @click.command()
@@ -324,14 +312,7 @@ def cat(settings: Settings, session: str, name: str, path: str) -> None:
     name = settings.snapshot_name(session, name)
     data = settings.store().read(session, name, path)
     if settings.json:
-        document = {
-            "session": session,
-            "name": name,
-            "path": path,
-            "size": len(data),
-            "base64": base64.b64encode(data).decode("ascii"),
-        }
-        settings.emit(document, [])
+        settings.emit(shapes.file_document(session, name, path, data), [])
         return
     sys.stdout.buffer.write(data)
     sys.stdout.buffer.flush()

@@ -12,6 +12,7 @@ from snapstore.cli.maintenance import confirm
 from snapstore.cli.output import human_expiry, to_json
 from snapstore.cli.params import DURATION, JSON_VALUE
 from snapstore.errors import NotAStateSnapshotError, SnapshotNotFound
+from snapstore.service import shapes
 
 _MISSING = object()
 
@@ -47,8 +48,7 @@ def get_value(settings: Settings, session: str, name: str, default: Any) -> None
         if default is _MISSING:
             raise SnapshotNotFound(session, name)
         value = default
-    document = {"session": session, "name": name, "found": found, "value": value}
-    settings.emit(document, [to_json(value)])
+    settings.emit(shapes.state_document(session, name, found, value), [to_json(value)])
 
 
 @state.command("set")
@@ -64,7 +64,7 @@ def set_value(settings: Settings, session: str, name: str, value: Any, ttl: floa
     """
     info = settings.store(create=True).put_state(session, name, value, ttl=ttl)
     line = f"saved {session}/{name} (expires {human_expiry(info.expires_at)})"
-    settings.emit({"snapshot": info.to_dict(), "value": value}, [line], info=True)
+    settings.emit(shapes.saved_state_document(info, value), [line], info=True)
 
 
 @state.command("reset")
@@ -83,4 +83,4 @@ def reset_value(settings: Settings, session: str, name: str, yes: bool) -> None:
         )
     deleted = store.delete(session, name)
     line = f"reset {session}/{name}"
-    settings.emit({"session": session, "name": name, "deleted": deleted}, [line], info=True)
+    settings.emit(shapes.deleted_document(session, name, deleted), [line], info=True)
