@@ -21,7 +21,7 @@ import blake3
 import pytest
 from helpers.alarm import no_hang
 from helpers.blobs import loosen
-from support import write_tree
+from helpers.trees import write_tree
 
 from snapstore import SnapStore
 from snapstore.errors import CorruptBlobError, CorruptManifestError, FormatError

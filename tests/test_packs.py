@@ -8,7 +8,7 @@ from pathlib import Path
 
 import blake3
 import pytest
-from support import read_tree, write_tree
+from helpers.trees import read_tree, write_tree
 
 from snapstore import CorruptBlobError, RestoreError, SnapStore
 from snapstore.errors import CorruptPackError

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import read_tree, write_tree
+from helpers.trees import read_tree, write_tree
 
 from snapstore import SnapStore
 from snapstore.worktree import ingest, statcache

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from helpers.blobs import corrupt_blob, remove_blob
-from support import write_tree
+from helpers.trees import write_tree
 
 from snapstore import (
     CorruptBlobError,

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from support import write_tree
+from helpers.trees import write_tree
 
 from snapstore import InvalidValueError, SnapStore
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import read_tree, write_tree
+from helpers.trees import read_tree, write_tree
 
 import snapstore.restore.job as job
 from snapstore import SnapStore

@@ -99,7 +99,7 @@ COMMANDS: tuple[CommandSpec, ...] = (
     ),
     CommandSpec(
         "checkpoint",
-        "snapstore.checkpoint.cli:checkpoint_group",
+        "snapstore.cli.checkpoints:checkpoint_group",
         "List, inspect and reset resume checkpoints.",
     ),
     CommandSpec(

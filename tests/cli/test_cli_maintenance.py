@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 
 import portalocker
-from clitools import Cli, Result, cli_env
 from helpers.blobs import corrupt_blob, remove_blob
+from helpers.cli import Cli, Result, cli_env
 
 from snapstore.cli.exitcodes import ExitCode
 
