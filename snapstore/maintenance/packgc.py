@@ -18,9 +18,8 @@ import blake3
 
 from snapstore.errors import CorruptBlobError, MissingBlobError
 from snapstore.format.packfile import PACK_MAGIC, RECORD_HEAD, PackIndex
-from snapstore.repo.batch import PACK_MAX_BYTES, is_small
+from snapstore.repo.batch import PackSeries, is_small
 from snapstore.repo.blobs import Blobs
-from snapstore.repo.packs import PackWriter
 from snapstore.repo.packset import Location
 
 REWRITE_GARBAGE_SHARE = 0.5
@@ -184,27 +183,13 @@ def _rewrite(
     packs = storage.packs
     going = {index.pack_id for index in todo.delete + todo.rewrite}
     kept = {d for i in packs.indexes() if i.pack_id not in going for d in i.entries}
-    written: list[PackIndex] = []
-    writer: PackWriter | None = None
-
-    def add(digest: bytes, data: bytes) -> None:
-        nonlocal writer
-        if writer is None:
-            writer = PackWriter(storage.backend)
-        writer.add(digest, data)
-        if writer.size >= PACK_MAX_BYTES:
-            written.append(writer.publish())
-            packs.register(written[-1])
-            writer = None
-
+    series = PackSeries(storage)
     try:
         for index in todo.rewrite:
             for digest, (offset, size) in sorted(index.entries.items()):
                 if digest not in referenced or digest in kept or digest in loose:
                     continue
-                if writer is not None and digest in writer:
-                    continue
-                if storage.loose.has(digest, expected_size=size):
+                if digest in series or storage.loose.has(digest, expected_size=size):
                     continue
                 data = packs.read_unverified(Location(index.pack_id, offset, size))
                 if blake3.blake3(data).digest() != digest:
@@ -212,14 +197,10 @@ def _rewrite(
                         f"blob {digest.hex()} in pack {index.pack_id} is corrupt; that pack "
                         "is kept as it is (run verify)"
                     )
-                add(digest, data)
+                series.add(digest, data)
         for digest, size in sorted(loose.items()):
-            add(digest, storage.loose.read(digest, size))
-        if writer is not None:
-            written.append(writer.publish())
-            packs.register(written[-1])
-            writer = None
+            series.add(digest, storage.loose.read(digest, size))
+        series.finish()
     finally:
-        if writer is not None:
-            writer.abort()
-    return written
+        series.abort()
+    return series.published

@@ -27,6 +27,7 @@ from snapstore.errors import (
 from snapstore.format.manifest import Manifest, encode, expiry_ns, ns_to_time
 from snapstore.format.names import encode_name
 from snapstore.format.paths import select_entries
+from snapstore.fs.stamps import FileId, file_id
 from snapstore.models import SnapshotInfo
 from snapstore.repo.backend import Backend, Handle, Kind
 from snapstore.repo.blobs import Blobs
@@ -55,14 +56,13 @@ class Repository:
         """The store's directory, or how its backend names it when it is not one here."""
         return self.backend.properties.local_root or self.backend.describe(Handle(Kind.MARKER, ""))
 
-    def own_roots(self) -> frozenset[tuple[int, int]]:
+    def own_roots(self) -> frozenset[FileId]:
         """The store's own directory by device and inode, if it is on this machine: a scan
         leaves it out, a restore leaves it alone."""
         local_root = self.backend.properties.local_root
         if local_root is None:
             return frozenset()
-        info = os.stat(local_root)
-        return frozenset({(info.st_dev, info.st_ino)})
+        return frozenset({file_id(os.stat(local_root))})
 
     def check_writable(self, what: str) -> None:
         """ReadOnlyStoreError, before anything starts, if this process cannot write the store."""
