@@ -284,3 +284,13 @@ def test_delete_session_that_fails_before_deleting_anything_keeps_its_error(
         )
     assert error["type"] == "LockTimeout"
     assert len(names(cli)) == 2
+
+
+def test_gc_says_when_it_merged_packs(cli: Cli, project: Path) -> None:
+    for round_ in range(2):
+        (project / f"round-{round_}.txt").write_text(f"new content {round_}\n" * 50)
+        cli.snapshot(project, f"round-{round_}.txt", name=f"n{round_}")  # two packs, same size
+    assert cli.ok("gc", "--dry-run").stdout.strip().endswith("; would replace 2 packs")
+    out = cli.ok("gc").stdout.strip()
+    assert out.endswith("; replaced 2 packs with 1 new pack"), out
+    assert cli.ok("gc").stdout.strip() == "freed 0 blobs (0 B) and 0 temp files"
