@@ -9,7 +9,7 @@ loose blobs of their own. gc keeps the number of packs logarithmic (``maintenanc
 
 from __future__ import annotations
 
-from snapstore.format.packfile import PackIndex
+from snapstore.format.packfile import KIND_DATA, PackIndex
 from snapstore.repo.backend import Handle, Kind
 from snapstore.repo.blobs import Blobs
 from snapstore.repo.packs import PackWriter
@@ -45,7 +45,7 @@ class BlobBatch:
         if digest in self._added:
             return True
         index = self._packed.get(digest)
-        if index is not None and index.entries[digest][1] == size:
+        if index is not None and index.size_of(digest) == size:
             if not self._counts_on_packs:
                 self._counts_on_packs = True
                 self.storage.backend.note_existing(Handle(Kind.PACK, index.pack_id))
@@ -66,14 +66,15 @@ class BlobBatch:
             self._shards[hex_digest[:2]] = names
         return hex_digest in names
 
-    def add(self, digest: bytes, data: bytes) -> None:
-        """Store a small blob already hashed to ``digest`` (unless it is stored already)."""
+    def add(self, digest: bytes, data: bytes, kind: int = KIND_DATA) -> None:
+        """Store a small blob (file contents, or a tree object: ``kind``) already hashed to
+        ``digest``, unless it is stored already."""
         if self.claim(digest, len(data)):
             return
         self._added.add(digest)
         if self._writer is None:
             self._writer = PackWriter(self.storage.backend)
-        self._writer.add(digest, data)
+        self._writer.add(digest, data, kind)
         if self._writer.size >= PACK_MAX_BYTES:
             self._publish()
 
