@@ -88,6 +88,11 @@ COMMANDS: tuple[CommandSpec, ...] = (
         "Free blobs no snapshot references, and stale temp files.",
     ),
     CommandSpec(
+        "upgrade",
+        "snapstore.cli.maintenance:upgrade",
+        "Convert a store of an older format to the current one (gc does too).",
+    ),
+    CommandSpec(
         "verify",
         "snapstore.cli.maintenance:verify",
         "Check every snapshot and blob; exit 13 when committed data is damaged.",

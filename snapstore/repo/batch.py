@@ -9,7 +9,8 @@ loose blobs of their own. gc keeps the number of packs logarithmic (``maintenanc
 
 from __future__ import annotations
 
-from snapstore.format.packfile import PackIndex
+from snapstore.format.codec import WRITE_LEVEL
+from snapstore.format.packfile import KIND_DATA, PackIndex
 from snapstore.repo.backend import Handle, Kind
 from snapstore.repo.blobs import Blobs
 from snapstore.repo.packs import PackWriter
@@ -27,10 +28,12 @@ def is_small(size: int) -> bool:
 class PackSeries:
     """Blobs appended to a series of new packs of at most ``PACK_MAX_BYTES`` each. A full pack
     is published at once and registered, so this process reads its blobs from it right away;
-    ``finish`` publishes the last one. Used from one thread."""
+    ``finish`` publishes the last one. ``level``: the zstd level of the packs' blocks. Used
+    from one thread."""
 
-    def __init__(self, storage: Blobs) -> None:
+    def __init__(self, storage: Blobs, *, level: int = WRITE_LEVEL) -> None:
         self.storage = storage
+        self.level = level
         self.published: list[PackIndex] = []
         self._writer: PackWriter | None = None
 
@@ -38,11 +41,11 @@ class PackSeries:
         """Whether the open, unpublished pack holds ``digest``."""
         return self._writer is not None and digest in self._writer
 
-    def add(self, digest: bytes, data: bytes | memoryview) -> None:
-        """Append one blob already hashed to ``digest``."""
+    def add(self, digest: bytes, data: bytes | memoryview, kind: int = KIND_DATA) -> None:
+        """Append one blob already hashed to ``digest`` (file contents or a tree: ``kind``)."""
         if self._writer is None:
-            self._writer = PackWriter(self.storage.backend)
-        self._writer.add(digest, data)
+            self._writer = PackWriter(self.storage.backend, level=self.level)
+        self._writer.add(digest, data, kind)
         if self._writer.size >= PACK_MAX_BYTES:
             self._publish()
 
@@ -85,7 +88,7 @@ class BlobBatch:
         if digest in self._added:
             return True
         index = self._packed.get(digest)
-        if index is not None and index.entries[digest][1] == size:
+        if index is not None and index.size_of(digest) == size:
             if not self._counts_on_packs:
                 self._counts_on_packs = True
                 self.storage.backend.note_existing(Handle(Kind.PACK, index.pack_id))
@@ -106,12 +109,13 @@ class BlobBatch:
             self._shards[hex_digest[:2]] = names
         return hex_digest in names
 
-    def add(self, digest: bytes, data: bytes) -> None:
-        """Store a small blob already hashed to ``digest`` (unless it is stored already)."""
+    def add(self, digest: bytes, data: bytes, kind: int = KIND_DATA) -> None:
+        """Store a small blob (file contents, or a tree object: ``kind``) already hashed to
+        ``digest``, unless it is stored already."""
         if self.claim(digest, len(data)):
             return
         self._added.add(digest)
-        self.packs.add(digest, data)
+        self.packs.add(digest, data, kind)
 
     def finish(self) -> None:
         """Publish the open pack and make durable the names of everything the batch wrote or

@@ -128,7 +128,7 @@ class Recovery:
             restoring = self.repo.files_manifest(journal.session, journal.restoring)
         except (SnapshotNotFound, CorruptManifestError):
             return True
-        recorded = {entry.path: entry for entry in restoring.entries}
+        recorded = {entry.path: entry for entry in self.repo.trees.entries(restoring)}
         changed = [action.entry.path for action in rollback.changes]
         if any(
             path not in recorded and os.path.lexists(os.path.join(journal.target, path))
