@@ -1,8 +1,8 @@
 """Compare: what changed between two snapshots, between a snapshot and a directory (from a
 restore's plan), and a path's history across a session.
 
-Only manifests are read (no blob): two entries are the same when kind, mode, size, digest and
-link target agree.
+Only manifests are read (no blob): two entries are the same when kind, mode, size, digest,
+link target and file attributes (holes, hard link) agree.
 """
 
 from __future__ import annotations
@@ -21,7 +21,15 @@ def _state(entry: FileEntry | None) -> tuple[object, ...] | None:
     """What identifies an entry's content; None for a path absent or not recorded."""
     if entry is None or entry.kind == "absent":
         return None
-    return (entry.kind, entry.mode, entry.size, entry.digest, entry.target)
+    return (
+        entry.kind,
+        entry.mode,
+        entry.size,
+        entry.digest,
+        entry.target,
+        entry.extents,
+        entry.link,
+    )
 
 
 def diff_entries(old: Iterable[FileEntry], new: Iterable[FileEntry]) -> DiffReport:

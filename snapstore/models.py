@@ -61,6 +61,12 @@ class FileEntry(NamedTuple):
     mtime_ns: int = 0
     digest: bytes | None = None
     target: str | None = None
+    extents: bool = False
+    """A file with holes: ``digest`` names its extent map (its data pieces, by offset), not
+    its bytes. ``SnapStore.read`` gives its bytes either way, holes as zeros."""
+    link: str | None = None
+    """A file hard-linked, when the snapshot was taken, to the file at this path (the first
+    path of its link group), which records the same content; a restore links them again."""
 
     def to_dict(self) -> dict[str, Any]:
         """The entry's fields, JSON-ready (the digest as hex)."""

@@ -122,8 +122,8 @@ def encode(
 ) -> bytes:
     """Serialize a format 2 manifest (a file snapshot names its root ``tree``), or, given
     ``rows`` instead, a format 1 manifest listing them (what older stores hold; tests and
-    tools make them so). Raises InvalidValueError for metadata or values msgpack refuses;
-    rows are not validated."""
+    tools make them so; a ``FileEntry`` is cut to a row's seven fields). Raises
+    InvalidValueError for metadata or values msgpack refuses; rows are not validated."""
     version = FORMAT_VERSION if rows is None else 1
     header = {
         "v": version,
@@ -147,7 +147,7 @@ def encode(
     if info.kind == "state":
         body_value: dict[str, Any] = {"value": value}
     elif rows is not None:
-        body_value = {"entries": rows}
+        body_value = {"entries": [row[:7] for row in rows]}
     else:
         assert tree is not None
         body_value = {"tree": tree.digest, "tree_size": tree.size}

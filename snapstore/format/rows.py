@@ -18,9 +18,14 @@ EntryRow = tuple[str, EntryKind, int, int, int, bytes | None, str | None]
 (a FileEntry is one, with names). ``create`` builds plain tuples: cheaper still."""
 
 
+_NO_ATTRS = [False, None]
+"""A format 1 row's file attributes: none (``FileEntry.extents``, ``FileEntry.link``)."""
+
+
 def entry_rows(entries: Iterable[FileEntry]) -> list[EntryRow]:
-    """FileEntry objects as manifest rows."""
-    return list(entries)
+    """FileEntry objects as manifest rows (their first seven fields: a format 1 manifest
+    records no file attributes)."""
+    return [entry[:7] for entry in entries]
 
 
 def _require(condition: bool, message: str) -> None:
@@ -100,7 +105,7 @@ def decode_entries(body: Any, info: SnapshotInfo) -> tuple[FileEntry, ...]:
     if not rows_need_no_row_checks(raw_entries):
         for raw in raw_entries:
             check_entry_row(raw)
-    entries = tuple(map(FileEntry._make, raw_entries))
+    entries = tuple(FileEntry._make(raw + _NO_ATTRS) for raw in raw_entries)
     kinds = {entry.path: entry.kind for entry in entries}
     _require(len(kinds) == len(entries), "manifest lists a path twice")
     for entry in entries:

@@ -6,26 +6,33 @@ is stored once; a change to one file costs one new tree per directory above it. 
 ``[name, kind, mode, size, mtime_ns, digest, target]``, sorted by name. Besides the entry
 kinds, ``parent`` marks a directory that is not itself recorded but holds recorded paths.
 For ``dir`` and ``parent`` rows, ``digest`` and ``size`` name the subtree object (nil and 0
-for a recorded directory with nothing recorded below it). Byte layout: docs/format.md, "Trees".
+for a recorded directory with nothing recorded below it). A ``file`` row may carry an eighth
+element, its attributes: ``extents`` (its digest names an extent map: a file with holes) and
+``link`` (the path of the first file of its hard-link group). Byte layout: docs/format.md,
+"Trees".
 """
 
 from __future__ import annotations
 
 import operator
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeAlias
 
 import blake3
 import msgpack
 
-from snapstore.errors import CorruptManifestError
-from snapstore.format.paths import MAX_COMPONENT_BYTES
+from snapstore.errors import CorruptManifestError, UnsafePathError
+from snapstore.format.paths import MAX_COMPONENT_BYTES, check_relative_path
 
 TREE_MAGIC = b"SNAPTRE\x02"
 DIGEST_BYTES = 32
 MAX_TREE_BYTES = 64 << 20
 TREE_KINDS = ("file", "symlink", "dir", "absent", "parent")
 SUBTREE_KINDS = ("dir", "parent")
-TreeRow = tuple[str, str, int, int, int, bytes | None, str | None]
+FileAttrs: TypeAlias = dict[str, Any]
+"""A file row's attributes: ``{"extents": True}`` and/or ``{"link": path}``, in that order."""
+TreeRow = tuple[str, str, int, int, int, bytes | None, str | None, FileAttrs | None]
+"""A decoded row; the attributes are None for a row of seven elements."""
+ATTR_KEYS = ("extents", "link")
 
 
 class CorruptTreeError(CorruptManifestError):
@@ -39,8 +46,9 @@ class TreeRef(NamedTuple):
     size: int
 
 
-def encode_tree(rows: list[TreeRow]) -> bytes:
-    """A tree object's bytes for ``rows`` (already sorted by name and valid)."""
+def encode_tree(rows: list[tuple[Any, ...]]) -> bytes:
+    """A tree object's bytes for ``rows`` (already sorted by name and valid; seven elements,
+    or eight for a file row with attributes, keys in ``ATTR_KEYS`` order)."""
     packed = msgpack.packb(rows, use_bin_type=True)
     assert isinstance(packed, bytes)
     return TREE_MAGIC + packed
@@ -72,7 +80,7 @@ def decode_tree(data: bytes) -> list[TreeRow]:
             check_tree_row(row)
     names = [row[0] for row in rows]
     _require(all(map(operator.lt, names, names[1:])), "a tree's names are not sorted or repeat")
-    return [tuple(row) for row in rows]
+    return [(*row, None) if len(row) == 7 else tuple(row) for row in rows]
 
 
 def _rows_look_valid(rows: list[Any]) -> bool:
@@ -104,6 +112,34 @@ def _rows_look_valid(rows: list[Any]) -> bool:
     return all(map(_row_fields_fit, kinds, sizes, digests, targets))
 
 
+def file_attrs(extents: bool, link: str | None) -> FileAttrs | None:
+    """The attributes of a file row, or None for a plain file."""
+    if not extents and link is None:
+        return None
+    attrs: FileAttrs = {"extents": True} if extents else {}
+    if link is not None:
+        attrs["link"] = link
+    return attrs
+
+
+def _attrs_fit(attrs: Any) -> bool:
+    """Whether a row's eighth element is valid file attributes."""
+    if type(attrs) is not dict or not attrs or not set(attrs) <= set(ATTR_KEYS):
+        return False
+    if "extents" in attrs and attrs["extents"] is not True:
+        return False
+    link = attrs.get("link")
+    if link is None:
+        return "link" not in attrs
+    if type(link) is not str:
+        return False
+    try:
+        check_relative_path(link)
+    except UnsafePathError:
+        return False
+    return True
+
+
 def _row_fields_fit(kind: str, size: int, digest: Any, target: Any) -> bool:
     if kind == "file":
         ok = type(digest) is bytes and len(digest) == DIGEST_BYTES
@@ -120,8 +156,8 @@ def _row_fields_fit(kind: str, size: int, digest: Any, target: Any) -> bool:
 
 def check_tree_row(raw: Any) -> None:
     """Raise CorruptTreeError, saying why, unless ``raw`` is a valid tree row."""
-    _require(type(raw) is list and len(raw) == 7, "a tree row is not a 7-item array")
-    name, kind, mode, size, mtime_ns, digest, target = raw
+    _require(type(raw) is list and len(raw) in (7, 8), "a tree row is not a 7- or 8-item array")
+    name, kind, mode, size, mtime_ns, digest, target = raw[:7]
     _require(type(name) is str and bool(name), f"a tree row has a bad name {name!r}")
     _require(
         name not in (".", "..") and not any(c in name for c in "/\\\x00"), f"bad name {name!r}"
@@ -142,3 +178,8 @@ def check_tree_row(raw: Any) -> None:
         _row_fields_fit(kind, size, digest, target),
         f"{kind} row {name!r} has a digest, size or link target its kind does not allow",
     )
+    if len(raw) == 8:
+        _require(
+            kind == "file" and _attrs_fit(raw[7]),
+            f"tree row {name!r} has attributes {raw[7]!r:.80} that do not fit a file row",
+        )

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from snapstore.format.manifest import EntryRow
-from snapstore.format.tree import TreeRef, TreeRow, encode_tree, tree_ref
+from snapstore.format.tree import FileAttrs, TreeRef, encode_tree, tree_ref
 
 _Child = tuple[str, EntryRow | None, str]
 """(name, the recorded row or None for a directory only on the way to recorded paths, path)."""
@@ -70,16 +71,20 @@ def _open_parent(
     return children[parent]
 
 
-def build_trees(rows: Sequence[EntryRow]) -> BuiltTrees:
+def build_trees(
+    rows: Sequence[EntryRow], attrs: Mapping[str, FileAttrs] | None = None
+) -> BuiltTrees:
     """The tree objects recording ``rows`` (sorted by path, each path once): the deepest
-    directories first, each directory's object naming its subdirectories' by digest."""
+    directories first, each directory's object naming its subdirectories' by digest.
+    ``attrs``: the attributes of the file rows that have any, by path."""
+    attrs = attrs or {}
     children = _children(rows)
     refs: dict[str, TreeRef] = {}
     objects: dict[bytes, bytes] = {}
     for directory in sorted(children, reverse=True):
         kids = children[directory]
         kids.sort()
-        tree: list[TreeRow] = []
+        tree: list[tuple[Any, ...]] = []
         for name, row, path in kids:
             if row is None:
                 ref = refs[path]
@@ -88,6 +93,8 @@ def build_trees(rows: Sequence[EntryRow]) -> BuiltTrees:
                 sub = refs.get(path)
                 size, digest = (0, None) if sub is None else (sub.size, sub.digest)
                 tree.append((name, "dir", row[2], size, row[4], digest, None))
+            elif attrs and path in attrs:
+                tree.append((name, *row[1:], attrs[path]))
             else:
                 tree.append((name, *row[1:]))
         if not tree and directory:

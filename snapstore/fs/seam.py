@@ -23,6 +23,7 @@ OPERATIONS = (
     "mkdir",
     "rmdir",
     "symlink",
+    "link",
     "fsync_dir",
 )
 
@@ -139,6 +140,13 @@ class FileSystem:
     def symlink(self, target: str, path: str, *, dir_fd: int | None = None) -> None:
         """Create a symbolic link at ``path`` pointing to ``target``."""
         os.symlink(target, path, dir_fd=dir_fd)
+
+    def link(
+        self, src: str, dst: str, *, src_dir_fd: int | None = None, dst_dir_fd: int | None = None
+    ) -> None:
+        """Make ``dst`` a new name of the file ``src`` (a hard link; a symlink at ``src`` is
+        linked itself, never followed)."""
+        os.link(src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd, follow_symlinks=False)
 
     def fsync_dir(self, path: str, *, dir_fd: int | None = None) -> None:
         """Flush a directory's entries, so renames and creations in it survive power loss."""

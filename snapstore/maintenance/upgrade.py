@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from snapstore.errors import CorruptManifestError
 from snapstore.format.manifest import MAX_MANIFEST_BYTES, decode, decode_header, encode
 from snapstore.format.packfile import KIND_TREE
-from snapstore.format.rows import EntryRow
+from snapstore.format.rows import entry_rows
 from snapstore.format.treebuild import build_trees
 from snapstore.fs.reading import UnfitFileError
 from snapstore.repo.backend import Handle, Kind, Version
@@ -84,7 +84,7 @@ def _prepare(repo: Repository, name: str, batch: BlobBatch) -> _Converted | None
         return None
     tree = None
     if manifest.info.kind == "files":
-        rows: list[EntryRow] = list(manifest.entries)
+        rows = entry_rows(manifest.entries)
         built = build_trees(rows)
         for digest, tree_data in built.objects.items():
             batch.add(digest, tree_data, KIND_TREE)

@@ -9,10 +9,13 @@ loose blobs of their own. gc keeps the number of packs logarithmic (``maintenanc
 
 from __future__ import annotations
 
+from snapstore.errors import CorruptBlobError, CorruptManifestError, MissingBlobError
 from snapstore.format.codec import WRITE_LEVEL
+from snapstore.format.manifest import EntryRow
 from snapstore.format.packfile import KIND_DATA, PackIndex
 from snapstore.repo.backend import Handle, Kind
 from snapstore.repo.blobs import Blobs
+from snapstore.repo.contents import load_map
 from snapstore.repo.packs import PackWriter
 
 PACKED_MAX_BYTES = 16 << 20
@@ -79,6 +82,10 @@ class BlobBatch:
         self._counts_on_packs = False
         self._shards: dict[str, frozenset[str]] = {}
         self._packed = storage.packs.by_digest()
+        self.counted: list[EntryRow] = []
+        """The extent maps and pieces of the files with holes the batch stored or claimed,
+        as rows naming each by digest and size (what the commit checks is stored, besides
+        the file rows)."""
 
     def claim(self, digest: bytes, size: int) -> bool:
         """True if the blob is already stored with this size (in a pack this process saw
@@ -116,6 +123,38 @@ class BlobBatch:
             return
         self._added.add(digest)
         self.packs.add(digest, data, kind)
+
+    def claim_extents(self, digest: bytes, file_size: int) -> bool:
+        """True if the extent map ``digest`` of a file of ``file_size`` bytes, and every
+        piece it names, are stored (as ``claim``); a map that cannot be read or fits no such
+        file is not claimed (the file is read again)."""
+        try:
+            extents = load_map(self.storage, digest, file_size)
+            map_size = self.storage.size(digest)
+        except (CorruptManifestError, CorruptBlobError, MissingBlobError):
+            return False
+        if not self.claim(digest, map_size) or not all(
+            self.claim(extent.digest, extent.length) for extent in extents
+        ):
+            return False
+        self.counted.append(("", "file", 0, map_size, 0, digest, None))
+        self.counted.extend(("", "file", 0, e.length, 0, e.digest, None) for e in extents)
+        return True
+
+    def add_counted(self, digest: bytes, data: bytes) -> None:
+        """Store a piece or an extent map (as ``add``; one too large for a pack goes loose)
+        and count it among what the commit checks."""
+        self.counted.append(("", "file", 0, len(data), 0, digest, None))
+        if is_small(len(data)):
+            self.add(digest, data)
+        elif not self.claim(digest, len(data)):
+            writer = self.storage.writer(len(data))
+            try:
+                writer.write(data)
+                writer.commit()
+            except BaseException:
+                writer.abort()
+                raise
 
     def finish(self) -> None:
         """Publish the open pack and make durable the names of everything the batch wrote or

@@ -40,6 +40,10 @@ class BlobSource(Protocol):
         """A blob's verified bytes."""
         ...
 
+    def size(self, digest: bytes) -> int:
+        """A stored blob's size in bytes; MissingBlobError if it is not stored."""
+        ...
+
 
 class BlobWriter:
     """Stages one blob while hashing it; ``commit`` publishes it under its digest."""

@@ -31,6 +31,7 @@ from snapstore.models import FileEntry, SnapshotInfo
 from snapstore.repo.backend import Backend, Handle, Kind
 from snapstore.repo.blobs import Blobs
 from snapstore.repo.catalog import Catalog, ManifestFile, manifest_name
+from snapstore.repo.contents import read_content
 from snapstore.repo.layout import FORMAT_MAJOR, FORMAT_TEXT, MARKER_MAX_BYTES, marker_major
 from snapstore.repo.locks import TargetLocks, shared_behind
 from snapstore.repo.trees import Trees
@@ -184,7 +185,7 @@ class Repository:
                 raise PathNotInSnapshotError(
                     f"{entry.path!r} is a {entry.kind} in snapshot {name!r}, not a file"
                 )
-            return self.blobs.read(entry.digest, entry.size)
+            return read_content(self.blobs, entry)
 
     # ------------------------------------------------------------------ state values
 

@@ -16,11 +16,13 @@ from collections.abc import Iterable, Iterator
 from operator import itemgetter
 
 from snapstore.errors import PathNotInSnapshotError, UnsafePathError
+from snapstore.format.linkgroups import check_links
 from snapstore.format.manifest import MAX_ENTRIES, Manifest
 from snapstore.format.paths import MAX_PATH_BYTES, check_relative_path, select_entries
 from snapstore.format.tree import SUBTREE_KINDS, CorruptTreeError, TreeRef, TreeRow, decode_tree
 from snapstore.models import FileEntry
 from snapstore.repo.blobs import Blobs
+from snapstore.repo.contents import load_map
 
 MAX_REMEMBERED_TREES = 8192
 
@@ -61,7 +63,7 @@ class Trees:
             if budget[0] < 0:
                 raise CorruptTreeError(f"the snapshot's trees hold over {MAX_ENTRIES} entries")
             _check_names(prefix, tree)
-            for name, kind, mode, size, mtime_ns, digest, target in tree.values():
+            for name, kind, mode, size, mtime_ns, digest, target, attrs in tree.values():
                 path = prefix + name
                 if kind in SUBTREE_KINDS:
                     if digest is not None:
@@ -70,7 +72,10 @@ class Trees:
                         continue
                     size = 0
                     digest = None
-                yield FileEntry(path, kind, mode, size, mtime_ns, digest, target)  # type: ignore[arg-type]
+                if attrs is None:
+                    yield FileEntry(path, kind, mode, size, mtime_ns, digest, target)  # type: ignore[arg-type]
+                else:
+                    yield _entry(path, tree[name])
 
     def entries(self, manifest: Manifest) -> tuple[FileEntry, ...]:
         """Every entry of a file snapshot, in path order, checked against its header."""
@@ -81,6 +86,7 @@ class Trees:
         info = manifest.info
         if info.file_count != len(files) or info.total_bytes != sum(e.size for e in files):
             raise CorruptTreeError("the snapshot's trees do not hold the files its header counts")
+        check_links(files)
         return tuple(found)
 
     def _node(self, root: TreeRef, path: str) -> TreeRow | None:
@@ -110,11 +116,9 @@ class Trees:
             row = self._node(manifest.tree, path)
             if row is None:
                 raise PathNotInSnapshotError(f"path {path!r} is not in the snapshot")
-            _, kind, mode, size, mtime_ns, digest, target = row
+            kind, size, digest = row[1], row[3], row[5]
             if kind != "parent":
-                entry_size, entry_digest = (0, None) if kind == "dir" else (size, digest)
-                entry = FileEntry(path, kind, mode, entry_size, mtime_ns, entry_digest, target)  # type: ignore[arg-type]
-                found[path] = entry
+                found[path] = _entry(path, row)
             if kind in SUBTREE_KINDS and digest is not None:
                 for entry in self.walk(path + "/", TreeRef(digest, size), budget):
                     found[entry.path] = entry
@@ -127,15 +131,32 @@ class Trees:
         row = self._node(manifest.tree, path)
         if row is None or row[1] == "parent":
             return None
-        _, kind, mode, size, mtime_ns, digest, target = row
-        if kind == "dir":
-            size, digest = 0, None
-        return FileEntry(path, kind, mode, size, mtime_ns, digest, target)  # type: ignore[arg-type]
+        return _entry(path, row)
 
     def lookup(self, manifest: Manifest, path: str) -> FileEntry:
         """The entry of one recorded path (the first below it, for a directory the snapshot
         holds only the contents of); PathNotInSnapshotError if there is none."""
         return self.select(manifest, [path])[0]
+
+
+def _entry(path: str, row: TreeRow) -> FileEntry:
+    """The entry a (non-``parent``) tree row records at ``path``."""
+    _, kind, mode, size, mtime_ns, digest, target, attrs = row
+    if kind == "dir":
+        size, digest = 0, None
+    if attrs is None:
+        return FileEntry(path, kind, mode, size, mtime_ns, digest, target)  # type: ignore[arg-type]
+    return FileEntry(
+        path,
+        kind,  # type: ignore[arg-type]
+        mode,
+        size,
+        mtime_ns,
+        digest,
+        target,
+        extents=attrs.get("extents", False),
+        link=attrs.get("link"),
+    )
 
 
 def _check_names(prefix: str, tree: Tree) -> None:
@@ -159,6 +180,7 @@ class Marks:
     def __init__(self) -> None:
         self.sizes: dict[bytes, int] = {}
         self.trees: set[bytes] = set()
+        self.maps: set[bytes] = set()
         self.paths: dict[bytes, str] = {}
 
     def add_manifest(self, trees: Trees, manifest: Manifest) -> None:
@@ -177,11 +199,26 @@ class Marks:
             tree = trees.read(ref)
             self.trees.add(ref.digest)
             self.sizes[ref.digest] = ref.size
-            for name, kind, _, size, _, digest, _ in tree.values():
+            for name, kind, _, size, _, digest, _, attrs in tree.values():
                 if digest is None:
                     continue
                 if kind in SUBTREE_KINDS:
                     pending.append((f"{prefix}{name}/", TreeRef(digest, size)))
+                elif attrs is not None and attrs.get("extents"):
+                    self._add_map(trees.blobs, digest, size, prefix + name)
                 else:
                     self.sizes[digest] = size
                     self.paths.setdefault(digest, prefix + name)
+
+    def _add_map(self, blobs: Blobs, digest: bytes, file_size: int, path: str) -> None:
+        """Mark an extent map and the pieces it names (a map marked before is not read
+        again: equal digests mean equal maps, file size included)."""
+        if digest in self.maps:
+            return
+        extents = load_map(blobs, digest, file_size)
+        self.maps.add(digest)
+        self.sizes[digest] = blobs.size(digest)
+        self.paths.setdefault(digest, path)
+        for extent in extents:
+            self.sizes[extent.digest] = extent.length
+            self.paths.setdefault(extent.digest, path)

@@ -198,7 +198,7 @@ def apply_plan(
     modes of directories (last, so a read-only directory can still be filled)."""
     changes = plan.changes
     handles = DirHandles(fs, plan.target, durable=durable)
-    staged = StagedFiles(fs, blobs, handles, durable=durable)
+    staged = StagedFiles(fs, blobs, handles, durable=durable, linked=plan.linked)
     try:
         for action in sorted(changes, key=lambda a: a.entry.path, reverse=True):
             if action.clears_existing:

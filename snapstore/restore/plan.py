@@ -25,14 +25,17 @@ from snapstore.format.paths import (
     parents,
     printable,
 )
+from snapstore.fs.sparse import extents_digest
 from snapstore.fs.stamps import FileId, file_id
 from snapstore.models import FileEntry
 from snapstore.repo.layout import MARKER_FILE, is_store_root
 from snapstore.repo.loose import new_hasher
+from snapstore.restore.linking import settle_links
 
 CurrentKind = Literal["file", "symlink", "dir", "other"]
 Operation = Literal["unchanged", "create", "replace", "chmod", "remove"]
-KnownDigest = Callable[[str, os.stat_result], bytes | None]
+KnownDigest = Callable[[str, os.stat_result, bool], bytes | None]
+"""The digest a target file is known to have (of its extent map, if asked), or None."""
 Excluded = Callable[[str, bool], bool]
 """Whether a relative path (and whether it is a directory) is excluded from the snapshot."""
 _READY = "ready"
@@ -65,6 +68,9 @@ class Plan:
     target: str
     actions: list[Action] = field(default_factory=list)
     kept: list[str] = field(default_factory=list)
+    linked: set[str] = field(default_factory=set)
+    """The hard-link groups the plan writes, by the ``link`` their members name: the first
+    of each written becomes a file, the others links of it."""
 
     @property
     def changes(self) -> list[Action]:
@@ -138,8 +144,9 @@ def kind_of(info: os.stat_result) -> CurrentKind:
 
 
 def same_content(path: str, entry: FileEntry) -> bool:
-    """True if the regular file at ``path`` hashes to the entry's digest (never blocks on a
-    FIFO put there since the plan looked)."""
+    """True if the regular file at ``path`` hashes to the entry's digest, computed as the
+    entry's was (of its extent map, for a file with holes; never blocks on a FIFO put there
+    since the plan looked)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
@@ -147,6 +154,8 @@ def same_content(path: str, entry: FileEntry) -> bool:
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return False
+        if entry.extents:
+            return extents_digest(fd, entry.size) == entry.digest
         hasher = new_hasher(entry.size)
         while chunk := os.read(fd, 1 << 20):
             hasher.update(chunk)
@@ -352,7 +361,7 @@ def make_plan(
             and info.st_size == entry.size
             and info.st_mode & 0o7777 == entry.mode & mode_mask
             and known_digest is not None
-            and known_digest(path, info) == entry.digest
+            and known_digest(path, info, entry.extents) == entry.digest
         ):
             plan.actions.append(Action(entry, "unchanged", current))  # _decide's verdict
             continue
@@ -374,6 +383,7 @@ def make_plan(
         plan.actions.append(Action(entry, operation, current))
     _add_extras(plan, view, entries, complete)
     plan.actions.sort(key=attrgetter("entry.path"))
+    plan.linked = settle_links(plan.actions, view.stats)
     plan.kept = sorted(set(plan.kept))
     return plan
 
@@ -422,7 +432,7 @@ def _decide(
     if entry.kind == "file":
         if info.st_size != entry.size:
             return "replace"
-        known = None if known_digest is None else known_digest(entry.path, info)
+        known = None if known_digest is None else known_digest(entry.path, info, entry.extents)
         if known is None and not same_content(absolute, entry):
             return "replace"
         if known is not None and known != entry.digest:

@@ -6,6 +6,11 @@ written and pays a cache flush per file; asking the kernel to start writeback as
 file is written and flushing the batch at once (one ``syncfs`` on Linux) costs a fraction of
 the time. Every file is still flushed before its rename (a rename must never publish bytes a
 power cut can lose).
+
+A file with holes is cut to its size, then its pieces of data are written at their offsets:
+the holes stay holes. The members of a hard-link group after the first are links of the
+first's new file (made under a temp name too, and checked to be that very file), renamed
+into place like any other.
 """
 
 from __future__ import annotations
@@ -15,9 +20,12 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from snapstore.errors import UnsafePathError
 from snapstore.fs.durable import discard, temp_name
 from snapstore.fs.seam import FileSystem, start_writeback
+from snapstore.fs.stamps import FileId, file_id
 from snapstore.models import FileEntry
+from snapstore.repo.contents import pieces
 from snapstore.repo.loose import BlobSource
 
 if TYPE_CHECKING:
@@ -36,6 +44,15 @@ class _Staged:
     temp: str
     name: str
     fd: int | None
+    renamed: bool = False
+
+
+@dataclass
+class _First:
+    """The file written for the first member of a hard-link group, which the others link."""
+
+    staged: _Staged
+    identity: FileId
 
 
 class StagedFiles:
@@ -43,25 +60,47 @@ class StagedFiles:
     through ``handles``; after any failure call ``discard``."""
 
     def __init__(
-        self, fs: FileSystem, blobs: BlobSource, handles: DirHandles, *, durable: bool
+        self,
+        fs: FileSystem,
+        blobs: BlobSource,
+        handles: DirHandles,
+        *,
+        durable: bool,
+        linked: frozenset[str] | set[str] = frozenset(),
     ) -> None:
         self.fs = fs
         self.blobs = blobs
         self.handles = handles
         self.durable = durable
+        self.linked = linked
+        self._firsts: dict[str, _First] = {}
         self._staged: list[_Staged] = []
         self._bytes = 0
 
     def add(self, parent: str, name: str, entry: FileEntry, mode: int) -> None:
         """Write ``entry``'s verified bytes to a temp file beside ``name`` in the directory
-        ``parent`` (relative to the target); publishes the batch when it is full."""
+        ``parent`` (relative to the target), or link it to the file written for its link
+        group; publishes the batch when it is full."""
         assert entry.digest is not None
+        group = entry.link or entry.path
+        first = self._firsts.get(group) if self.linked and group in self.linked else None
+        if first is not None:
+            self._link(first, parent, name)
+            return
         temp = temp_name()
         fd = self.fs.open(temp, _CREATE_FLAGS, 0o600, dir_fd=self.handles.get(parent))
         staged = _Staged(parent, temp, name, fd)
         self._staged.append(staged)
-        for chunk in self.blobs.chunks(entry.digest, entry.size):
-            self.fs.write(fd, chunk)
+        if self.linked and group in self.linked:
+            self._firsts[group] = _First(staged, file_id(os.fstat(fd)))
+        if entry.extents:
+            self.fs.ftruncate(fd, entry.size)
+            for offset, data in pieces(self.blobs, entry):
+                os.lseek(fd, offset, os.SEEK_SET)
+                self.fs.write(fd, data)
+        else:
+            for chunk in self.blobs.chunks(entry.digest, entry.size):
+                self.fs.write(fd, chunk)
         self.fs.fchmod(fd, mode)
         if self.durable and entry.size >= WRITEBACK_FROM_BYTES:
             start_writeback(fd)
@@ -69,18 +108,40 @@ class StagedFiles:
         if len(self._staged) >= BATCH_FILES or self._bytes >= BATCH_BYTES:
             self.publish()
 
+    def _link(self, first: _First, parent: str, name: str) -> None:
+        """Stage ``name`` in ``parent`` as a new link of the group's first file (by its temp
+        name, or its final one once renamed), refusing a name that turns out to be another
+        file (the target changed under the restore)."""
+        source = first.staged.name if first.staged.renamed else first.staged.temp
+        source_fd = os.dup(self.handles.get(first.staged.parent))
+        temp = temp_name()
+        try:
+            parent_fd = self.handles.get(parent)
+            self.fs.link(source, temp, src_dir_fd=source_fd, dst_dir_fd=parent_fd)
+        finally:
+            os.close(source_fd)
+        self._staged.append(_Staged(parent, temp, name, None))
+        if file_id(os.stat(temp, dir_fd=parent_fd, follow_symlinks=False)) != first.identity:
+            raise UnsafePathError(
+                f"{first.staged.parent}/{first.staged.name!r} in the target was replaced while "
+                "the restore linked it"
+            )
+        if len(self._staged) >= BATCH_FILES:
+            self.publish()
+
     def publish(self) -> None:
         """Flush every staged file, then rename each into place, in order."""
         if self.durable and self._staged:
             self.fs.fsync_files([staged.fd for staged in self._staged if staged.fd is not None])
         for staged in self._staged:
-            assert staged.fd is not None
-            fd, staged.fd = staged.fd, None
-            self.fs.close(fd)
+            if staged.fd is not None:  # None: a link, whose file is flushed with its first
+                fd, staged.fd = staged.fd, None
+                self.fs.close(fd)
         while self._staged:
             staged = self._staged[0]
             parent_fd = self.handles.get(staged.parent)
             self.fs.replace(staged.temp, staged.name, src_dir_fd=parent_fd, dst_dir_fd=parent_fd)
+            staged.renamed = True
             self._staged.pop(0)
         self._bytes = 0
 

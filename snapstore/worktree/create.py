@@ -25,6 +25,7 @@ from snapstore.errors import (
 from snapstore.format.manifest import EntryRow, encode, expiry_ns, ns_to_time
 from snapstore.format.names import encode_name, generated_name
 from snapstore.format.packfile import KIND_TREE
+from snapstore.format.tree import FileAttrs
 from snapstore.format.treebuild import BuiltTrees, build_trees
 from snapstore.models import SnapshotInfo
 from snapstore.repo.batch import BlobBatch
@@ -133,10 +134,10 @@ def checkpoint_request(
     )
 
 
-def _store_trees(rows: list[EntryRow], batch: BlobBatch) -> BuiltTrees:
+def _store_trees(rows: list[EntryRow], attrs: dict[str, FileAttrs], batch: BlobBatch) -> BuiltTrees:
     """The snapshot's tree objects, each stored through ``batch`` unless it already is."""
     try:
-        trees = build_trees(rows)
+        trees = build_trees(rows, attrs)
     except ValueError as error:
         raise SourceChangedError(f"the tree changed while it was snapshotted: {error}") from None
     for digest, data in trees.objects.items():
@@ -174,16 +175,16 @@ def take_snapshot(
         skip_special=backup,
         excludes=excludes,
         gitignore=request.gitignore and not backup,
-        reuse=None if request.rehash else cache.reuse_hook(batch.claim),
+        reuse=None if request.rehash else cache.reuse_hook(batch.claim, batch.claim_extents),
     )
     try:
         for path in request.paths:
             scanner.add(path, recursive=path not in request.shallow)
         scanned = scanner.result
-        rows = ingest_scan(
+        rows, attrs = ingest_scan(
             scanned, batch, cache, skip_unreadable=request.skip_unreadable, progress=progress
         )
-        trees = _store_trees(rows, batch)
+        trees = _store_trees(rows, attrs, batch)
         batch.finish()
     except BaseException:
         batch.abort()
@@ -192,7 +193,8 @@ def take_snapshot(
     with repo.namespace_lock.exclusive():
         if request.if_exists == "error" and repo.catalog.exists(request.session, request.name):
             raise SnapshotExistsError(request.session, request.name)
-        missing = repo.blobs.first_missing([*file_rows, *trees.rows()])
+        plain = [row for row in file_rows if "extents" not in attrs.get(row[0], ())]
+        missing = repo.blobs.first_missing([*plain, *batch.counted, *trees.rows()])
         if missing is not None:
             path, _, _, _, _, digest, _ = missing
             assert digest is not None

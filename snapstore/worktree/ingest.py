@@ -6,7 +6,8 @@ torn mix of two versions under one digest's metadata. The stat alone cannot show
 made within one timestamp tick of the previous one (a tick is a second on some filesystems),
 so a file modified within ``RACY_NS`` of the scan is read twice and kept only if both reads
 agree. Small files are read whole and handed to the create's batch (which packs them); large
-ones stream into a loose blob.
+ones stream into a loose blob. A file with holes is read only where it holds data, into the
+pieces of an extent map (``snapstore.fs.sparse``).
 """
 
 from __future__ import annotations
@@ -21,11 +22,15 @@ from operator import itemgetter
 import blake3
 
 from snapstore.errors import SourceChangedError, UnreadablePathError
+from snapstore.format.extents import Extent, encode_map, map_digest
 from snapstore.format.manifest import EntryRow
-from snapstore.fs.stamps import version
+from snapstore.format.tree import FileAttrs
+from snapstore.fs.sparse import has_holes, read_pieces
+from snapstore.fs.stamps import FileId, version
 from snapstore.models import SkippedPath
 from snapstore.repo.batch import BlobBatch, is_small
 from snapstore.repo.loose import CHUNK_BYTES, new_hasher
+from snapstore.worktree.links import record_links
 from snapstore.worktree.scan import ScanResult, sorted_rows
 from snapstore.worktree.statcache import StatCache
 
@@ -41,6 +46,8 @@ class IngestedFile:
     mode: int
     mtime_ns: int
     stat: os.stat_result
+    extents: bool = False
+    """The digest names the file's extent map (it has holes), not its bytes."""
 
 
 def _same_version(before: os.stat_result, after: os.stat_result) -> bool:
@@ -80,13 +87,17 @@ def ingest_file(
             raise UnreadablePathError(f"{path!r} is no longer a regular file")
         before = scanned if scanned is not None else opened
         racy = -1 if racy_from_ns is None else racy_from_ns
-        if is_small(before.st_size):
+        extents = has_holes(fd, opened)
+        if extents:
+            digest, after = _ingest_extents(batch, fd, path, before, racy)
+        elif is_small(before.st_size):
             digest, after = _ingest_small(batch, fd, path, before, racy)
         else:
             digest, after = _ingest_large(batch, fd, path, before, racy)
     finally:
         os.close(fd)
-    return IngestedFile(digest, after.st_size, after.st_mode & 0o7777, after.st_mtime_ns, after)
+    mode = after.st_mode & 0o7777
+    return IngestedFile(digest, after.st_size, mode, after.st_mtime_ns, after, extents)
 
 
 def _read_from_start(fd: int, size: int) -> bytes:
@@ -166,6 +177,42 @@ def _ingest_large(
     return writer.commit(), after
 
 
+def _extent_map(batch: BlobBatch | None, fd: int, size: int) -> bytes:
+    """The extent map of the file's first ``size`` bytes, its pieces stored through
+    ``batch`` (None: only hashed)."""
+    extents = []
+    for offset, data in read_pieces(fd, size):
+        digest = blake3.blake3(data).digest()
+        if batch is not None:
+            batch.add_counted(digest, data)
+        extents.append(Extent(offset, len(data), digest))
+    return encode_map(size, extents)
+
+
+def _ingest_extents(
+    batch: BlobBatch, fd: int, path: str, before: os.stat_result, racy_from_ns: int
+) -> tuple[bytes, os.stat_result]:
+    """Store a file with holes as the pieces of its extent map, then the map; the map's
+    digest is the file's. Read again, as any file, while it changes."""
+    for attempt in range(MAX_READ_ATTEMPTS):
+        if attempt:
+            before = os.fstat(fd)
+        data = _extent_map(batch, fd, before.st_size)
+        after = os.fstat(fd)
+        if not _same_version(before, after):
+            continue
+        if _is_racy(after, racy_from_ns) and (
+            _extent_map(None, fd, after.st_size) != data or not _same_version(after, os.fstat(fd))
+        ):
+            continue
+        break
+    else:
+        raise _changed(path)
+    digest = map_digest(data)
+    batch.add_counted(digest, data)
+    return digest, after
+
+
 def ingest_scan(
     scanned: ScanResult,
     batch: BlobBatch,
@@ -173,28 +220,43 @@ def ingest_scan(
     *,
     skip_unreadable: bool,
     progress: Callable[[int, int], None] | None = None,
-) -> list[EntryRow]:
+) -> tuple[list[EntryRow], dict[str, FileAttrs]]:
     """All the manifest rows of a scan, sorted by path, after reading and storing through
-    ``batch`` every file the scan could not reuse.
+    ``batch`` every file the scan could not reuse, and the attributes of the file rows that
+    have any (holes, hard links), by path.
 
     An unreadable file raises, or with ``skip_unreadable`` is added to ``scanned.skipped``.
-    ``scanned.to_read`` is consumed, each file's stat freed once its row exists.
+    ``scanned.to_read`` is consumed, each file's stat freed once its row exists. Of the links
+    of one inode, unchanged since it was read, only the first is read.
     """
     to_read, scanned.to_read = scanned.to_read, []
     to_read.sort(key=itemgetter(0), reverse=True)  # packs hold blobs in path order
     rows = scanned.rows
+    attrs: dict[str, FileAttrs] = {path: {"extents": True} for path in cache.reused_extents}
+    links = scanned.links
+    read_inodes: dict[FileId, IngestedFile] = {}
     total = len(to_read)
     while to_read:
         path, absolute, info = to_read.pop()
-        try:
-            stored = ingest_file(batch, absolute, info, racy_from_ns=cache.trust_before_ns)
-        except OSError as error:
-            if not skip_unreadable:
-                raise
-            scanned.skipped.append(SkippedPath(path, error.strerror or str(error)))
-            continue
-        cache.record(path, stored.stat, stored.digest)
+        key = links.get(path) if links else None
+        stored = None if key is None else read_inodes.get(key)
+        if stored is None or version(stored.stat) != version(info):
+            try:
+                stored = ingest_file(batch, absolute, info, racy_from_ns=cache.trust_before_ns)
+            except OSError as error:
+                if not skip_unreadable:
+                    raise
+                scanned.skipped.append(SkippedPath(path, error.strerror or str(error)))
+                continue
+            if key is not None:
+                read_inodes[key] = stored
+        cache.record(path, stored.stat, stored.digest, stored.extents)
+        if stored.extents:
+            attrs[path] = {"extents": True}
         rows.append((path, "file", stored.mode, stored.size, stored.mtime_ns, stored.digest, None))
         if progress is not None:
             progress(total - len(to_read), total)
-    return sorted_rows(rows, overlapping=scanned.overlapping)
+    rows = sorted_rows(rows, overlapping=scanned.overlapping)
+    if links:
+        record_links(rows, links, attrs)
+    return rows, attrs

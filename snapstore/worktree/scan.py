@@ -47,6 +47,9 @@ class ScanResult:
     to_read: list[FileToRead] = field(default_factory=list)
     skipped: list[SkippedPath] = field(default_factory=list)
     overlapping: bool = False
+    links: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """Regular files with more than one link: their (device, inode), by path (a snapshot
+    records the ones it holds of each inode as a hard-link group)."""
 
 
 def sorted_rows(rows: list[EntryRow], *, overlapping: bool) -> list[EntryRow]:
@@ -198,6 +201,8 @@ class Scanner:
             self._problem(relative, "not a regular file, directory or symlink", special=True)
 
     def _add_file(self, relative: str, absolute: str, info: os.stat_result) -> None:
+        if info.st_nlink > 1:
+            self.result.links[relative] = (info.st_dev, info.st_ino)
         row = self.reuse(relative, info)
         if row is None:
             self.result.to_read.append((relative, absolute, info))
@@ -250,6 +255,7 @@ class Scanner:
         if self.excludes:
             children = self._not_excluded(relative, children)
         rows, to_read, reuse = self.result.rows, self.result.to_read, self.reuse
+        links = self.result.links
         checked = plain_names(relative, names)
         prefix = relative + "/"
         directory = absolute + os.sep
@@ -271,6 +277,8 @@ class Scanner:
                 self._problem(child_relative, error.strerror or str(error))
                 continue
             if S_ISREG(info.st_mode) and not name.startswith(TEMP_PREFIX):
+                if info.st_nlink > 1:
+                    links[child_relative] = (info.st_dev, info.st_ino)
                 reused = reuse(child_relative, info)  # _add_file, inlined for the common case
                 if reused is None:
                     to_read.append((child_relative, directory + name, info))

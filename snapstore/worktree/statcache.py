@@ -1,10 +1,11 @@
 """The stat cache: what each file of a base directory hashed to, keyed by its stat, so a
 snapshot does not re-read files that have not changed since the last one.
 
-An entry is (relative path) -> (size, mtime_ns, ctime_ns, inode, device, digest) and is used
-only when all five stat fields still match. A file whose mtime or ctime lies within
-``RACY_NS`` of the scan's start is never recorded: it could change again within the same
-timestamp tick and keep its stat (git's "racy" files). The cache is an optimization only:
+An entry is (relative path) -> (size, mtime_ns, ctime_ns, inode, device, digest), with a
+seventh field, true, when the digest names the extent map of a file with holes rather than its
+bytes; it is used only when all five stat fields still match. A file whose mtime or ctime
+lies within ``RACY_NS`` of the scan's start is never recorded: it could change again within
+the same timestamp tick and keep its stat (git's "racy" files). The cache is an optimization only:
 it lives in ``<root>/cache/``, is written atomically without fsync, and a cache that is
 missing, stale, torn or corrupt is ignored. A cached digest is used only if the blob exists.
 """
@@ -26,7 +27,7 @@ from snapstore.worktree.scan import Reuse
 
 MAGIC = b"SNAPSTC\x01"
 RACY_NS = 2_000_000_000
-ENTRY_FIELDS = 6
+ENTRY_FIELDS = (6, 7)
 DIGEST_BYTES = 32
 MAX_REMEMBERED = 8
 MAX_CACHE_BYTES = 512 << 20
@@ -56,6 +57,8 @@ class StatCache:
         self._old: dict[str, Any] = self._load()
         self._new: dict[str, Any] = {}
         self._changed = False
+        self.reused_extents: set[str] = set()
+        """The paths the scan hook vouched for whose digests name extent maps."""
 
     def _load(self) -> dict[str, Any]:
         try:
@@ -68,25 +71,41 @@ class StatCache:
         except OSError:
             return {}
 
-    def lookup(self, relative: str, info: os.stat_result) -> bytes | None:
-        """The digest recorded for ``relative`` if its stat still matches and the file is not
-        racy now, else None."""
-        return _digest_if_matching(self._old.get(relative), info, self.trust_before_ns)
+    def lookup(self, relative: str, info: os.stat_result, extents: bool = False) -> bytes | None:
+        """The digest recorded for ``relative`` if its stat still matches, the file is not
+        racy now, and it is a digest of the kind asked for (of an extent map with
+        ``extents``, of the bytes without), else None."""
+        found = self._old.get(relative)
+        if found is None or (len(found) == 7) != extents:
+            return None
+        return _digest_if_matching(found, info, self.trust_before_ns)
 
     def keep(self, relative: str) -> None:
         """Carry a looked-up, matching entry over unchanged (cheaper than ``record``)."""
         self._new[relative] = self._old[relative]
 
-    def reuse_hook(self, claim: Callable[[bytes, int], bool]) -> Reuse:
+    def reuse_hook(
+        self,
+        claim: Callable[[bytes, int], bool],
+        claim_extents: Callable[[bytes, int], bool],
+    ) -> Reuse:
         """The scan hook that gives an unchanged file's manifest row without reading it: its
-        stat matches its entry (as ``lookup``) and ``claim`` confirms the blob is stored;
-        the entry is then kept (as ``keep``) for the cache this scan saves."""
+        stat matches its entry (as ``lookup``) and ``claim`` confirms the blob is stored
+        (``claim_extents`` the extent map and its pieces, for a file with holes); the entry
+        is then kept (as ``keep``) for the cache this scan saves."""
         old, kept, trust_before_ns = self._old, self._new, self.trust_before_ns
+        extents = self.reused_extents
 
         def reuse(path: str, info: os.stat_result) -> EntryRow | None:
             found = old.get(path)
             digest = _digest_if_matching(found, info, trust_before_ns)
-            if digest is None or not claim(digest, info.st_size):
+            if digest is None:
+                return None
+            if len(found) == 7:  # type: ignore[arg-type]
+                if not claim_extents(digest, info.st_size):
+                    return None
+                extents.add(path)
+            elif not claim(digest, info.st_size):
                 return None
             kept[path] = found
             return (
@@ -101,13 +120,18 @@ class StatCache:
 
         return reuse
 
-    def record(self, relative: str, info: os.stat_result, digest: bytes) -> None:
-        """Remember what ``relative`` (with stat ``info``) hashed to, unless it is racy."""
+    def record(
+        self, relative: str, info: os.stat_result, digest: bytes, extents: bool = False
+    ) -> None:
+        """Remember what ``relative`` (with stat ``info``) hashed to (the digest of its extent
+        map, with ``extents``), unless it is racy."""
         if max(info.st_mtime_ns, info.st_ctime_ns) >= self.trust_before_ns:
             if relative in self._old:
                 self._changed = True
             return
-        entry = [*_recorded_stat(info), digest]
+        entry = (
+            [*_recorded_stat(info), digest, True] if extents else [*_recorded_stat(info), digest]
+        )
         self._new[relative] = entry
         if not self._changed and self._old.get(relative) != entry:
             self._changed = True
@@ -169,7 +193,8 @@ def _well_formed(entry: Any) -> bool:
     """Checked once when a cache is decoded, so lookups compare stat fields only."""
     return (
         type(entry) is list
-        and len(entry) == ENTRY_FIELDS
+        and len(entry) in ENTRY_FIELDS
         and type(entry[5]) is bytes
         and len(entry[5]) == DIGEST_BYTES
+        and entry[6:] in ([], [True])
     )

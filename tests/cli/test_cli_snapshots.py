@@ -27,7 +27,7 @@ INFO_KEYS = {
     "base_dir",
     "skipped",
 }
-ENTRY_KEYS = {"path", "kind", "mode", "size", "mtime_ns", "digest", "target"}
+ENTRY_KEYS = {"path", "kind", "mode", "size", "mtime_ns", "digest", "target", "extents", "link"}
 
 
 def test_create_prints_a_summary(cli: Cli, project: Path) -> None:

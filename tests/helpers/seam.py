@@ -86,6 +86,12 @@ class HookedFileSystem(FastFileSystem):
         self.before("symlink")
         super().symlink(target, path, dir_fd=dir_fd)
 
+    def link(
+        self, src: str, dst: str, *, src_dir_fd: int | None = None, dst_dir_fd: int | None = None
+    ) -> None:
+        self.before("link")
+        super().link(src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd)
+
     def fsync_dir(self, path: str, *, dir_fd: int | None = None) -> None:
         self.before("fsync_dir")
         super().fsync_dir(path, dir_fd=dir_fd)
@@ -281,6 +287,13 @@ class RecordingFileSystem(FastFileSystem):
         absolute = _resolve(path, dir_fd)
         super().symlink(target, path, dir_fd=dir_fd)
         self._log("symlink", absolute, target, self._new_key(os.lstat(absolute).st_ino))
+
+    def link(
+        self, src: str, dst: str, *, src_dir_fd: int | None = None, dst_dir_fd: int | None = None
+    ) -> None:
+        source, destination = _resolve(src, src_dir_fd), _resolve(dst, dst_dir_fd)
+        super().link(src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd)
+        self._log("link", source, destination, self._key(os.lstat(destination).st_ino))
 
     def fsync_dir(self, path: str, *, dir_fd: int | None = None) -> None:
         absolute = _resolve(path, dir_fd)

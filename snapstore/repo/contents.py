@@ -1,0 +1,62 @@
+"""A recorded file's bytes from the store, whether one blob holds them or an extent map
+names their pieces (a file with holes, ``snapstore.format.extents``).
+
+Every reader of a file's content goes through here, so a file with holes reads the same as
+any other: ``read_content`` gives its bytes with the holes as zeros, ``pieces`` the pieces of
+data at their offsets (a restore writes those and leaves the holes unwritten).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from snapstore.errors import CorruptBlobError
+from snapstore.format.extents import MAX_MAP_BYTES, CorruptExtentMapError, Extent, decode_map
+from snapstore.models import FileEntry
+from snapstore.repo.loose import BlobSource
+
+
+def load_map(blobs: BlobSource, digest: bytes, file_size: int) -> list[Extent]:
+    """The extents of the map ``digest`` of a file of ``file_size`` bytes, verified and
+    validated; CorruptExtentMapError for a map that breaks the rules (or is too large to be
+    one), MissingBlobError or CorruptBlobError if its bytes cannot be had."""
+    size = blobs.size(digest)
+    if size > MAX_MAP_BYTES:
+        raise CorruptExtentMapError(f"extent map {digest.hex()} is {size} bytes, too large")
+    return decode_map(blobs.read(digest, size), file_size)
+
+
+def pieces(blobs: BlobSource, entry: FileEntry) -> Iterator[tuple[int, bytes]]:
+    """The file's bytes as (offset, chunk), in offset order, each verified against its
+    digest: consecutive chunks for a plain file; for a file with holes only its data pieces
+    (the gaps between them are zeros). A chunk that fails its digest raises CorruptBlobError
+    once it has been read whole."""
+    assert entry.digest is not None
+    if not entry.extents:
+        offset = 0
+        for chunk in blobs.chunks(entry.digest, entry.size):
+            yield offset, chunk
+            offset += len(chunk)
+        if offset != entry.size:
+            raise CorruptBlobError(
+                f"blob {entry.digest.hex()} holds {offset} bytes, not the {entry.size} recorded"
+            )
+        return
+    for extent in load_map(blobs, entry.digest, entry.size):
+        data = blobs.read(extent.digest, extent.length)
+        if len(data) != extent.length:
+            raise CorruptBlobError(
+                f"piece {extent.digest.hex()} holds {len(data)} bytes, not {extent.length}"
+            )
+        yield extent.offset, data
+
+
+def read_content(blobs: BlobSource, entry: FileEntry) -> bytes:
+    """The file's whole bytes, verified (a file with holes gets zeros in them)."""
+    assert entry.digest is not None
+    if not entry.extents:
+        return blobs.read(entry.digest, entry.size)
+    content = bytearray(entry.size)
+    for offset, data in pieces(blobs, entry):
+        content[offset : offset + len(data)] = data
+    return bytes(content)
