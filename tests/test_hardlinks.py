@@ -1,0 +1,301 @@
+"""Hard links inside one snapshot: recorded as link groups, content stored once, restored
+as links (only ever of files the restore itself wrote), and put back by undo."""
+
+from __future__ import annotations
+
+import os
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers.seam import KILLED_EXIT, FailingOperation, HookedFileSystem
+from helpers.trees import read_files, write_tree
+
+from snapstore import CorruptManifestError, RestoreError, SnapStore
+from snapstore.format.manifest import encode
+from snapstore.format.packfile import KIND_DATA, KIND_TREE
+from snapstore.format.tree import encode_tree, tree_ref
+from snapstore.fs.seam import FileSystem
+from snapstore.models import SnapshotInfo
+from snapstore.repo.batch import BlobBatch
+
+
+def inode(path: Path) -> int:
+    return os.lstat(path).st_ino
+
+
+@pytest.fixture
+def linked(tmp_path: Path) -> Path:
+    """a/x, b/y and c/d/z one file; other.txt a copy of it with its own inode."""
+    base = tmp_path / "project"
+    write_tree(base, {"a/x": "shared\n", "b/keep.txt": "b\n", "c/d/keep.txt": "d\n"})
+    os.link(base / "a/x", base / "b/y")
+    os.link(base / "a/x", base / "c/d/z")
+    (base / "other.txt").write_text("shared\n")
+    return base
+
+
+def test_links_across_directories_are_recorded_and_restored(
+    store: SnapStore, linked: Path, tmp_path: Path
+) -> None:
+    store.create("s", "one", ["."], base_dir=linked)
+    entries = {entry.path: entry for entry in store.get("s", "one").entries}
+    assert entries["a/x"].link is None
+    assert entries["b/y"].link == "a/x" and entries["c/d/z"].link == "a/x"
+    assert entries["other.txt"].link is None
+    assert entries["b/y"].digest == entries["a/x"].digest
+    target = tmp_path / "out"
+    store.restore("s", "one", target)
+    assert inode(target / "a/x") == inode(target / "b/y") == inode(target / "c/d/z")
+    assert inode(target / "other.txt") != inode(target / "a/x")
+    assert os.lstat(target / "a/x").st_nlink == 3
+    assert read_files(target) == read_files(linked)
+    assert store.restore("s", "one", target).written == []
+    assert not store.diff("s", "one", target=target).changed
+
+
+def test_a_group_partly_excluded_keeps_the_rest_linked(
+    store: SnapStore, linked: Path, tmp_path: Path
+) -> None:
+    store.create("s", "one", ["."], base_dir=linked, exclude=["a/"])
+    entries = {entry.path: entry for entry in store.get("s", "one").entries}
+    assert "a/x" not in entries
+    assert entries["b/y"].link is None and entries["c/d/z"].link == "b/y"
+    store.restore("s", "one", tmp_path / "out")
+    assert inode(tmp_path / "out/b/y") == inode(tmp_path / "out/c/d/z")
+
+
+def test_a_restore_of_some_paths_links_what_it_restores(
+    store: SnapStore, linked: Path, tmp_path: Path
+) -> None:
+    store.create("s", "one", ["."], base_dir=linked)
+    target = tmp_path / "out"
+    store.restore("s", "one", target, paths=["b", "c"])
+    assert not (target / "a").exists()
+    assert inode(target / "b/y") == inode(target / "c/d/z")
+
+
+def test_one_member_changed_in_the_target_gets_the_group_written_whole(
+    store: SnapStore, linked: Path
+) -> None:
+    store.create("s", "one", ["."], base_dir=linked)
+    (linked / "b/y").unlink()
+    (linked / "b/y").write_text("edited on its own\n")
+    report = store.restore("s", "one")
+    assert sorted(report.written) == ["a/x", "b/y", "c/d/z"]
+    assert inode(linked / "a/x") == inode(linked / "b/y") == inode(linked / "c/d/z")
+    assert (linked / "b/y").read_text() == "shared\n"
+    store.undo("s")
+    assert (linked / "b/y").read_text() == "edited on its own\n"
+    assert inode(linked / "a/x") == inode(linked / "c/d/z") != inode(linked / "b/y")
+
+
+def test_copies_with_the_same_bytes_are_linked_and_a_file_recorded_alone_is_split(
+    store: SnapStore, linked: Path
+) -> None:
+    store.create("s", "one", ["."], base_dir=linked)
+    for path in ("b/y", "c/d/z"):
+        (linked / path).unlink()
+        (linked / path).write_text("shared\n")
+    (linked / "other.txt").unlink()
+    os.link(linked / "a/x", linked / "other.txt")  # recorded as a file of its own
+    assert sorted(store.diff("s", "one").modified) == ["a/x", "b/y", "c/d/z", "other.txt"]
+    store.restore("s", "one")
+    assert inode(linked / "a/x") == inode(linked / "b/y") == inode(linked / "c/d/z")
+    assert inode(linked / "other.txt") != inode(linked / "a/x")
+    (linked / "other.txt").write_text("mine alone\n")
+    assert (linked / "a/x").read_text() == "shared\n"
+
+
+def test_a_restore_never_links_a_file_it_did_not_write(
+    root: Path, linked: Path, tmp_path: Path
+) -> None:
+    SnapStore(root).create("s", "one", ["."], base_dir=linked)
+    outside = tmp_path / "outside.txt"
+    outside.write_text("not yours\n")
+
+    class Swapping(FileSystem):
+        """Swaps the group's first file for a link of a file outside just before linking."""
+
+        def link(self, src: str, dst: str, **kwargs: Any) -> None:
+            source_dir = kwargs["src_dir_fd"]
+            os.unlink(src, dir_fd=source_dir)
+            os.link(outside, src, dst_dir_fd=source_dir)
+            super().link(src, dst, **kwargs)
+
+    target = tmp_path / "out"
+    with pytest.raises(RestoreError):
+        SnapStore(root, fs=Swapping()).restore("s", "one", target)
+    assert not target.exists()
+    assert os.lstat(outside).st_nlink == 1 and outside.read_text() == "not yours\n"
+
+
+def test_an_error_while_linking_rolls_the_restore_back(root: Path, linked: Path) -> None:
+    SnapStore(root).create("s", "one", ["."], base_dir=linked)
+    (linked / "b/y").unlink()
+    (linked / "b/y").write_text("mine\n")
+    before = read_files(linked)
+    failing = SnapStore(root, fs=FailingOperation("link", OSError(31, "Too many links")))
+    with pytest.raises(RestoreError) as raised:
+        failing.restore("s", "one")
+    assert raised.value.rolled_back
+    assert read_files(linked) == before
+    assert inode(linked / "b/y") != inode(linked / "a/x")
+
+
+class KillAtOperation(HookedFileSystem):
+    """Ends the process just before the ``nth`` call of ``operation`` (or ``after`` calls
+    past it)."""
+
+    def __init__(self, operation: str, nth: int, after: int = 0) -> None:
+        super().__init__()
+        self.operation, self.nth, self.after = operation, nth, after
+        self.seen = 0
+        self.fired_at: int | None = None
+
+    def before(self, operation: str, fd: int | None = None, data: Any = None) -> None:
+        super().before(operation, fd, data)
+        if operation == self.operation:
+            self.seen += 1
+            if self.seen == self.nth:
+                self.fired_at = self.calls
+        if self.fired_at is not None and self.calls == self.fired_at + self.after:
+            os._exit(KILLED_EXIT)
+
+
+def _killed(root: Path, target: Path | None, fs: KillAtOperation) -> None:
+    pid = os.fork()
+    if pid == 0:
+        try:
+            SnapStore(root, fs=fs).restore("s", "one", target)
+        finally:
+            os._exit(1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == KILLED_EXIT
+
+
+@pytest.mark.parametrize(("nth", "after"), [(1, 0), (2, 0), (2, 1), (2, 3)])
+def test_a_restore_killed_while_linking_is_rolled_back(
+    root: Path, linked: Path, nth: int, after: int
+) -> None:
+    SnapStore(root).create("s", "one", ["."], base_dir=linked)
+    for path in ("b/y", "c/d/z"):
+        (linked / path).unlink()
+        (linked / path).write_text(f"edited {path}\n")
+    before = read_files(linked)
+    _killed(root, None, KillAtOperation("link", nth, after))
+    store = SnapStore(root)  # recovery at open
+    assert read_files(linked) == before
+    assert inode(linked / "b/y") != inode(linked / "c/d/z")
+    assert store.backups("s") == []
+    store.restore("s", "one")
+    assert inode(linked / "a/x") == inode(linked / "b/y") == inode(linked / "c/d/z")
+
+
+def test_a_new_directory_killed_while_linking_is_finished(
+    root: Path, linked: Path, tmp_path: Path
+) -> None:
+    SnapStore(root).create("s", "one", ["."], base_dir=linked)
+    target = tmp_path / "out"
+    _killed(root, target, KillAtOperation("link", 2))
+    SnapStore(root)
+    assert read_files(target) == read_files(linked)
+    assert inode(target / "a/x") == inode(target / "b/y") == inode(target / "c/d/z")
+
+
+def _install(store: SnapStore, rows: list[Any], content: bytes) -> None:
+    """Commit a snapshot of one directory of file rows naming ``content`` (nothing checked)."""
+    root = encode_tree(rows)
+    digest = tree_ref(content).digest
+    with store.blobs_in_use():
+        batch = BlobBatch(store.blobs)
+        batch.add(digest, content, KIND_DATA)
+        batch.add(tree_ref(root).digest, root, KIND_TREE)
+        batch.finish()
+    files = [row for row in rows if row[1] == "file"]
+    info = SnapshotInfo(
+        "s", "bad", "files", datetime.now(UTC), None, len(files), sum(r[3] for r in files), {}, "/x"
+    )
+    store.catalog.commit(
+        "s", "bad", encode(info, created_ns=time.time_ns(), expires_ns=None, tree=tree_ref(root))
+    )
+
+
+DATA = b"data\n"
+OTHER = b"else\n"
+D = tree_ref(DATA).digest
+HOSTILE = {
+    "link to a path not recorded": [("b", "file", 0o644, 5, 0, D, None, {"link": "a"})],
+    "link to a later path": [
+        ("a", "file", 0o644, 5, 0, D, None, {"link": "b"}),
+        ("b", "file", 0o644, 5, 0, D, None),
+    ],
+    "link to itself": [("a", "file", 0o644, 5, 0, D, None, {"link": "a"})],
+    "link to a file of other content": [
+        ("a", "file", 0o644, 5, 0, tree_ref(OTHER).digest, None),
+        ("b", "file", 0o644, 5, 0, D, None, {"link": "a"}),
+    ],
+    "link to a link": [
+        ("a", "file", 0o644, 5, 0, D, None),
+        ("b", "file", 0o644, 5, 0, D, None, {"link": "a"}),
+        ("c", "file", 0o644, 5, 0, D, None, {"link": "b"}),
+    ],
+    "link of another mode": [
+        ("a", "file", 0o644, 5, 0, D, None),
+        ("b", "file", 0o600, 5, 0, D, None, {"link": "a"}),
+    ],
+    "link to a directory": [
+        ("a", "dir", 0o755, 0, 0, None, None),
+        ("b", "file", 0o644, 5, 0, D, None, {"link": "a"}),
+    ],
+    "link on a symlink": [("a", "symlink", 0o777, 0, 0, None, "x", {"link": "b"})],
+    "unsafe link path": [("a", "file", 0o644, 5, 0, D, None, {"link": "../a"})],
+    "unknown attribute": [("a", "file", 0o644, 5, 0, D, None, {"sparse": True})],
+    "extents not true": [("a", "file", 0o644, 5, 0, D, None, {"extents": 1})],
+}
+
+
+@pytest.mark.parametrize("rows", HOSTILE.values(), ids=HOSTILE.keys())
+def test_links_that_do_not_fit_make_a_corrupt_snapshot(
+    store: SnapStore, tmp_path: Path, rows: list[Any]
+) -> None:
+    _install(store, rows, DATA)
+    with pytest.raises(CorruptManifestError):
+        store.get("s", "bad")
+    target = tmp_path / "target"
+    write_tree(target, {"keep.txt": "mine"})
+    with pytest.raises(CorruptManifestError):
+        store.restore("s", "bad", target)
+    assert read_files(target) == {"keep.txt": b"mine"}
+    assert not store.verify().ok
+
+
+def test_a_linked_file_is_read_once_and_a_sparse_group_stays_sparse(
+    store: SnapStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import snapstore.worktree.ingest as ingest
+
+    base = tmp_path / "project"
+    base.mkdir()
+    with open(base / "disk.img", "wb") as handle:
+        handle.truncate(64 << 20)
+        handle.seek(8 << 20)
+        handle.write(b"data" * 1000)
+    os.link(base / "disk.img", base / "copy.img")
+    reads: list[str] = []
+    real = ingest.ingest_file
+    monkeypatch.setattr(
+        ingest, "ingest_file", lambda b, p, *a, **k: reads.append(p) or real(b, p, *a, **k)
+    )
+    store.create("s", "one", ["."], base_dir=base)
+    assert len(reads) == 1
+    entries = {entry.path: entry for entry in store.get("s", "one").entries}
+    assert entries["disk.img"].link == "copy.img" and entries["disk.img"].extents
+    target = tmp_path / "out"
+    store.restore("s", "one", target)
+    assert inode(target / "disk.img") == inode(target / "copy.img")
+    assert (target / "disk.img").read_bytes() == (base / "disk.img").read_bytes()
+    if os.lstat(base / "disk.img").st_blocks * 512 < (1 << 20):
+        assert os.lstat(target / "disk.img").st_blocks * 512 < (1 << 20)
