@@ -325,9 +325,7 @@ class SnapStore:
 
     def delete_session(self, session: str) -> int:
         """Delete every snapshot of a session, undo backups included; returns how many."""
-        return sum(
-            self.repo.delete(object_name) for object_name in self.repo.catalog.names(session)
-        )
+        return self.repo.delete_session(session)
 
     def sweep(
         self,

@@ -110,12 +110,16 @@ class BlobBatch:
         return hex_digest in names
 
     def add(self, digest: bytes, data: bytes, kind: int = KIND_DATA) -> None:
-        """Store a small blob (file contents, or a tree object: ``kind``) already hashed to
-        ``digest``, unless it is stored already."""
+        """Store a blob (file contents, or a tree object: ``kind``) already hashed to
+        ``digest``, unless it is stored already: in a pack if small, else loose (a tree of
+        a directory with hundreds of thousands of entries can be that large)."""
         if self.claim(digest, len(data)):
             return
         self._added.add(digest)
-        self.packs.add(digest, data, kind)
+        if is_small(len(data)):
+            self.packs.add(digest, data, kind)
+        elif self.storage.loose.put_bytes(data) != digest:
+            raise ValueError(f"blob {digest.hex()} does not hash to its name")
 
     def finish(self) -> None:
         """Publish the open pack and make durable the names of everything the batch wrote or

@@ -11,7 +11,7 @@ import contextlib
 import os
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Collection, Iterator
 from operator import attrgetter
 from typing import Any
 
@@ -251,11 +251,17 @@ class Repository:
         """Delete one undo backup durably (if it exists)."""
         self.delete(manifest_name(session, name))
 
-    def trim_backups(self, session: str, depth: int) -> None:
+    def trim_backups(
+        self, session: str, depth: int, in_use: Callable[[], Collection[str] | None]
+    ) -> None:
         """Delete the session's oldest undo backups beyond ``depth``, under the namespace
-        lock. The cached listing only proposes: each one is read again from its manifest before
-        it is deleted (a cache never decides a deletion)."""
+        lock, except those ``in_use()`` names (asked under the lock; None: it cannot tell,
+        and nothing is deleted). The cached listing only proposes: each one is read again
+        from its manifest before it is deleted (a cache never decides a deletion)."""
         with self.namespace_lock.exclusive():
+            keep = in_use()
+            if keep is None:
+                return
             found = [
                 item
                 for item in self.catalog.manifests(session, cached=True)
@@ -263,6 +269,8 @@ class Repository:
             ]
             found.sort(key=attrgetter("header.order_ns", "header.info.name"))
             for item in found[: max(0, len(found) - depth)]:
+                if item.header.info.name in keep:
+                    continue
                 with contextlib.suppress(FileNotFoundError, CorruptManifestError):
                     if self.catalog.read_header(item.name).info.is_backup:
                         self.catalog.remove(item.name)
