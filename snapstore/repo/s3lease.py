@@ -7,9 +7,10 @@ exists; an exclusive holder creates ``x`` and then waits until no live ``s-*`` e
 strongly consistent store (S3 and its compatibles are, for reads after writes and listings),
 whichever of the two wrote second sees the other, so they never both hold the lock.
 
-Holders may die, so each object is a lease: it is live until ``lease`` seconds after the
-server last wrote it (its ``Last-Modified``, compared with the server's ``Date``; no host's
-own clock is trusted). A live holder renews its objects every ``lease / 4`` seconds (a
+Holders may die, so each object is a lease: it is live until the lease its holder wrote down
+(in the exclusive object's metadata, in a shared object's key) has passed since the server
+last wrote it (its ``Last-Modified``, compared with the server's ``Date``; no host's own clock
+is trusted). A live holder renews its objects every ``lease / 4`` seconds (a
 conditional write on its own version), and considers itself fenced once ``lease - margin``
 seconds of its own monotonic clock pass since its last successful renewal: then every write
 it attempts raises LeaseLostError. Another host breaks a lease only after the server says it
@@ -44,6 +45,7 @@ from snapstore.repo.s3client import (
 )
 
 DEFAULT_LEASE = 60.0
+MAX_LEASE = 3600.0
 GRACE_NS = 2_000_000_000
 """Added to a lease before another host breaks it: ``Last-Modified`` and ``Date`` have a
 resolution of one second."""
@@ -101,7 +103,11 @@ class Leases:
     def _put(self, key: str, **conditions: str) -> str:
         try:
             response = self.client.put_object(
-                Bucket=self.bucket, Key=key, Body=self._body(), **conditions
+                Bucket=self.bucket,
+                Key=key,
+                Body=self._body(),
+                Metadata={"lease": f"{self.lease:g}"},
+                **conditions,
             )
         except client_errors() as error:
             raise translate(error, self._where(key)) from None
@@ -117,12 +123,8 @@ class Leases:
             raise translate(error, self._where(key)) from None
         now = server_now_ns(response)
         written = datetime_ns(response["LastModified"])
-        return str(response["ETag"]), self._expired(written, now)
-
-    def _expired(self, written_ns: int, now_ns: int | None) -> bool:
-        if now_ns is None:
-            return False
-        return now_ns > written_ns + int(self.lease * 1e9) + GRACE_NS
+        lease = _seconds(response.get("Metadata", {}).get("lease"))
+        return str(response["ETag"]), _expired(written, now, lease)
 
     def _delete(self, key: str, etag: str | None = None) -> bool:
         """Delete a lease object (only the version ``etag``, if given); False if it was
@@ -159,7 +161,8 @@ class Leases:
         live = []
         for item in response.get("Contents", []):
             key = str(item["Key"])
-            if self._expired(datetime_ns(item["LastModified"]), now):
+            lease = _seconds(key.rpartition("/s-")[2].partition("-")[0])
+            if _expired(datetime_ns(item["LastModified"]), now, lease):
                 logger.warning("breaking the expired lease %s", self._where(key))
                 self._delete(key, str(item["ETag"]))
             else:
@@ -234,7 +237,7 @@ class Leases:
         exclusive = f"{self.prefix}{name}/x"
         if not self._break_if_expired(exclusive):
             return None
-        key = f"{self.prefix}{name}/s-{self.holder}-{uuid.uuid4().hex[:8]}"
+        key = f"{self.prefix}{name}/s-{self.lease:g}-{self.holder}-{uuid.uuid4().hex[:8]}"
         sent_at = time.monotonic()
         etag = self._put(key)
         self._hold(key, etag, sent_at)
@@ -279,6 +282,23 @@ class Leases:
             yield
         finally:
             self.release(key)
+
+
+def _seconds(text: str | None) -> float:
+    """A lease duration a holder wrote down; the longest lease if it is unreadable."""
+    try:
+        value = float(text or "")
+    except ValueError:
+        return MAX_LEASE
+    return value if 0 < value <= MAX_LEASE else MAX_LEASE
+
+
+def _expired(written_ns: int, now_ns: int | None, lease: float) -> bool:
+    """Whether a lease written at ``written_ns`` (the server's clock) has run out at
+    ``now_ns`` (the same clock); never, when the server did not say the time."""
+    if now_ns is None:
+        return False
+    return now_ns > written_ns + int(lease * 1e9) + GRACE_NS
 
 
 def _renew_loop(ref: weakref.ReferenceType[Leases]) -> None:

@@ -98,6 +98,8 @@ class FaultProxy:
                     return
                 method, path, headers = head
                 length = int(headers.get("content-length", "0"))
+                if headers.pop("expect", "").lower() == "100-continue":
+                    conn.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
                 action = self._peek_action(method, path, headers, length)
                 if action == "drop":
                     reader.read(length // 2)
