@@ -21,9 +21,12 @@ def test_exclusive_and_shared_leases_exclude_each_other_across_hosts(host: Host)
             pass
         with one.lock("gc").exclusive_if_free() as free:
             assert not free
-    with one.lock("namespace").exclusive():
-        with pytest.raises(LockTimeout, match="namespace"), two.lock("namespace").shared():
-            pass
+    with (
+        one.lock("namespace").exclusive(),
+        pytest.raises(LockTimeout, match="namespace"),
+        two.lock("namespace").shared(),
+    ):
+        pass
     with two.lock("namespace").exclusive_if_free() as free:
         assert free
 
