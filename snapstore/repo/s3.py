@@ -49,7 +49,7 @@ from snapstore.repo.s3client import (
     parse_url,
     translate,
 )
-from snapstore.repo.s3lease import DEFAULT_LEASE, Leases, NoLock, S3Lock
+from snapstore.repo.s3lease import DEFAULT_LEASE, UNSUPPORTED, Leases, NoLock, S3Lock
 
 SPOOL_BYTES = 8 << 20
 """A staged object is kept in memory up to this size, then in a temp file of the host cache."""
@@ -143,6 +143,7 @@ class S3Backend:
         )
         self._mutex = threading.Lock()
         self._known: dict[Handle, ObjectInfo] = {}
+        self._conditional_deletes = True
         self._listed: set[str] = set()
 
     # ------------------------------------------------------------------ layout
@@ -524,12 +525,19 @@ class S3Backend:
             self.local.delete(handle, durable=durable)
             return
         version = self.stat(handle).version
-        conditions = {"IfMatch": str(version)} if handle.kind is Kind.MANIFEST else {}
+        conditional = handle.kind is Kind.MANIFEST and self._conditional_deletes
+        conditions = {"IfMatch": str(version)} if conditional else {}
         self.leases.check()
         try:
             self.client.delete_object(Bucket=self.bucket, Key=self.key(handle), **conditions)
         except client_errors() as error:
-            raise self._failed(error, handle) from None
+            if not (conditional and error_code(error) in UNSUPPORTED):
+                raise self._failed(error, handle) from None
+            logger.warning(
+                "%s refuses conditional deletes; deleting under the lease alone", self.url
+            )
+            self._conditional_deletes = False
+            self.delete(handle, durable=durable)
         finally:
             self._remember(handle, None)
 

@@ -38,6 +38,7 @@ from snapstore.errors import ConcurrentWriteError, LeaseLostError, LockTimeout
 from snapstore.repo.s3client import (
     client_errors,
     datetime_ns,
+    error_code,
     is_not_found,
     is_precondition_failed,
     server_now_ns,
@@ -46,6 +47,8 @@ from snapstore.repo.s3client import (
 
 DEFAULT_LEASE = 60.0
 MAX_LEASE = 3600.0
+UNSUPPORTED = {"NotImplemented", "501"}
+"""What a provider answers a conditional delete it does not support with."""
 GRACE_NS = 2_000_000_000
 """Added to a lease before another host breaks it: ``Last-Modified`` and ``Date`` have a
 resolution of one second."""
@@ -85,6 +88,7 @@ class Leases:
         self.margin = max(lease / 4, 0.5)
         self.on_acquire = on_acquire
         self.holder = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:12]}"
+        self.conditional_deletes = True
         self._held: dict[str, _Held] = {}
         self._mutex = threading.Lock()
         self._renewer: threading.Thread | None = None
@@ -129,12 +133,15 @@ class Leases:
     def _delete(self, key: str, etag: str | None = None) -> bool:
         """Delete a lease object (only the version ``etag``, if given); False if it was
         gone or had changed."""
-        conditions = {} if etag is None else {"IfMatch": etag}
+        conditions = {"IfMatch": etag} if etag is not None and self.conditional_deletes else {}
         try:
             self.client.delete_object(Bucket=self.bucket, Key=key, **conditions)
         except client_errors() as error:
             if is_not_found(error) or is_precondition_failed(error):
                 return False
+            if conditions and error_code(error) in UNSUPPORTED:
+                self.conditional_deletes = False
+                return self._delete(key)
             raise translate(error, self._where(key)) from None
         return True
 
@@ -174,10 +181,10 @@ class Leases:
     def _hold(self, key: str, etag: str, sent_at: float) -> None:
         with self._mutex:
             self._held[key] = _Held(key, etag, sent_at)
-            if self._renewer is None or not self._renewer.is_alive():
-                self._stop.clear()
+            if self._renewer is None or not self._renewer.is_alive() or self._stop.is_set():
+                self._stop = threading.Event()  # a renewer told to stop keeps its own event
                 self._renewer = threading.Thread(
-                    target=_renew_loop, args=(weakref.ref(self),), daemon=True
+                    target=_renew_loop, args=(weakref.ref(self), self._stop), daemon=True
                 )
                 self._renewer.start()
 
@@ -210,7 +217,8 @@ class Leases:
         with self._mutex:
             due = [h for h in self._held.values() if now - h.renewed_at >= self.lease / 4]
         for held in due:
-            if held.lost:
+            if held.lost or time.monotonic() - held.renewed_at > self.lease - self.margin:
+                held.lost = True  # a lease not renewed in time is never taken up again
                 continue
             sent_at = time.monotonic()
             try:
@@ -301,13 +309,13 @@ def _expired(written_ns: int, now_ns: int | None, lease: float) -> bool:
     return now_ns > written_ns + int(lease * 1e9) + GRACE_NS
 
 
-def _renew_loop(ref: weakref.ReferenceType[Leases]) -> None:
-    """Renew the leases of ``ref`` until it stops or is gone."""
+def _renew_loop(ref: weakref.ReferenceType[Leases], stop: threading.Event) -> None:
+    """Renew the leases of ``ref`` until ``stop`` is set or they are gone."""
     while True:
         leases = ref()
         if leases is None:
             return
-        stop, interval = leases._stop, leases.lease / 8
+        interval = leases.lease / 8
         del leases
         if stop.wait(interval):
             return

@@ -105,3 +105,20 @@ def test_a_large_upload_cut_off_mid_part_is_never_visible(
     assert other.stale_temps() == []  # the failed upload was aborted
     with pytest.raises(FileNotFoundError):
         other.stat(Handle(Kind.BLOB, "ab" * 32))
+
+
+def test_a_provider_without_conditional_deletes_still_deletes(
+    host: Host, proxy: FaultProxy
+) -> None:
+    store = store_on(host(endpoint=proxy.endpoint))
+    store.put_state("c", "one", 1)
+    store.put_state("c", "two", 2)
+    proxy.add(
+        lambda r: r.method == "DELETE" and "if-match" in r.headers,
+        "error:501:NotImplemented",
+        times=100,
+    )
+    store.delete("c", "one")
+    store.delete("c", "two")
+    assert store_on(host()).list("c") == []
+    assert any("NotImplemented" in line for line in proxy.injected)
