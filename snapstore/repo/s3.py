@@ -166,6 +166,8 @@ class S3Backend:
     def describe(self, handle: Handle) -> str:
         if handle.kind in _LOCAL_KINDS:
             return self.local.describe(handle)
+        if handle.kind is Kind.MARKER:
+            return str(self.url)
         return f"s3://{self.bucket}/{self.key(handle)}"
 
     def _failed(self, error: BaseException, handle: Handle | str) -> OSError:

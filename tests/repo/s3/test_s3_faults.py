@@ -9,7 +9,7 @@ import pytest
 from helpers.faultproxy import FaultProxy, Request, is_get, is_manifest_put, is_put
 from support import write_tree
 
-from snapstore import ObjectStoreError
+from snapstore import ConcurrentWriteError, ObjectStoreError
 from snapstore.repo.backend import Handle, Kind
 
 from .conftest import Host, store_on
@@ -122,3 +122,16 @@ def test_a_provider_without_conditional_deletes_still_deletes(
     store.delete("c", "two")
     assert store_on(host()).list("c") == []
     assert any("NotImplemented" in line for line in proxy.injected)
+
+
+def test_a_commit_refused_by_a_concurrent_writer_raises_and_keeps_the_old_snapshot(
+    host: Host, proxy: FaultProxy, tmp_path: Path
+) -> None:
+    project = _project(tmp_path / "project")
+    store = store_on(host(endpoint=proxy.endpoint))
+    store.create("s", "name", ["."], base_dir=project)
+    (project / "f1.txt").write_text("changed")
+    proxy.add(is_manifest_put, "error:412:PreconditionFailed")
+    with pytest.raises(ConcurrentWriteError):
+        store.create("s", "name", ["."], base_dir=project)
+    assert store_on(host()).read("s", "name", "f1.txt") == b"file 1\n"
