@@ -13,7 +13,6 @@ kills it knows what was acknowledged. Problems found are written as ``error ...`
 from __future__ import annotations
 
 import hashlib
-import os
 import random
 import sys
 import time
