@@ -31,6 +31,7 @@ import logging
 import os
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from typing import IO, Any
 
@@ -433,23 +434,24 @@ class S3Backend:
     def upload(self, handle: Handle, file: IO[bytes], size: int) -> None:
         """Create an immutable object from ``file`` (``size`` bytes), create-only; a failed
         upload leaves nothing visible."""
+        etag = None
         if size >= MULTIPART_BYTES:
-            self._multipart(handle, file, size)
+            etag = self._multipart(handle, file, size)
         else:
             try:
-                self._put(handle, file.read(), IfNoneMatch="*")
+                etag = self._put(handle, file.read(), IfNoneMatch="*")
             except ConcurrentWriteError:
                 if not self._existing_is(handle, size, None):
                     raise
-        self._after_create(handle, size)
+        self._after_create(handle, size, etag)
 
-    def _after_create(self, handle: Handle, size: int) -> None:
-        with self._mutex:
-            self._known.pop(handle, None)
-        with contextlib.suppress(OSError):
-            self.stat(handle)
+    def _after_create(self, handle: Handle, size: int, etag: str | None) -> None:
+        """Remember the object just created (its version from the PUT's answer; written now
+        by this host's clock, which only orders manifests and none is remembered here)."""
+        if etag is not None:
+            self._remember(handle, ObjectInfo(size, etag, time.time_ns()))
 
-    def _multipart(self, handle: Handle, file: IO[bytes], size: int) -> None:
+    def _multipart(self, handle: Handle, file: IO[bytes], size: int) -> str | None:
         """A large object in parts; invisible until the create-only completion, aborted on
         any failure (an abort that fails leaves an invisible upload that gc removes)."""
         key = self.key(handle)
@@ -470,13 +472,14 @@ class S3Backend:
                 parts.append({"PartNumber": number, "ETag": response["ETag"]})
                 number += 1
             self.leases.check()
-            self.client.complete_multipart_upload(
+            done = self.client.complete_multipart_upload(
                 Bucket=self.bucket,
                 Key=key,
                 UploadId=upload_id,
                 MultipartUpload={"Parts": parts},
                 IfNoneMatch="*",
             )
+            return str(done["ETag"])
         except BaseException as error:
             with contextlib.suppress(Exception):
                 self.client.abort_multipart_upload(Bucket=self.bucket, Key=key, UploadId=upload_id)
@@ -485,7 +488,7 @@ class S3Backend:
                 if isinstance(failed, ConcurrentWriteError) and self._existing_is(
                     handle, size, None
                 ):
-                    return
+                    return None
                 raise failed from None
             raise
 
@@ -499,12 +502,13 @@ class S3Backend:
             self.local.write(handle, data, durable=durable)
             return
         if handle.kind is not Kind.MANIFEST:
+            etag = None
             try:
-                self._put(handle, data, IfNoneMatch="*")
+                etag = self._put(handle, data, IfNoneMatch="*")
             except ConcurrentWriteError:
                 if not self._existing_is(handle, len(data), data):
                     raise
-            self._after_create(handle, len(data))
+            self._after_create(handle, len(data), etag)
             return
         try:
             current: str | None = self.stat(handle).version  # type: ignore[assignment]

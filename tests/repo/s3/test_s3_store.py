@@ -158,3 +158,24 @@ def test_a_restore_reads_neighbouring_blobs_together(
     for i in (0, 199, 399):
         relative = f"d{i % 7}/f{i}.txt"
         assert (target / relative).read_bytes() == (project / relative).read_bytes()
+
+
+def test_a_large_object_goes_up_in_parts_and_reads_back_whole(
+    host: Host, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from snapstore.repo import s3
+
+    monkeypatch.setattr(s3, "MULTIPART_BYTES", 6 << 20)
+    monkeypatch.setattr(s3, "PART_BYTES", 5 << 20)
+    backend = host()
+    data = bytes(range(256)) * (28 << 10)
+    staged = backend.stage(Kind.BLOB)
+    staged.write(data)
+    staged.commit("ef" * 32)
+    other = host()
+    assert other.stat(Handle(Kind.BLOB, "ef" * 32)).size == len(data)
+    assert b"".join(other.chunks(Handle(Kind.BLOB, "ef" * 32), 1 << 20)) == data
+    again = backend.stage(Kind.BLOB)  # the same blob from another writer: already there
+    again.write(data)
+    again.commit("ef" * 32)
+    assert other.stale_temps() == []
