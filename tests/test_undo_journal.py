@@ -4,13 +4,15 @@ history stays as if the killed restore never happened; nothing the user had is l
 from __future__ import annotations
 
 import os
+import shutil
 import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from support import read_tree, write_tree
+from helpers.seam import KILLED_EXIT, CountingFileSystem, KillingFileSystem
+from helpers.trees import read_tree, write_tree
 
 import snapstore.restore.job as job
 from snapstore import SnapStore
@@ -157,3 +159,32 @@ def test_a_recovery_that_fails_warns_at_open_and_blocks_only_its_target(
         warnings.simplefilter("error")
         SnapStore(store.root)
     assert read_tree(project) == edited
+
+
+def test_a_restore_killed_before_setting_directory_modes_rolls_back_without_an_extra_backup(
+    store: SnapStore, project: Path, tmp_path: Path
+) -> None:
+    write_tree(project, {f"new/d{i}/f.txt": f"checkpointed {i}\n" for i in range(4)})
+    store.create("s", "cp", ["."], base_dir=project)
+    shutil.rmtree(project / "new")
+    write_tree(project, {"README.md": "my edit\n"})
+    edited = read_tree(project)
+    shutil.copytree(store.root, tmp_path / "scratch-store")
+    shutil.copytree(project, tmp_path / "scratch", symlinks=True)
+    counting = CountingFileSystem()
+    SnapStore(tmp_path / "scratch-store", fs=counting).restore("s", "cp", tmp_path / "scratch")
+    trace = list(enumerate(counting.trace, 1))
+    last_rename = max(i for i, op in trace if op == "replace")
+    first_mode = min(i for i, op in trace if op == "fchmod" and i > last_rename)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            SnapStore(store.root, fs=KillingFileSystem(first_mode)).restore("s", "cp")
+        finally:
+            os._exit(1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == KILLED_EXIT
+    assert (project / "new" / "d0" / "f.txt").exists()  # killed after writing the files
+    reopened = SnapStore(store.root)
+    assert read_tree(project) == edited
+    assert reopened.backups("s") == []

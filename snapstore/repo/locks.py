@@ -27,6 +27,7 @@ from typing import IO
 
 from snapstore.errors import LockTimeout, ReadOnlyStoreError
 from snapstore.fs.seam import LOCAL, FileSystem
+from snapstore.fs.stamps import file_id
 from snapstore.repo.backend import Backend, Lock
 
 try:
@@ -71,8 +72,7 @@ def _same_file(fd: int, path: str) -> bool:
         named = os.stat(path)
     except FileNotFoundError:
         return False
-    held = os.fstat(fd)
-    return (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)
+    return file_id(named) == file_id(os.fstat(fd))
 
 
 def _try_guard(guard_fd: int, exclusive: bool) -> bool:

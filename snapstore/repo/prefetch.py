@@ -5,9 +5,10 @@ other leaves the connection idle most of the time. ``read_ahead`` knows, from th
 blobs the restore asks for and in what order: it reads them on a few threads, at most
 ``MAX_AHEAD_BYTES`` ahead of the writer, and neighbouring blobs of one pack in one ranged read
 (a restore of thousands of small files costs a handful of requests per pack, not one per
-file). Each blob is still verified against its digest before it is handed out; a read that
-fails falls back to the ordinary read of that blob, which raises the error if it persists.
-Large blobs are not read ahead: they stream as before.
+file); a compressed block is read whole once and decompressed once for all its blobs. Each
+blob is still verified against its digest before it is handed out; a read that fails falls
+back to the ordinary read of that blob, which raises the error if it persists. Large blobs
+are not read ahead: they stream as before.
 """
 
 from __future__ import annotations
@@ -18,6 +19,10 @@ from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from snapstore.errors import CorruptPackError
+from snapstore.format.codec import CODEC_NONE, decompress
+from snapstore.format.packfile import BLOCK_HEAD
+from snapstore.repo.backend import Handle, Kind
 from snapstore.repo.blobs import Blobs
 from snapstore.repo.loose import BlobSource, new_hasher
 from snapstore.repo.packset import Location
@@ -33,14 +38,25 @@ BLOB_AHEAD_MAX = 4 << 20
 
 @dataclass
 class _Span:
-    """One ranged read of a pack: the blobs it holds, in the order they are asked for."""
+    """One ranged read of a pack (``start`` to ``end``): the blobs it holds, in the order
+    they are asked for, and the blocks decompressed from it so far."""
 
     pack_id: str
     start: int
     end: int
-    blobs: list[tuple[bytes, int, int]] = field(default_factory=list)
-    """(digest, offset in the span, size)"""
+    blobs: list[tuple[bytes, Location]] = field(default_factory=list)
     future: Future[bytes] | None = None
+    raw_blocks: dict[int, bytes] = field(default_factory=dict)
+
+
+def _needed(location: Location) -> tuple[int, int]:
+    """The bytes of its pack a blob's read needs: its own bytes in a stored block, its whole
+    block (with the block's head) in a compressed one."""
+    block = location.block
+    if block.codec == CODEC_NONE:
+        start = block.offset + location.offset
+        return start, start + location.size
+    return block.offset - BLOCK_HEAD.size, block.offset + block.stored
 
 
 def _spans(blobs: Blobs, wanted: Iterable[tuple[bytes, int]]) -> list[_Span]:
@@ -51,20 +67,38 @@ def _spans(blobs: Blobs, wanted: Iterable[tuple[bytes, int]]) -> list[_Span]:
         location = blobs.packs.locate(digest)
         if location is None or location.size != size or size > BLOB_AHEAD_MAX:
             continue
+        start, end = _needed(location)
         last = spans[-1] if spans else None
         if (
             last is not None
             and last.pack_id == location.pack_id
-            and last.end <= location.offset <= last.end + GAP_BYTES
-            and location.offset + size - last.start <= SPAN_BYTES
+            and last.start <= start <= last.end + GAP_BYTES
+            and max(end, last.end) - last.start <= SPAN_BYTES
         ):
-            last.blobs.append((digest, location.offset - last.start, size))
-            last.end = location.offset + size
-            continue
-        span = _Span(location.pack_id, location.offset, location.offset + size)
-        span.blobs.append((digest, 0, size))
-        spans.append(span)
+            last.end = max(end, last.end)
+        else:
+            last = _Span(location.pack_id, start, end)
+            spans.append(last)
+        last.blobs.append((digest, location))
     return spans
+
+
+def _piece(span: _Span, data: bytes, location: Location) -> bytes:
+    """A blob's bytes out of its span's data (its block decompressed, once per span)."""
+    block = location.block
+    if block.codec == CODEC_NONE:
+        at = block.offset + location.offset - span.start
+        return data[at : at + location.size]
+    raw = span.raw_blocks.get(location.number)
+    if raw is None:
+        at = block.offset - BLOCK_HEAD.size - span.start
+        where = f"block {location.number} of pack {span.pack_id}"
+        if BLOCK_HEAD.unpack_from(data, at) != (block.codec, block.kind, block.stored, block.raw):
+            raise CorruptPackError(f"{where}: its head does not match the pack's index")
+        stored = data[at + BLOCK_HEAD.size : at + BLOCK_HEAD.size + block.stored]
+        raw = decompress(block.codec, stored, block.raw, where)
+        span.raw_blocks = {location.number: raw}  # blobs come in order: one block at a time
+    return raw[location.offset : location.offset + location.size]
 
 
 class ReadAhead:
@@ -81,9 +115,11 @@ class ReadAhead:
         self._fill()
 
     def _read(self, span: _Span) -> bytes:
-        return self.blobs.packs.read_unverified(
-            Location(span.pack_id, span.start, span.end - span.start)
-        )
+        length = span.end - span.start
+        data = self.blobs.backend.read_range(Handle(Kind.PACK, span.pack_id), span.start, length)
+        if len(data) != length:
+            raise CorruptPackError(f"pack {span.pack_id} is truncated")
+        return data
 
     def _fill(self) -> None:
         """Start reads while fewer than ``MAX_AHEAD_BYTES`` are in flight or unclaimed."""
@@ -97,50 +133,37 @@ class ReadAhead:
                 span.future = self._pool.submit(self._read, span)
                 self._started.append(span)
 
-    def _take(self, digest: bytes, size: int | None) -> tuple[_Span, int] | None:
-        """The started span whose next blob is ``digest``, and its offset in the span."""
+    def _take(self, digest: bytes, size: int | None) -> tuple[_Span, Location] | None:
+        """The started span whose next blob is ``digest``, and where that blob lies."""
         with self._lock:
             if not self._started:
                 return None
             span = self._started[0]
-            found, offset, length = span.blobs[0]
-            if found != digest or size not in (None, length):
+            found, location = span.blobs[0]
+            if found != digest or size not in (None, location.size):
                 return None
             span.blobs.pop(0)
             if not span.blobs:
                 self._started.popleft()
                 self._ahead -= span.end - span.start
-            return span, offset
+            return span, location
 
     def chunks(self, digest: bytes, size: int | None = None) -> Iterator[bytes]:
         taken = self._take(digest, size)
         if taken is None:
             yield from self.blobs.chunks(digest, size)
             return
-        span, offset = taken
+        span, location = taken
         assert span.future is not None
         try:
-            data = span.future.result()
-        except Exception:  # the ordinary read retries it, and raises what persists
-            data = b""
+            piece = _piece(span, span.future.result(), location)
+        except Exception:  # the ordinary read tries again, and raises what persists
+            piece = None
         self._fill()
-        length = self._length(digest, size)
-        piece = data[offset : offset + length] if len(data) >= offset + length else None
-        if piece is None:
-            yield from self.blobs.chunks(digest, size)
-            return
-        hasher = new_hasher(length)
-        hasher.update(piece)
-        if hasher.digest() != digest:  # the ordinary read falls back to a loose copy, or raises
+        if piece is None or len(piece) != location.size or not _hashes_to(piece, digest):
             yield from self.blobs.chunks(digest, size)
             return
         yield piece
-
-    def _length(self, digest: bytes, size: int | None) -> int:
-        if size is not None:
-            return size
-        location = self.blobs.packs.locate(digest)
-        return 0 if location is None else location.size
 
     def read(self, digest: bytes, size: int | None = None) -> bytes:
         return b"".join(self.chunks(digest, size))
@@ -151,6 +174,12 @@ class ReadAhead:
             self._pending.clear()
             self._started.clear()
         self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _hashes_to(data: bytes, digest: bytes) -> bool:
+    hasher = new_hasher(len(data))
+    hasher.update(data)
+    return hasher.digest() == digest
 
 
 def read_ahead(source: BlobSource, wanted: Iterable[tuple[bytes, int]]) -> BlobSource:

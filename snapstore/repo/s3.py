@@ -496,12 +496,13 @@ class S3Backend:
         return _StagedUpload(self, kind)
 
     def write(self, handle: Handle, data: bytes, *, durable: bool = True) -> None:
-        """Write a whole object: a manifest by a conditional write of the version just read,
-        anything else create-only (ConcurrentWriteError if a different one is there)."""
+        """Write a whole object: a manifest (or the format marker, when a store is upgraded)
+        by a conditional write of the version just read, anything else create-only
+        (ConcurrentWriteError if a different one is there)."""
         if handle.kind in _LOCAL_KINDS:
             self.local.write(handle, data, durable=durable)
             return
-        if handle.kind is not Kind.MANIFEST:
+        if handle.kind not in (Kind.MANIFEST, Kind.MARKER):
             etag = None
             try:
                 etag = self._put(handle, data, IfNoneMatch="*")

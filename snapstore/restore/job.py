@@ -29,7 +29,6 @@ from snapstore.errors import (
 )
 from snapstore.format.manifest import Manifest
 from snapstore.format.names import generated_name
-from snapstore.format.paths import select_entries
 from snapstore.fs.seam import FileSystem
 from snapstore.models import RestoreReport, SnapshotInfo
 from snapstore.repo.locks import target_key
@@ -93,7 +92,7 @@ class RestoreJob:
         """What restoring (part of) a snapshot into ``target_dir`` changes; writes nothing."""
         repo = self.repo
         info = manifest.info
-        selected = select_entries(manifest.entries, paths)
+        selected = repo.trees.select(manifest, paths)
         cache = StatCache(repo.backend, target_dir, time.time_ns())
         return make_plan(
             selected,

@@ -128,7 +128,7 @@ class Recovery:
             restoring = self.repo.files_manifest(journal.session, journal.restoring)
         except (SnapshotNotFound, CorruptManifestError):
             return True
-        recorded = {entry.path: entry for entry in restoring.entries}
+        recorded = {entry.path: entry for entry in self.repo.trees.entries(restoring)}
         changed = [action.entry.path for action in rollback.changes]
         if any(
             path not in recorded and os.path.lexists(os.path.join(journal.target, path))
@@ -140,7 +140,7 @@ class Recovery:
             journal.target,
             keep_special_bits=journal.keep_special_bits,
         )
-        return any(action.operation != "unchanged" for action in check.actions)
+        return any(not _still_as_restoring(action) for action in check.actions)
 
     def _keep_current(self, journal: Journal, plan: Plan, restoring: str) -> None:
         """Keep what the target holds now at the paths ``plan`` changes, as a new backup
@@ -185,3 +185,11 @@ class Recovery:
                     self.recover(key)
                 except RestoreError as error:
                     warnings.warn(str(error), InterruptedRestoreWarning, stacklevel=3)
+
+
+def _still_as_restoring(action: Action) -> bool:
+    """Whether a path holds what the interrupted restore was writing there. A directory it
+    made but had not yet given its mode (modes are set last) counts: a mode holds no data."""
+    if action.operation == "chmod" and action.entry.kind == "dir":
+        return True
+    return action.operation == "unchanged"

@@ -19,10 +19,13 @@ from snapstore.errors import (
     MissingBlobError,
     MissingPathError,
     SnapshotExistsError,
+    SourceChangedError,
     UnsafePathError,
 )
-from snapstore.format.manifest import encode, expiry_ns, ns_to_time
+from snapstore.format.manifest import EntryRow, encode, expiry_ns, ns_to_time
 from snapstore.format.names import encode_name, generated_name
+from snapstore.format.packfile import KIND_TREE
+from snapstore.format.treebuild import BuiltTrees, build_trees
 from snapstore.models import SnapshotInfo
 from snapstore.repo.batch import BlobBatch
 from snapstore.repo.layout import is_store_root
@@ -130,6 +133,17 @@ def checkpoint_request(
     )
 
 
+def _store_trees(rows: list[EntryRow], batch: BlobBatch) -> BuiltTrees:
+    """The snapshot's tree objects, each stored through ``batch`` unless it already is."""
+    try:
+        trees = build_trees(rows)
+    except ValueError as error:
+        raise SourceChangedError(f"the tree changed while it was snapshotted: {error}") from None
+    for digest, data in trees.objects.items():
+        batch.add(digest, data, KIND_TREE)
+    return trees
+
+
 def take_snapshot(
     repo: Repository,
     request: Request,
@@ -141,6 +155,7 @@ def take_snapshot(
 
     An undo backup (``backup_of`` set) records special files as skipped rather than failing,
     and leaves the stat cache alone (its files are about to be replaced)."""
+    repo.require_current_format()
     scan_start_ns = time.time_ns()
     cache = StatCache(repo.backend, request.base, scan_start_ns)
     batch = BlobBatch(repo.blobs)
@@ -168,6 +183,7 @@ def take_snapshot(
         rows = ingest_scan(
             scanned, batch, cache, skip_unreadable=request.skip_unreadable, progress=progress
         )
+        trees = _store_trees(rows, batch)
         batch.finish()
     except BaseException:
         batch.abort()
@@ -176,7 +192,7 @@ def take_snapshot(
     with repo.namespace_lock.exclusive():
         if request.if_exists == "error" and repo.catalog.exists(request.session, request.name):
             raise SnapshotExistsError(request.session, request.name)
-        missing = repo.blobs.first_missing(file_rows)
+        missing = repo.blobs.first_missing([*file_rows, *trees.rows()])
         if missing is not None:
             path, _, _, _, _, digest, _ = missing
             assert digest is not None
@@ -198,7 +214,7 @@ def take_snapshot(
             backup_of=request.backup_of,
             excludes=tuple(excludes.patterns),
         )
-        data = encode(info, created_ns=created_ns, expires_ns=expires_ns, rows=rows)
+        data = encode(info, created_ns=created_ns, expires_ns=expires_ns, tree=trees.root)
         replaced = repo.catalog.commit(request.session, request.name, data)
     if not backup:
         cache.save(keep_unseen=request.paths != ["."] or bool(request.shallow))

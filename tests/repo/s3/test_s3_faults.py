@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from helpers.faultproxy import FaultProxy, Request, is_get, is_manifest_put, is_put
-from support import write_tree
+from helpers.trees import write_tree
 
 from snapstore import ConcurrentWriteError, ObjectStoreError
 from snapstore.repo.backend import Handle, Kind

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from helpers.s3server import S3Server
-from support import write_tree
+from helpers.trees import write_tree
 
 from snapstore import ConcurrentWriteError, SnapStore
 from snapstore.errors import SnapshotExistsError
