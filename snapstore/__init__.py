@@ -23,14 +23,17 @@ if TYPE_CHECKING:
     from typing import Any
 
     from snapstore.errors import (
+        ConcurrentWriteError,
         CorruptBlobError,
         CorruptManifestError,
         FormatError,
         InvalidNameError,
         InvalidValueError,
+        LeaseLostError,
         LockTimeout,
         MissingBlobError,
         NotAStateSnapshotError,
+        ObjectStoreError,
         PathNotInSnapshotError,
         ReadOnlyStoreError,
         RestoreError,
@@ -59,14 +62,17 @@ logging.getLogger(__name__).addHandler(logging.NullHandler())
 _LAZY: dict[str, str] = {
     **dict.fromkeys(
         (
+            "ConcurrentWriteError",
             "CorruptBlobError",
             "CorruptManifestError",
             "FormatError",
             "InvalidNameError",
             "InvalidValueError",
+            "LeaseLostError",
             "LockTimeout",
             "MissingBlobError",
             "NotAStateSnapshotError",
+            "ObjectStoreError",
             "PathNotInSnapshotError",
             "ReadOnlyStoreError",
             "RestoreError",
@@ -114,6 +120,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "ConcurrentWriteError",
     "CorruptBlobError",
     "CorruptManifestError",
     "DiffReport",
@@ -122,9 +129,11 @@ __all__ = [
     "GcReport",
     "InvalidNameError",
     "InvalidValueError",
+    "LeaseLostError",
     "LockTimeout",
     "MissingBlobError",
     "NotAStateSnapshotError",
+    "ObjectStoreError",
     "PathNotInSnapshotError",
     "ReadOnlyStoreError",
     "RestoreError",

@@ -26,7 +26,7 @@ class StoreNotFound(click.ClickException):
 
     exit_code = ExitCode.NO_STORE
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path | str) -> None:
         super().__init__(
             f"no store at '{root}' (pass --root DIR or set SNAPSTORE_ROOT; "
             "'snapstore create' makes a new one)"
@@ -42,7 +42,7 @@ class Settings:
     or the default); ``verbose`` counts ``-v``.
     """
 
-    root: Path = Path(".snapstore")
+    root: Path | str = Path(".snapstore")
     json: bool = False
     lock_timeout: float = 30.0
     quiet: bool = False
@@ -51,10 +51,15 @@ class Settings:
     root_given: bool = False
     _store: SnapStore | None = field(default=None, repr=False)
 
+    def has_store(self) -> bool:
+        """Whether a store may be at ``root`` (a directory that exists; any object storage
+        URL, whose store is checked when opened)."""
+        return isinstance(self.root, str) or self.root.is_dir()
+
     def store(self, *, create: bool = False) -> SnapStore:
         """The store at ``root``; only commands that write new data may ``create`` it."""
         if self._store is None:
-            if not create and not self.root.is_dir():
+            if not create and not self.has_store():
                 raise StoreNotFound(self.root)
             from snapstore.store import SnapStore
 

@@ -24,7 +24,7 @@ def state() -> None:
 
 def _saved_value(settings: Settings, session: str, name: str) -> Any:
     """The saved value, or ``_MISSING`` (also when there is no store yet)."""
-    if not settings.root.is_dir():
+    if not settings.has_store():
         return _MISSING
     return settings.store().get_state(session, name, _MISSING)
 

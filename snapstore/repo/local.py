@@ -195,6 +195,17 @@ class LocalBackend:
         finally:
             os.close(fd)
 
+    def infos(self, kind: Kind, prefix: str = "") -> dict[str, ObjectInfo | None]:
+        found: dict[str, ObjectInfo | None] = {}
+        for name in self.names(kind, prefix):
+            try:
+                found[name] = self.stat(Handle(kind, name))
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            except UnfitFileError:
+                found[name] = None
+        return found
+
     def names(self, kind: Kind, prefix: str = "") -> list[str]:
         directory = self.kind_dir(kind)
         if kind is Kind.BLOB:
