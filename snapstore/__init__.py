@@ -40,6 +40,7 @@ if TYPE_CHECKING:
         SnapshotNotFound,
         SnapstoreError,
         SourceChangedError,
+        StoreNotFoundError,
         UnsafePathError,
     )
     from snapstore.models import (
@@ -79,6 +80,7 @@ _LAZY: dict[str, str] = {
             "SnapshotNotFound",
             "SnapstoreError",
             "SourceChangedError",
+            "StoreNotFoundError",
             "UnsafePathError",
         ),
         "snapstore.errors",
@@ -145,6 +147,7 @@ __all__ = [
     "SnapshotNotFound",
     "SnapstoreError",
     "SourceChangedError",
+    "StoreNotFoundError",
     "SweepReport",
     "UnreliableLockWarning",
     "UnsafePathError",

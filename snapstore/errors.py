@@ -108,6 +108,10 @@ class ReadOnlyStoreError(SnapstoreError, PermissionError):
     """
 
 
+class StoreNotFoundError(SnapstoreError, FileNotFoundError):
+    """There is no store at the root, and it was opened with ``create=False``."""
+
+
 class InvalidValueError(SnapstoreError, ValueError):
     """A metadata or state value cannot be stored (not msgpack-encodable, or the wrong type)."""
 

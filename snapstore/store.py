@@ -63,7 +63,8 @@ class SnapStore:
     Every call reads the store as it is now; nothing is cached as authority. ``durable=False``
     skips fsync (tests and scratch stores only). ``fs`` is the I/O seam tests wrap to inject
     faults or record operations. ``undo_depth``: how many undo backups each session keeps.
-    Opening a store finishes or rolls back any restore that was killed part-way (see
+    ``create=False`` opens only an existing store (StoreNotFoundError otherwise) and creates
+    nothing. Opening a store finishes or rolls back any restore that was killed part-way (see
     ``restore``). Use it as a context manager, or call ``close``, to release open files.
     """
 
@@ -75,6 +76,7 @@ class SnapStore:
         durable: bool = True,
         fs: FileSystem | None = None,
         undo_depth: int = DEFAULT_UNDO_DEPTH,
+        create: bool = True,
     ) -> None:
         if isinstance(undo_depth, bool) or not isinstance(undo_depth, int) or undo_depth < 1:
             raise InvalidValueError(f"undo_depth must be a positive int, got {undo_depth!r}")
@@ -88,7 +90,7 @@ class SnapStore:
                 root = open_object_store(path, lock_timeout=lock_timeout)
             else:
                 root = LocalBackend(path, fs=self.fs, durable=durable, lock_timeout=lock_timeout)
-        self.repo = Repository(root)
+        self.repo = Repository(root, create=create)
         self._restores = RestoreJob(self.repo, self.fs, durable=durable, undo_depth=undo_depth)
         # The parts, for tools and tests that look inside.
         self.backend, self.root, self.read_only = root, self.repo.root, self.repo.read_only

@@ -51,19 +51,17 @@ class Settings:
     root_given: bool = False
     _store: SnapStore | None = field(default=None, repr=False)
 
-    def has_store(self) -> bool:
-        """Whether a store may be at ``root`` (a directory that exists; any object storage
-        URL, whose store is checked when opened)."""
-        return isinstance(self.root, str) or self.root.is_dir()
-
     def store(self, *, create: bool = False) -> SnapStore:
-        """The store at ``root``; only commands that write new data may ``create`` it."""
+        """The store at ``root``; only commands that write new data may ``create`` it (a
+        command that only reads never makes a store, locally or in object storage)."""
         if self._store is None:
-            if not create and not self.has_store():
-                raise StoreNotFound(self.root)
+            from snapstore.errors import StoreNotFoundError
             from snapstore.store import SnapStore
 
-            self._store = SnapStore(self.root, lock_timeout=self.lock_timeout)
+            try:
+                self._store = SnapStore(self.root, lock_timeout=self.lock_timeout, create=create)
+            except StoreNotFoundError:
+                raise StoreNotFound(self.root) from None
         return self._store
 
     def writable_store(self, why: str, *, create: bool = False) -> SnapStore:

@@ -35,7 +35,7 @@ import time
 from collections.abc import Iterator
 from typing import IO, Any
 
-from snapstore.errors import ConcurrentWriteError, FormatError
+from snapstore.errors import ConcurrentWriteError, FormatError, StoreNotFoundError
 from snapstore.fs.reading import UnfitFileError
 from snapstore.repo.backend import Handle, Kind, ObjectInfo, Properties
 from snapstore.repo.layout import FORMAT_TEXT, MARKER_MAX_BYTES, check_format
@@ -186,7 +186,7 @@ class S3Backend:
             data, _ = self.read(marker, max_bytes=MARKER_MAX_BYTES)
         except FileNotFoundError:
             if not create:
-                raise
+                raise StoreNotFoundError(f"no store at {self.url}") from None
             try:
                 self._put(marker, FORMAT_TEXT.encode(), IfNoneMatch="*")
                 logger.info("created a new store at %s", self.url)

@@ -15,7 +15,7 @@ from helpers.s3server import S3Server
 from helpers.trees import write_tree
 
 from snapstore import ConcurrentWriteError, SnapStore
-from snapstore.errors import SnapshotExistsError
+from snapstore.errors import SnapshotExistsError, StoreNotFoundError
 from snapstore.format.manifest import encode, ns_to_time
 from snapstore.models import SnapshotInfo
 from snapstore.repo.backend import Handle, Kind, ObjectInfo
@@ -31,13 +31,13 @@ def _project(base: Path, files: int) -> Path:
 
 
 def test_a_store_opened_by_url_keeps_snapshots_for_another_host(
-    s3_url: str, s3_cache: Path, tmp_path: Path
+    s3_url: str, s3_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     project = _project(tmp_path / "project", 30)
     with SnapStore(s3_url) as store:
         store.create("s", "one", ["."], base_dir=project)
         assert store.root.startswith("s3://")
-    os.environ["SNAPSTORE_CACHE_DIR"] = str(tmp_path / "other-host")
+    monkeypatch.setenv("SNAPSTORE_CACHE_DIR", str(tmp_path / "other-host"))
     target = tmp_path / "elsewhere"
     with SnapStore(s3_url) as other:
         assert [info.name for info in other.list("s")] == ["one"]
@@ -58,6 +58,28 @@ def test_the_command_line_takes_an_s3_root(
     listed = subprocess.run([*run, "--json", "list", "s"], env=env, capture_output=True)
     assert listed.returncode == 0, listed.stderr
     assert "cli" in json.dumps(json.loads(listed.stdout))
+
+
+def test_reading_makes_no_store_in_an_empty_prefix(
+    s3_url: str, s3_cache: Path, s3_server: S3Server
+) -> None:
+    env = {**os.environ, **s3_server.env(), "SNAPSTORE_CACHE_DIR": str(s3_cache)}
+    run = [sys.executable, "-m", "snapstore", "--root", s3_url]
+    listed = subprocess.run([*run, "list"], env=env, capture_output=True, text=True)
+    assert listed.returncode == 10, listed.stderr
+    assert "no store at" in listed.stderr
+    requests = '{"jsonrpc":"2.0","id":1,"method":"initialize"}\n' + (
+        '{"jsonrpc":"2.0","id":2,"method":"list"}\n'
+    )
+    served = subprocess.run(
+        [*run, "serve"], env=env, input=requests, capture_output=True, text=True, timeout=60
+    )
+    initialized, listing = (json.loads(line) for line in served.stdout.splitlines())
+    assert initialized["result"]["store_exists"] is False
+    assert initialized["result"]["root"] == s3_url
+    assert listing["error"]["data"]["type"] == "StoreNotFound"
+    with pytest.raises(StoreNotFoundError):
+        SnapStore(s3_url, create=False)
 
 
 def test_no_replace_across_hosts_lets_exactly_one_create_win(host: Host, tmp_path: Path) -> None:
