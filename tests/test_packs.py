@@ -4,6 +4,8 @@ them by digest exactly as they find loose blobs, and damage is reported, never s
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import blake3
@@ -15,10 +17,10 @@ from snapstore import CorruptBlobError, RestoreError, SnapStore
 from snapstore.errors import CorruptPackError
 from snapstore.format import packfile as packs
 from snapstore.format.codec import CODEC_ZSTD
-from snapstore.format.packfile import decode_index, encode_index
-from snapstore.repo.batch import PACKED_MAX_BYTES
+from snapstore.format.packfile import KIND_TREE, MAX_BLOCK_RAW, decode_index, encode_index
+from snapstore.repo.batch import PACKED_MAX_BYTES, BlobBatch
 from snapstore.repo.local import LocalBackend
-from snapstore.repo.packs import PackWriter, read_index
+from snapstore.repo.packs import BLOCK_BYTES, PackWriter, read_index
 
 
 def many_files(base: Path, count: int, *, tag: str = "") -> dict[str, bytes]:
@@ -331,3 +333,41 @@ def test_a_pack_holding_only_an_empty_file_is_kept(
     assert store.gc().packs_deleted == 0
     assert SnapStore(root).verify(deep=True).ok
     assert store.read("s", "a", "empty.txt") == b""
+
+
+def _read_in_another_process(root: Path, digests: list[bytes]) -> None:
+    """Read each blob with a fresh process (nothing remembered from the writer's)."""
+    script = (
+        "import sys\n"
+        "from snapstore import SnapStore\n"
+        "store = SnapStore(sys.argv[1])\n"
+        "for name in sys.argv[2:]:\n"
+        "    store.repo.blobs.verify(bytes.fromhex(name))\n"
+    )
+    subprocess.run(
+        [sys.executable, "-c", script, str(root), *(d.hex() for d in digests)], check=True
+    )
+
+
+def test_a_blob_over_the_packed_size_goes_loose_even_through_a_batch(tmp_path: Path) -> None:
+    store = SnapStore(tmp_path / "store")
+    data = os.urandom(PACKED_MAX_BYTES + 1)
+    digest = blake3.blake3(data).digest()
+    batch = BlobBatch(store.repo.blobs)
+    batch.add(digest, data, KIND_TREE)
+    batch.finish()
+    assert store.repo.blobs.loose.has(digest, expected_size=len(data))
+    _read_in_another_process(store.root, [digest])
+
+
+def test_no_block_outgrows_what_a_reader_accepts(tmp_path: Path) -> None:
+    store = SnapStore(tmp_path / "store")
+    small, large = os.urandom(BLOCK_BYTES - 10), os.urandom(MAX_BLOCK_RAW - 1024)
+    writer = PackWriter(store.backend)
+    for data in (small, large):
+        writer.add(blake3.blake3(data).digest(), data)
+    with pytest.raises(ValueError, match="too large for a pack"):
+        writer.add(b"\0" * 32, bytes(MAX_BLOCK_RAW))
+    index = writer.publish()
+    assert max(block.raw for block in index.blocks) <= MAX_BLOCK_RAW
+    _read_in_another_process(store.root, [blake3.blake3(d).digest() for d in (small, large)])

@@ -16,11 +16,13 @@ from snapstore import (
     FormatError,
     InvalidNameError,
     InvalidValueError,
+    LockTimeout,
     MissingBlobError,
     NotAStateSnapshotError,
     PathNotInSnapshotError,
     SnapshotNotFound,
     SnapStore,
+    StoreNotFoundError,
     UnsafePathError,
 )
 from snapstore.format.manifest import EntryRow
@@ -343,3 +345,29 @@ def test_values_that_would_not_read_back_are_refused_before_commit(store: SnapSt
     with pytest.raises(InvalidValueError):
         store.put_state("a", "b", {"nested": {2: "x"}})
     assert store.get_state("a", "b") == {"ok": 1}
+
+
+def test_delete_session_checks_the_name_and_waits_for_the_namespace_lock(
+    store: SnapStore, project: Path
+) -> None:
+    with pytest.raises(InvalidNameError):
+        store.delete_session("")
+    store.create("s", "one", ["."], base_dir=project)
+    store.create("s", "two", ["."], base_dir=project)
+    with store.namespace_lock.exclusive(), pytest.raises(LockTimeout):
+        SnapStore(store.root, lock_timeout=0.2).delete_session("s")
+    assert len(store.list("s")) == 2
+    assert store.delete_session("s") == 2
+    assert store.list("s") == []
+
+
+def test_create_false_opens_only_an_existing_store(tmp_path: Path) -> None:
+    with pytest.raises(StoreNotFoundError):
+        SnapStore(tmp_path / "missing", create=False)
+    assert not (tmp_path / "missing").exists()
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(StoreNotFoundError):
+        SnapStore(tmp_path / "empty", create=False)
+    assert list((tmp_path / "empty").iterdir()) == []
+    SnapStore(tmp_path / "store").put_state("s", "n", 1)
+    assert SnapStore(tmp_path / "store", create=False).get_state("s", "n") == 1

@@ -117,12 +117,16 @@ class BlobBatch:
         return hex_digest in names
 
     def add(self, digest: bytes, data: bytes, kind: int = KIND_DATA) -> None:
-        """Store a small blob (file contents, or a tree object: ``kind``) already hashed to
-        ``digest``, unless it is stored already."""
+        """Store a blob (file contents, or a tree object: ``kind``) already hashed to
+        ``digest``, unless it is stored already: in a pack if small, else loose (a tree of
+        a directory with hundreds of thousands of entries can be that large)."""
         if self.claim(digest, len(data)):
             return
         self._added.add(digest)
-        self.packs.add(digest, data, kind)
+        if is_small(len(data)):
+            self.packs.add(digest, data, kind)
+        elif self.storage.loose.put_bytes(data) != digest:
+            raise ValueError(f"blob {digest.hex()} does not hash to its name")
 
     def claim_extents(self, digest: bytes, file_size: int) -> bool:
         """True if the extent map ``digest`` of a file of ``file_size`` bytes, and every
@@ -142,19 +146,10 @@ class BlobBatch:
         return True
 
     def add_counted(self, digest: bytes, data: bytes) -> None:
-        """Store a piece or an extent map (as ``add``; one too large for a pack goes loose)
-        and count it among what the commit checks."""
+        """Store a piece or an extent map (as ``add``) and count it among what the commit
+        checks."""
         self.counted.append(("", "file", 0, len(data), 0, digest, None))
-        if is_small(len(data)):
-            self.add(digest, data)
-        elif not self.claim(digest, len(data)):
-            writer = self.storage.writer(len(data))
-            try:
-                writer.write(data)
-                writer.commit()
-            except BaseException:
-                writer.abort()
-                raise
+        self.add(digest, data)
 
     def finish(self) -> None:
         """Publish the open pack and make durable the names of everything the batch wrote or

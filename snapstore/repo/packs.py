@@ -15,6 +15,7 @@ from snapstore.format.codec import WRITE_LEVEL, compress
 from snapstore.format.packfile import (
     BLOCK_HEAD,
     KIND_DATA,
+    MAX_BLOCK_RAW,
     PACK_MAGIC,
     RECORD_HEAD,
     Block,
@@ -31,7 +32,6 @@ from snapstore.repo.filememo import FileMemo, backend_key
 BLOCK_BYTES = 1 << 20
 """A block is closed once its raw bytes reach this (reading one blob decompresses at most
 one block: about a millisecond)."""
-MAX_PACKED_BLOB = 1 << 31
 MAX_REMEMBERED_INDEXES = 1024
 
 _DECODED: FileMemo[PackIndex] = FileMemo(limit=MAX_REMEMBERED_INDEXES)
@@ -126,9 +126,14 @@ class PackWriter:
         skipped."""
         if digest in self.entries:
             return
-        if len(data) >= MAX_PACKED_BLOB:
+        record = RECORD_HEAD.size + len(data)
+        if record > MAX_BLOCK_RAW:
             raise ValueError(f"a blob of {len(data)} bytes is too large for a pack")
-        if self._open and (kind != self._open_kind or self._open_bytes >= BLOCK_BYTES):
+        if self._open and (
+            kind != self._open_kind
+            or self._open_bytes >= BLOCK_BYTES
+            or self._open_bytes + record > MAX_BLOCK_RAW
+        ):
             self.close_block()
         self._open_kind = kind
         self._open.append(RECORD_HEAD.pack(len(data)))

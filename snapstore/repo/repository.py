@@ -11,7 +11,7 @@ import contextlib
 import os
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Collection, Iterator
 from operator import attrgetter
 from typing import Any
 
@@ -43,9 +43,9 @@ _LATEST_N = re.compile(r"latest~(\d+)")
 class Repository:
     """The objects (blobs, manifests, journals) and locks of one store, over ``backend``."""
 
-    def __init__(self, backend: Backend) -> None:
+    def __init__(self, backend: Backend, *, create: bool = True) -> None:
         self.backend = backend
-        self.read_only = not backend.open(create=True)
+        self.read_only = not backend.open(create=create)
         self.blobs = Blobs(backend)
         self.trees = Trees(self.blobs)
         self.catalog = Catalog(backend)
@@ -252,11 +252,17 @@ class Repository:
         """Delete one undo backup durably (if it exists)."""
         self.delete(manifest_name(session, name))
 
-    def trim_backups(self, session: str, depth: int) -> None:
+    def trim_backups(
+        self, session: str, depth: int, in_use: Callable[[], Collection[str] | None]
+    ) -> None:
         """Delete the session's oldest undo backups beyond ``depth``, under the namespace
-        lock. The cached listing only proposes: each one is read again from its manifest before
-        it is deleted (a cache never decides a deletion)."""
+        lock, except those ``in_use()`` names (asked under the lock; None: it cannot tell,
+        and nothing is deleted). The cached listing only proposes: each one is read again
+        from its manifest before it is deleted (a cache never decides a deletion)."""
         with self.namespace_lock.exclusive():
+            keep = in_use()
+            if keep is None:
+                return
             found = [
                 item
                 for item in self.catalog.manifests(session, cached=True)
@@ -264,6 +270,8 @@ class Repository:
             ]
             found.sort(key=attrgetter("header.order_ns", "header.info.name"))
             for item in found[: max(0, len(found) - depth)]:
+                if item.header.info.name in keep:
+                    continue
                 with contextlib.suppress(FileNotFoundError, CorruptManifestError):
                     if self.catalog.read_header(item.name).info.is_backup:
                         self.catalog.remove(item.name)
