@@ -323,3 +323,23 @@ def test_hostile_extent_maps_are_corrupt_snapshots(
     with store.blobs_in_use():  # what the snapshot holds is not garbage
         assert store.blobs.has(map_digest(map_data))
         assert all(store.blobs.has(map_digest(piece)) for piece in pieces)
+
+
+def test_entries_rebuilt_into_trees_keep_their_attributes() -> None:
+    from snapstore.format.rows import entry_rows
+    from snapstore.format.tree import decode_tree
+    from snapstore.format.treebuild import build_trees
+    from snapstore.models import FileEntry
+
+    digest = b"d" * 32
+    entries = [
+        FileEntry("a", "file", 0o644, 10, 0, digest, None, extents=True),
+        FileEntry("b", "file", 0o644, 10, 0, digest, None, extents=True, link="a"),
+        FileEntry("c", "file", 0o644, 10, 0, digest),
+    ]
+    built = build_trees(entries)
+    rows = decode_tree(built.objects[built.root.digest])
+    assert [row[7] for row in rows] == [{"extents": True}, {"extents": True, "link": "a"}, None]
+    with pytest.raises(ValueError, match="format 1"):
+        entry_rows(entries)
+    assert entry_rows(entries[2:]) == [("c", "file", 0o644, 10, 0, digest, None)]

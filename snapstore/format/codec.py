@@ -18,7 +18,7 @@ from snapstore.errors import CorruptPackError
 CODEC_NONE = 0
 CODEC_ZSTD = 1
 CODECS = (CODEC_NONE, CODEC_ZSTD)
-WRITE_LEVEL = 3
+WRITE_LEVEL = 1
 """The level of blocks written by ``create``: within the first snapshot's time budget."""
 REPACK_LEVEL = 6
 """The level of blocks gc writes (it groups versions of a path; time matters less there)."""

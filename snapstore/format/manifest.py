@@ -122,7 +122,7 @@ def encode(
 ) -> bytes:
     """Serialize a format 2 manifest (a file snapshot names its root ``tree``), or, given
     ``rows`` instead, a format 1 manifest listing them (what older stores hold; tests and
-    tools make them so; a ``FileEntry`` is cut to a row's seven fields). Raises
+    tools make them so; ``FileEntry`` objects are taken as rows, see ``entry_rows``). Raises
     InvalidValueError for metadata or values msgpack refuses; rows are not validated."""
     version = FORMAT_VERSION if rows is None else 1
     header = {
@@ -147,7 +147,7 @@ def encode(
     if info.kind == "state":
         body_value: dict[str, Any] = {"value": value}
     elif rows is not None:
-        body_value = {"entries": [row[:7] for row in rows]}
+        body_value = {"entries": entry_rows(rows) if rows and len(rows[0]) > 7 else rows}
     else:
         assert tree is not None
         body_value = {"tree": tree.digest, "tree_size": tree.size}

@@ -23,9 +23,15 @@ _NO_ATTRS = [False, None]
 
 
 def entry_rows(entries: Iterable[FileEntry]) -> list[EntryRow]:
-    """FileEntry objects as manifest rows (their first seven fields: a format 1 manifest
-    records no file attributes)."""
-    return [entry[:7] for entry in entries]
+    """FileEntry objects as format 1 manifest rows (their first seven fields). ValueError
+    for an entry with file attributes, which a format 1 manifest cannot record (dropping
+    ``extents`` would make a map's digest pass for the file's bytes)."""
+    rows = []
+    for entry in entries:
+        if entry.extents or entry.link is not None:
+            raise ValueError(f"{entry.path!r} has file attributes a format 1 row cannot hold")
+        rows.append(entry[:7])
+    return rows
 
 
 def _require(condition: bool, message: str) -> None:

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from snapstore.format.manifest import EntryRow
-from snapstore.format.tree import FileAttrs, TreeRef, encode_tree, tree_ref
+from snapstore.format.tree import FileAttrs, TreeRef, encode_tree, file_attrs, tree_ref
 
 _Child = tuple[str, EntryRow | None, str]
 """(name, the recorded row or None for a directory only on the way to recorded paths, path)."""
@@ -76,7 +76,8 @@ def build_trees(
 ) -> BuiltTrees:
     """The tree objects recording ``rows`` (sorted by path, each path once): the deepest
     directories first, each directory's object naming its subdirectories' by digest.
-    ``attrs``: the attributes of the file rows that have any, by path."""
+    ``attrs``: the attributes of the file rows that have any, by path; a ``FileEntry``
+    given as a row brings its own (``extents``, ``link``)."""
     attrs = attrs or {}
     children = _children(rows)
     refs: dict[str, TreeRef] = {}
@@ -93,10 +94,14 @@ def build_trees(
                 sub = refs.get(path)
                 size, digest = (0, None) if sub is None else (sub.size, sub.digest)
                 tree.append((name, "dir", row[2], size, row[4], digest, None))
-            elif attrs and path in attrs:
-                tree.append((name, *row[1:], attrs[path]))
             else:
-                tree.append((name, *row[1:]))
+                extra = attrs.get(path) if attrs else None
+                if extra is None and len(row) > 7:  # a FileEntry carries its own attributes
+                    extra = file_attrs(row[7], row[8])
+                if extra is None:
+                    tree.append((name, *row[1:7]))
+                else:
+                    tree.append((name, *row[1:7], extra))
         if not tree and directory:
             continue
         data = encode_tree(tree)

@@ -10,6 +10,9 @@ directory never decompresses file data. The bytes: ``snapstore.format.packfile``
 
 from __future__ import annotations
 
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
+
 from snapstore.errors import CorruptPackError
 from snapstore.format.codec import WRITE_LEVEL, compress
 from snapstore.format.packfile import (
@@ -33,6 +36,9 @@ BLOCK_BYTES = 1 << 20
 """A block is closed once its raw bytes reach this (reading one blob decompresses at most
 one block: about a millisecond)."""
 MAX_REMEMBERED_INDEXES = 1024
+COMPRESSING_BLOCKS = 4
+"""Closed blocks that may wait for their compression in the writer's thread at once (a bound
+on the memory they hold)."""
 
 _DECODED: FileMemo[PackIndex] = FileMemo(limit=MAX_REMEMBERED_INDEXES)
 """Indexes decoded in this process: indexes are immutable, so a new ``SnapStore`` of the same
@@ -106,6 +112,9 @@ class PackWriter:
         self._open: list[bytes | memoryview] = []
         self._open_bytes = 0
         self._open_kind = KIND_DATA
+        self._closed = 0
+        self._compressing: deque[tuple[int, int, Future[tuple[int, bytes]]]] = deque()
+        self._pool: ThreadPoolExecutor | None = None
         self._staged = backend.stage(Kind.PACK)
         try:
             self._staged.write(PACK_MAGIC)
@@ -137,22 +146,42 @@ class PackWriter:
             self.close_block()
         self._open_kind = kind
         self._open.append(RECORD_HEAD.pack(len(data)))
-        self.entries[digest] = (len(self.blocks), self._open_bytes + RECORD_HEAD.size, len(data))
+        self.entries[digest] = (self._closed, self._open_bytes + RECORD_HEAD.size, len(data))
         self._open.append(data)
         self._open_bytes += RECORD_HEAD.size + len(data)
 
     def close_block(self) -> None:
-        """Compress the open block and append it to the pack (the next blob starts another)."""
+        """Close the open block (the next blob starts another) and hand it to the writer's
+        thread to compress: zstd releases the GIL, so the blocks compress while the caller
+        reads and hashes the next files. Blocks reach the pack in the order they closed."""
         if not self._open:
             return
         raw = b"".join(self._open)
         self._open, self._open_bytes = [], 0
-        codec, stored = compress(raw, self.level)
-        self._staged.write(BLOCK_HEAD.pack(codec, self._open_kind, len(stored), len(raw)))
+        self._closed += 1
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="snapstore-pack")
+        future = self._pool.submit(compress, raw, self.level)
+        self._compressing.append((self._open_kind, len(raw), future))
+        while len(self._compressing) > COMPRESSING_BLOCKS:
+            self._write_next()
+
+    def _write_next(self) -> None:
+        """Append the oldest closed block to the pack, once compressed."""
+        kind, raw_length, future = self._compressing.popleft()
+        codec, stored = future.result()
+        self._staged.write(BLOCK_HEAD.pack(codec, kind, len(stored), raw_length))
         offset = self.size + BLOCK_HEAD.size
         self._staged.write(stored)
-        self.blocks.append(Block(offset, len(stored), len(raw), codec, self._open_kind))
+        self.blocks.append(Block(offset, len(stored), raw_length, codec, kind))
         self.size = offset + len(stored)
+
+    def _stop(self) -> None:
+        """End the writer's thread, dropping blocks not yet written."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+        self._compressing.clear()
 
     def publish(self) -> PackIndex:
         """Publish the pack with its name flushed, then write its index; returns the index.
@@ -160,9 +189,13 @@ class PackWriter:
         unindexed pack is garbage for gc)."""
         try:
             self.close_block()
+            while self._compressing:
+                self._write_next()
         except BaseException:
             self.abort()
             raise
+        finally:
+            self._stop()
         self._staged.commit(self.pack_id, name_durable=True)
         index = PackIndex(self.pack_id, self.size, dict(self.entries), tuple(self.blocks))
         handle = Handle(Kind.INDEX, self.pack_id)
@@ -172,4 +205,5 @@ class PackWriter:
 
     def abort(self) -> None:
         """Drop the unpublished pack."""
+        self._stop()
         self._staged.abort()

@@ -21,7 +21,7 @@ from snapstore.format.packfile import BLOCK_HEAD, Block, PackIndex, is_pack_id
 from snapstore.repo.backend import Backend, Handle, Kind
 from snapstore.repo.packs import PackSizeError, forget_indexes, read_index
 
-BLOCK_CACHE_BYTES = 64 << 20
+BLOCK_CACHE_BYTES = 16 << 20
 
 
 @dataclass(frozen=True)
