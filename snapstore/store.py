@@ -10,11 +10,12 @@ sharing one root: each takes the locks docs/concurrency.md lists.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import dataclasses
 import os
 import time
 import warnings
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any
@@ -44,6 +45,7 @@ from snapstore.repo.locks import filesystem_type, is_untrusted_lock_filesystem, 
 from snapstore.repo.repository import LATEST, Repository
 from snapstore.restore.job import RestoreJob
 from snapstore.worktree.create import checkpoint_request, take_snapshot
+from snapstore.worktree.incremental import ChangeSource, IncrementalReport, take_incremental
 
 Progress = Callable[[int, int], None]
 Duration = float | int | timedelta
@@ -176,7 +178,66 @@ class SnapStore:
             skip_unreadable=skip_unreadable,
             rehash=rehash,
         )
-        real_base = os.path.realpath(request.base)
+        with self._snapshotting(request.base):
+            info, replaced = take_snapshot(self.repo, request, progress=progress)
+        return dataclasses.replace(info, replaced=True) if replaced else info
+
+    def create_incremental(
+        self,
+        session: str,
+        name: str | None = None,
+        paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[str] | None = None,
+        *,
+        parent: SnapshotInfo | None,
+        changes: ChangeSource,
+        base_dir: str | os.PathLike[str] = ".",
+        meta: Mapping[str, Any] | None = None,
+        ttl: Duration | None = None,
+        exclude: Iterable[str] = (),
+        default_excludes: bool = True,
+        gitignore: bool = False,
+        if_exists: str = "replace",
+        missing: str = "absent",
+        skip_unreadable: bool = False,
+        rehash: bool = False,
+        progress: Progress | None = None,
+    ) -> IncrementalReport:
+        """``create``, scanning only what changed since ``parent``, the checkpoint of the same
+        session, base directory, paths and exclude rules that this process's previous
+        ``create_incremental`` committed. ``changes()`` is called once, with the base
+        directory locked, before anything is read: it returns every path changed since
+        (``ChangedPaths``), or None if that is not known. Any doubt makes it a full create
+        (``IncrementalReport.scan`` and ``reason`` say so); what it commits is what ``create``
+        would. See ``worktree.incremental`` for why it never records a stale file."""
+        request = checkpoint_request(
+            self.repo,
+            session,
+            name,
+            paths,
+            base_dir=base_dir,
+            meta=meta,
+            ttl=ttl_seconds(ttl),
+            exclude=exclude,
+            default_excludes=default_excludes,
+            gitignore=gitignore,
+            if_exists=if_exists,
+            missing=missing,
+            skip_unreadable=skip_unreadable,
+            rehash=rehash,
+        )
+        with self._snapshotting(request.base):
+            report, replaced = take_incremental(
+                self.repo, request, parent, changes, progress=progress
+            )
+        if replaced:
+            return dataclasses.replace(report, info=dataclasses.replace(report.info, replaced=True))
+        return report
+
+    @contextlib.contextmanager
+    def _snapshotting(self, base: str) -> Iterator[None]:
+        """Hold what a create of ``base`` holds: its target lock shared (after recovering an
+        interrupted restore of it) and the gc lock shared."""
+        real_base = os.path.realpath(base)
         key = target_key(real_base)
         if self._restores.journals.exists(key):
             with self.repo.target_locks.restoring(real_base):
@@ -186,8 +247,7 @@ class SnapStore:
             self.repo.blobs_in_use(),
             gc_paused(),
         ):
-            info, replaced = take_snapshot(self.repo, request, progress=progress)
-        return dataclasses.replace(info, replaced=True) if replaced else info
+            yield
 
     def get(self, session: str, name: str) -> Snapshot:
         """The snapshot's header and entries; loads no blob. ``name`` may be a selector

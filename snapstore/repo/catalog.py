@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import warnings
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator
 from typing import NamedTuple
 
 from snapstore.errors import CorruptManifestError, SnapshotNotFound
@@ -83,6 +83,14 @@ class Catalog:
         except UnfitFileError:
             return True
         return True
+
+    def version(self, session: str, name: str) -> Hashable | None:
+        """The backend's version of the committed manifest of (session, name) (it changes
+        whenever the manifest is replaced), or None if there is none."""
+        try:
+            return self.backend.stat(self.handle(manifest_name(session, name))).version
+        except (FileNotFoundError, NotADirectoryError, UnfitFileError):
+            return None
 
     def _bytes(self, object_name: str) -> bytes:
         """A manifest's bytes; CorruptManifestError for something that is no manifest object

@@ -59,6 +59,12 @@ class FileMemo(Generic[Value]):
         self._store(key, info.version, value)
         return value
 
+    def known(self, backend: Backend, handle: Handle, version: Hashable) -> Value | None:
+        """The value remembered for the object at ``version`` (its current one, which the
+        caller has just read), or None if it was not remembered at that version."""
+        known = self._values.get((backend_key(backend), handle))
+        return known[1] if known is not None and known[0] == version else None
+
     def remember(self, backend: Backend, handle: Handle, value: Value) -> None:
         """Remember ``value`` as what the object just written decodes to."""
         key = (backend_key(backend), handle)

@@ -25,10 +25,10 @@ the mapping lasts (its release is seen, as IN_CLOSE_WRITE; the library's stat ca
 same blind spot, and ``rehash`` reads everything), and writes through a hard link that lives
 outside the watched directories. docs/protocol.md ("Watching") says so to clients.
 
-The library has no public call that commits "the previous snapshot plus these paths
-rescanned"; ``IncrementalCreate`` is the interface such a hook plugs into, and
-``library_hook`` finds it on a ``SnapStore`` that has it (``create_incremental``). Until
-then a watched create is a full create, and says so in its ``watch`` status.
+A watched create is ``SnapStore.create_incremental``: the library drains the watch through
+the ``changes`` callback once it holds the base directory's lock, builds on the checkpoint the
+watch's previous create committed, and scans everything instead when the drain is ``full`` or
+it has doubts of its own (``snapstore.worktree.incremental``).
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ import os
 import select
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -48,6 +49,7 @@ from snapstore.service.protocol import WatchError
 if TYPE_CHECKING:
     from snapstore import SnapStore
     from snapstore.models import FileEntry, SnapshotInfo
+    from snapstore.worktree.incremental import ChangedPaths, ChangeSource, IncrementalReport
 
 Progress = Callable[[int, int], None]
 
@@ -150,6 +152,9 @@ class Changes:
     """Paths whose entry, and everything below, may differ."""
     refresh: frozenset[str] = frozenset()
     """Directories whose own entry may differ, but nothing below them."""
+    since_ns: int = 0
+    """``time.monotonic_ns()`` when the period these changes cover began: the end of the
+    previous drain."""
 
 
 def under(path: str, root: str) -> bool:
@@ -188,13 +193,13 @@ def minimal(changes: Changes) -> Changes:
     """The same changes without redundancy: no rescan path below another, no refresh of a
     directory that is rescanned anyway."""
     if changes.full is not None:
-        return Changes(full=changes.full)
+        return Changes(full=changes.full, since_ns=changes.since_ns)
     kept: list[str] = []
     for path in sorted(changes.rescan, key=lambda p: (p.count("/"), p)):
         if not any(under(path, other) for other in kept):
             kept.append(path)
     refresh = {p for p in changes.refresh if not any(under(p, other) for other in kept)}
-    return Changes(rescan=frozenset(kept), refresh=frozenset(refresh))
+    return Changes(rescan=frozenset(kept), refresh=frozenset(refresh), since_ns=changes.since_ns)
 
 
 def filesystem_of(path: str) -> str | None:
@@ -269,6 +274,7 @@ class TreeWatcher:
         self._store_id: tuple[int, int] | None = None
         self._thread: threading.Thread | None = None
         self._stop_r, self._stop_w = -1, -1
+        self._since_ns = time.monotonic_ns()
         self.events_seen = 0
 
     # ------------------------------------------------------------------ lifecycle
@@ -541,10 +547,12 @@ class TreeWatcher:
                 self._full if self._full is not None else self._broken,
                 frozenset(self._rescan | self._unwatchable),
                 frozenset(self._refresh),
+                self._since_ns,
             )
             self._full = None
             self._rescan.clear()
             self._refresh.clear()
+            self._since_ns = time.monotonic_ns()
         return minimal(changes)
 
     def _check_base(self) -> None:
@@ -563,45 +571,38 @@ class TreeWatcher:
 
 
 class IncrementalCreate(Protocol):
-    """Commit a checkpoint as ``parent`` with ``changes`` rescanned, reading nothing else:
-    the library hook a watched create needs (see docs/protocol.md, "Watching"). ``arguments``
-    are the keyword arguments of ``SnapStore.create``."""
+    """Commit a checkpoint built on ``parent`` given the changes ``changes()`` returns (it
+    drains the watch): ``SnapStore.create_incremental``, or a stand-in in tests.
+    ``arguments`` are the keyword arguments of ``SnapStore.create``."""
 
     def __call__(
         self,
         store: SnapStore,
         arguments: dict[str, Any],
-        parent: SnapshotInfo,
-        changes: Changes,
+        parent: SnapshotInfo | None,
+        changes: ChangeSource,
         progress: Progress | None,
-    ) -> SnapshotInfo: ...
+    ) -> IncrementalReport: ...
 
 
-def library_hook(store: SnapStore) -> IncrementalCreate | None:
-    """The library's incremental create, if this snapstore has one: a method
-    ``create_incremental(session, name, paths, *, parent, rescan, refresh, **create_options)``
-    with the semantics of docs/protocol.md. None otherwise."""
-    method = getattr(store, "create_incremental", None)
-    if method is None:
+def library_create(
+    store: SnapStore,
+    arguments: dict[str, Any],
+    parent: SnapshotInfo | None,
+    changes: ChangeSource,
+    progress: Progress | None,
+) -> IncrementalReport:
+    """The library's incremental create (the ``IncrementalCreate`` a server uses)."""
+    return store.create_incremental(**arguments, parent=parent, changes=changes, progress=progress)
+
+
+def as_changed_paths(changes: Changes) -> ChangedPaths | None:
+    """A drain as the library takes it: None when the watch vouches for nothing."""
+    from snapstore.worktree.incremental import ChangedPaths
+
+    if changes.full is not None:
         return None
-
-    def incremental(
-        store: SnapStore,
-        arguments: dict[str, Any],
-        parent: SnapshotInfo,
-        changes: Changes,
-        progress: Progress | None,
-    ) -> SnapshotInfo:
-        info: SnapshotInfo = method(
-            **arguments,
-            parent=parent,
-            rescan=sorted(changes.rescan),
-            refresh=sorted(changes.refresh),
-            progress=progress,
-        )
-        return info
-
-    return incremental
+    return ChangedPaths(changes.rescan, changes.refresh, changes.since_ns)
 
 
 def apply_changes(
@@ -645,7 +646,7 @@ class _Watched:
 class WatchSet:
     """The watches of one server, by base directory and requested paths."""
 
-    def __init__(self, store_root: str, incremental: IncrementalCreate | None = None) -> None:
+    def __init__(self, store_root: str, incremental: IncrementalCreate = library_create) -> None:
         self.store_root = store_root
         self.incremental = incremental
         self._watched: dict[tuple[str, tuple[str, ...]], _Watched] = {}
@@ -696,42 +697,39 @@ class WatchSet:
     def create(
         self, store: SnapStore, arguments: dict[str, Any], progress: Progress | None
     ) -> tuple[SnapshotInfo, dict[str, Any]]:
-        """``SnapStore.create(**arguments)`` for a watched base directory: incremental when
-        the watch vouches for every change since the checkpoint it made last and the library
-        has the hook, a full create otherwise. Returns the header and the watch status."""
+        """``SnapStore.create(**arguments)`` for a watched base directory, built on the
+        checkpoint this watch's previous create committed, with the changes drained once the
+        library holds the base directory's lock. Returns the header and the watch status."""
         options = (
             tuple(arguments["exclude"]),
             arguments["default_excludes"],
             arguments["gitignore"],
         )
         watched = self._get(arguments["paths"], arguments["base_dir"], options)
-        changes = watched.watcher.drain()
-        incremental = self.incremental or library_hook(store)
         parent, watched.parent = watched.parent, None
-        reason = changes.full
-        if reason is None and parent is None:
-            reason = "no checkpoint of this watch to build on yet"
-        if reason is None and arguments["rehash"]:
-            reason = "rehash reads everything"
-        if reason is None and incremental is None:
-            reason = "this snapstore has no incremental create (SnapStore.create_incremental)"
-        if reason is None and incremental is not None and parent is not None:
-            info = incremental(store, arguments, parent, changes, progress)
-            scan = "incremental"
-        else:
-            info = store.create(**arguments, progress=progress)
-            scan = "full"
-        watched.parent = info
-        return info, self._status(watched, scan=scan, reason=reason, changes=changes)
+        drained: list[Changes] = []
 
-    def _status(
-        self,
-        watched: _Watched,
-        *,
-        scan: str | None,
-        reason: str | None,
-        changes: Changes | None = None,
-    ) -> dict[str, Any]:
+        def changes() -> ChangedPaths | None:
+            drained.append(watched.watcher.drain())
+            return as_changed_paths(drained[-1])
+
+        try:
+            report = self.incremental(store, arguments, parent, changes, progress)
+        except BaseException:
+            if not drained:
+                watched.parent = parent
+            raise
+        watched.parent = report.info
+        reason = report.reason
+        if drained and drained[-1].full is not None:
+            reason = drained[-1].full
+        status = self._status(watched, scan=report.scan, reason=reason)
+        if report.scan == "incremental":
+            status["rescanned"] = report.rescanned
+            status["refreshed"] = report.refreshed
+        return report.info, status
+
+    def _status(self, watched: _Watched, *, scan: str | None, reason: str | None) -> dict[str, Any]:
         watcher = watched.watcher
         status: dict[str, Any] = {
             "base_dir": watcher.base_dir,
@@ -744,9 +742,6 @@ class WatchSet:
         if scan is not None:
             status["scan"] = scan
             status["reason"] = reason
-            if changes is not None and changes.full is None:
-                status["rescanned"] = len(changes.rescan)
-                status["refreshed"] = len(changes.refresh)
         return status
 
 

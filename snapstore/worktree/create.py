@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
@@ -21,9 +21,9 @@ from snapstore.errors import (
     SnapshotExistsError,
     UnsafePathError,
 )
-from snapstore.format.manifest import encode, expiry_ns, ns_to_time
+from snapstore.format.manifest import EntryRow, encode, expiry_ns, ns_to_time
 from snapstore.format.names import encode_name, generated_name
-from snapstore.models import SnapshotInfo
+from snapstore.models import SkippedPath, SnapshotInfo
 from snapstore.repo.batch import BlobBatch
 from snapstore.repo.layout import is_store_root
 from snapstore.repo.repository import Repository
@@ -130,11 +130,31 @@ def checkpoint_request(
     )
 
 
+@dataclass(frozen=True)
+class Recorded:
+    """What a create recorded, ready to commit: the manifest rows (sorted, each path once),
+    the paths it could not record, the exclude rules it ran with, the totals, and the file
+    rows whose blobs the commit must find stored."""
+
+    rows: Sequence[EntryRow]
+    skipped: Sequence[SkippedPath]
+    excludes: tuple[str, ...]
+    file_count: int
+    total_bytes: int
+    unverified: Sequence[EntryRow]
+
+
+Committed = Callable[[SnapshotInfo, Sequence[EntryRow]], None]
+"""Called with the header and rows just committed, still under the namespace lock (so the
+manifest is the one this create wrote)."""
+
+
 def take_snapshot(
     repo: Repository,
     request: Request,
     *,
     progress: Progress | None = None,
+    committed: Committed | None = None,
 ) -> tuple[SnapshotInfo, bool]:
     """Scan, ingest and commit ``request``; returns the committed header and whether it
     replaced an existing snapshot of the same name. The gc lock must be held shared.
@@ -173,10 +193,34 @@ def take_snapshot(
         batch.abort()
         raise
     file_rows = [row for row in rows if row[1] == "file"]
+    recorded = Recorded(
+        rows,
+        scanned.skipped,
+        tuple(excludes.patterns),
+        len(file_rows),
+        sum(map(itemgetter(3), file_rows)),
+        file_rows,
+    )
+    info, replaced = commit_recorded(repo, request, recorded, committed=committed)
+    if not backup:
+        cache.save(keep_unseen=request.paths != ["."] or bool(request.shallow))
+    return info, replaced
+
+
+def commit_recorded(
+    repo: Repository,
+    request: Request,
+    recorded: Recorded,
+    *,
+    committed: Committed | None = None,
+) -> tuple[SnapshotInfo, bool]:
+    """Commit what a create recorded as (session, name), under the namespace lock, after
+    checking that every blob of ``recorded.unverified`` is stored; the header, and whether it
+    replaced a snapshot. The gc lock must be held shared (since the blobs were claimed)."""
     with repo.namespace_lock.exclusive():
         if request.if_exists == "error" and repo.catalog.exists(request.session, request.name):
             raise SnapshotExistsError(request.session, request.name)
-        missing = repo.blobs.first_missing(file_rows)
+        missing = repo.blobs.first_missing(recorded.unverified)
         if missing is not None:
             path, _, _, _, _, digest, _ = missing
             assert digest is not None
@@ -189,17 +233,17 @@ def take_snapshot(
             kind="files",
             created_at=ns_to_time(created_ns),
             expires_at=None if expires_ns is None else ns_to_time(expires_ns),
-            file_count=len(file_rows),
-            total_bytes=sum(map(itemgetter(3), file_rows)),
+            file_count=recorded.file_count,
+            total_bytes=recorded.total_bytes,
             meta=request.meta,
             base_dir=request.base,
-            skipped=tuple(sorted(scanned.skipped, key=lambda s: s.path)),
+            skipped=tuple(sorted(recorded.skipped, key=lambda s: s.path)),
             roots=tuple(sorted({p for p in request.paths if p not in request.shallow})),
             backup_of=request.backup_of,
-            excludes=tuple(excludes.patterns),
+            excludes=recorded.excludes,
         )
-        data = encode(info, created_ns=created_ns, expires_ns=expires_ns, rows=rows)
+        data = encode(info, created_ns=created_ns, expires_ns=expires_ns, rows=recorded.rows)
         replaced = repo.catalog.commit(request.session, request.name, data)
-    if not backup:
-        cache.save(keep_unseen=request.paths != ["."] or bool(request.shallow))
+        if committed is not None:
+            committed(info, recorded.rows)
     return info, replaced

@@ -26,6 +26,7 @@ from snapstore.service.watch import (
     apply_changes,
     entries_below,
 )
+from snapstore.worktree.incremental import ChangedPaths, ChangeSource, IncrementalReport
 
 pytestmark = pytest.mark.skipif(
     not watch.watch_support()["available"], reason="inotify (Linux and the watch extra) needed"
@@ -223,7 +224,7 @@ def test_every_kind_of_change_is_reported(
             changes,
         )
         if mutate is nothing:
-            assert changes == Changes()
+            assert not changes.rescan and not changes.refresh
         if mutate is overwrite_same_size:
             assert changes.rescan == {"src/app.py"} and not changes.refresh
         if mutate is edit_after_recreate and paths != ["."]:
@@ -246,7 +247,8 @@ def test_an_mmap_write_is_seen_only_when_the_mapping_is_released(
         mapped[:5] = b"hello"
         mapped.flush()
         assert (base / "mapped.bin").read_bytes()[:5] == b"hello"
-        assert watcher.drain() == Changes()
+        unreleased = watcher.drain()
+        assert unreleased.full is None and not unreleased.rescan and not unreleased.refresh
     finally:
         mapped.close()
     assert watcher.drain().rescan == {"mapped.bin"}
@@ -415,29 +417,41 @@ def test_the_store_inside_the_project_is_not_watched(
 
 
 def test_watched_creates_through_the_watch_set(tmp_path: Path):
-    """The watch set tracks the checkpoint to build on, hands the hook exactly the changes
-    since it, and falls back to a full create after a failure."""
+    """The watch set tracks the checkpoint to build on, hands the library exactly the changes
+    since it (drained when the library asks), and builds on nothing after a failure."""
     base = tmp_path / "project"
     start_tree(base)
     store = SnapStore(tmp_path / "store", durable=False)
-    calls: list[Changes] = []
+    calls: list[ChangedPaths | None] = []
 
-    def checking_hook(
+    def checking_create(
         store: SnapStore,
         arguments: dict[str, Any],
         parent: Any,
-        changes: Changes,
+        changes: ChangeSource,
         progress: Any,
-    ) -> Any:
-        calls.append(changes)
-        previous = store.get(parent.session, parent.name)
-        info = store.create(**arguments)
-        full = store.get(info.session, info.name)
-        expected = as_rows(full.entries)
-        assert as_rows(incremental_result(previous, changes, full)) == expected
-        return info
+    ) -> IncrementalReport:
+        def recording() -> ChangedPaths | None:
+            calls.append(changes())
+            return calls[-1]
 
-    watches = WatchSet(str(tmp_path / "store"), incremental=checking_hook)
+        report = store.create_incremental(
+            **arguments, parent=parent, changes=recording, progress=progress
+        )
+        known = calls[-1]
+        if report.scan == "incremental":
+            assert known is not None and parent is not None
+            previous = store.get(parent.session, f"{parent.name}-copy")
+            store.create("s", "full", arguments["paths"], base_dir=arguments["base_dir"])
+            full = store.get("s", "full")
+            expected = as_rows(full.entries)
+            found = Changes(rescan=known.rescan, refresh=known.refresh)
+            assert as_rows(incremental_result(previous, found, full)) == expected
+            assert as_rows(store.get(report.info.session, report.info.name).entries) == expected
+        store.create("s", f"{report.info.name}-copy", arguments["paths"], base_dir=base)
+        return report
+
+    watches = WatchSet(str(tmp_path / "store"), incremental=checking_create)
     arguments = {
         "session": "s",
         "name": "n",
@@ -451,10 +465,11 @@ def test_watched_creates_through_the_watch_set(tmp_path: Path):
     try:
         _, status = watches.create(store, dict(arguments), None)
         assert status["scan"] == "full" and status["active"] is True
+        assert status["reason"] == "the watch has just started"
         (base / "src/app.py").write_text("edited\n")
         _, status = watches.create(store, dict(arguments), None)
-        assert status["scan"] == "incremental" and status["rescanned"] == 1
-        assert calls[-1].rescan == {"src/app.py"}
+        assert status["scan"] == "incremental" and status["rescanned"] >= 1
+        assert calls[-1] is not None and calls[-1].rescan == {"src/app.py"}
         _, status = watches.create(store, {**arguments, "rehash": True}, None)
         assert status["scan"] == "full" and status["reason"] == "rehash reads everything"
         with pytest.raises(SnapshotExistsError):
@@ -462,10 +477,11 @@ def test_watched_creates_through_the_watch_set(tmp_path: Path):
         (base / "README.md").write_text("edited\n")
         _, status = watches.create(store, dict(arguments), None)
         assert status["scan"] == "full"
-        assert status["reason"] == "no checkpoint of this watch to build on yet"
+        assert status["reason"] == "no checkpoint to build on yet"
         (base / "README.md").write_text("edited again\n")
         _, status = watches.create(store, dict(arguments), None)
-        assert status["scan"] == "incremental" and calls[-1].rescan == {"README.md"}
+        assert status["scan"] == "incremental"
+        assert calls[-1] is not None and calls[-1].rescan == {"README.md"}
         assert watches.stop(["README.md", "src"], str(base)) is True
         assert watches.stop(["README.md", "src"], str(base)) is False
     finally:
