@@ -21,7 +21,14 @@ from snapstore.errors import (
     SnapshotExistsError,
     UnsafePathError,
 )
-from snapstore.format.manifest import EntryRow, encode, expiry_ns, ns_to_time
+from snapstore.format.manifest import (
+    EncodedRows,
+    EntryRow,
+    encode,
+    encode_rows,
+    expiry_ns,
+    ns_to_time,
+)
 from snapstore.format.names import encode_name, generated_name
 from snapstore.models import SkippedPath, SnapshotInfo
 from snapstore.repo.batch import BlobBatch
@@ -132,11 +139,11 @@ def checkpoint_request(
 
 @dataclass(frozen=True)
 class Recorded:
-    """What a create recorded, ready to commit: the manifest rows (sorted, each path once),
-    the paths it could not record, the exclude rules it ran with, the totals, and the file
-    rows whose blobs the commit must find stored."""
+    """What a create recorded, ready to commit: the manifest rows (sorted, each path once;
+    or the same, already encoded), the paths it could not record, the exclude rules it ran
+    with, the totals, and the file rows whose blobs the commit must find stored."""
 
-    rows: Sequence[EntryRow]
+    rows: Sequence[EntryRow] | EncodedRows
     skipped: Sequence[SkippedPath]
     excludes: tuple[str, ...]
     file_count: int
@@ -144,9 +151,9 @@ class Recorded:
     unverified: Sequence[EntryRow]
 
 
-Committed = Callable[[SnapshotInfo, Sequence[EntryRow]], None]
-"""Called with the header and rows just committed, still under the namespace lock (so the
-manifest is the one this create wrote)."""
+Committed = Callable[[SnapshotInfo, EncodedRows], None]
+"""Called with the header and the encoded rows just committed, still under the namespace lock
+(so the manifest is the one this create wrote)."""
 
 
 def take_snapshot(
@@ -186,7 +193,12 @@ def take_snapshot(
             scanner.add(path, recursive=path not in request.shallow)
         scanned = scanner.result
         rows = ingest_scan(
-            scanned, batch, cache, skip_unreadable=request.skip_unreadable, progress=progress
+            scanned,
+            batch,
+            cache,
+            racy_from_ns=cache.trust_before_ns,
+            skip_unreadable=request.skip_unreadable,
+            progress=progress,
         )
         batch.finish()
     except BaseException:
@@ -242,8 +254,10 @@ def commit_recorded(
             backup_of=request.backup_of,
             excludes=recorded.excludes,
         )
-        data = encode(info, created_ns=created_ns, expires_ns=expires_ns, rows=recorded.rows)
+        rows = recorded.rows
+        encoded = rows if isinstance(rows, EncodedRows) else encode_rows(rows)
+        data = encode(info, created_ns=created_ns, expires_ns=expires_ns, rows=encoded)
         replaced = repo.catalog.commit(request.session, request.name, data)
         if committed is not None:
-            committed(info, recorded.rows)
+            committed(info, encoded)
     return info, replaced

@@ -11,28 +11,35 @@ Why such a checkpoint never records a stale file:
 - **The change set is taken under the lock.** ``take_incremental`` asks for the changes
   (``ChangeSource``) once it holds the base directory's lock, just before it scans: a restore
   into the tree has finished, and whatever changes from then on is in the next change set.
-- **It builds only on a checkpoint this process committed**, remembered with its rows, when
-  its scan began and which of its files were racy, for as long as the manifest keeps the
-  version it was committed at (another writer's replacement or a delete changes it). So the
-  parent's entries are exactly what its own scan read; and since its manifest is still
-  committed while this create holds the gc lock shared, every blob it names is stored.
+- **It builds only on a checkpoint this process committed**, remembered with its entries,
+  when its scan began and which of its files were racy, for as long as its manifest keeps the
+  version it was committed at (another writer's replacement, or a delete, changes that). So
+  the parent's entries are exactly what its own scan found; and since its manifest is still
+  committed while this create holds the gc lock shared, every blob they name is stored.
 - **The change set must cover the parent's whole scan**: it lists every change since
   ``since_ns``, which must not lie after the moment the parent's scan began. A change made
   before a watch was armed, or before the previous change set was taken, cannot slip through.
 - **The stat cache's racy rule applies to the parent**: a file whose modification time lay
   within ``statcache.RACY_NS`` of the moment its checkpoint's scan began may have changed
-  again within the same timestamp tick; it is scanned again (and read, unless the stat cache
-  can vouch for it under its own rules). So are the paths the parent could not record.
+  again within the same timestamp tick; it is scanned and read again. So are the paths the
+  parent could not record.
 - **Any doubt means a full scan**, under the same locks: changes unknown (the watch's queue
-  overflowed, it missed events, it was just armed), ``rehash``, another base directory,
-  other requested paths or other exclude rules (a ``.snapstoreignore`` that changed, or with
+  overflowed, it missed events, it was just armed), ``rehash``, another session, base
+  directory, requested paths or exclude rules (a ``.snapstoreignore`` that changed, or with
   ``gitignore`` a ``.gitignore`` in or under a changed path), a directory on the way to a
   changed path that is no longer one, a changed path that cannot be recorded as given.
 
 The scan of a changed path is the scan a full create makes of it (``Scanner.add`` for a
-requested path, ``Scanner.add_below`` for a path inside one), reading through the same stat
-cache and ingest, and the commit is the full create's (``create.commit_recorded``): what
-changes is only which paths are looked at.
+requested path, ``Scanner.add_below`` for a path inside one), every file found is read as a
+full create reads it (``ingest``), and the commit is the full create's
+(``create.commit_recorded``): what changes is only which paths are looked at. The stat cache
+is not consulted: a path reported changed has a new mtime or ctime, or a new name, so it
+could hardly ever vouch for one; and a process that builds on remembered entries drops its
+decoded copy of the cache after a full scan (the entries are that tree's cache now, in a
+fifth of the memory), leaving the cache file for the next process or full scan.
+
+The entries are remembered encoded (``EncodedRows``, 3.6 MB for 50,000 files): an unchanged
+checkpoint commits them as they are, one with changes decodes them to merge.
 """
 
 from __future__ import annotations
@@ -42,13 +49,13 @@ import os
 import stat
 import time
 from bisect import bisect_left
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import Literal
 
 from snapstore.errors import UnsafePathError
-from snapstore.format.manifest import EntryRow
+from snapstore.format.manifest import EncodedRows, EntryRow
 from snapstore.format.paths import check_relative_path, printable
 from snapstore.models import SkippedPath, SnapshotInfo
 from snapstore.repo.batch import BlobBatch
@@ -57,15 +64,20 @@ from snapstore.repo.filememo import FileMemo
 from snapstore.repo.layout import is_store_root
 from snapstore.repo.repository import Repository
 from snapstore.worktree import statcache
-from snapstore.worktree.create import Progress, Recorded, Request, commit_recorded, take_snapshot
+from snapstore.worktree.create import (
+    Progress,
+    Recorded,
+    Request,
+    commit_recorded,
+    take_snapshot,
+)
 from snapstore.worktree.excludes import GITIGNORE, Matcher, initial_patterns
 from snapstore.worktree.ingest import ingest_scan
 from snapstore.worktree.scan import Scanner
-from snapstore.worktree.statcache import StatCache
 
 MAX_REMEMBERED = 32
-"""Checkpoints remembered per process to build on (one per watched tree is what a server
-needs; each holds its rows, about 12 MB for 50,000 files)."""
+"""Checkpoints remembered per process to build on: one per watched tree is what a server
+needs (and it watches at most 32)."""
 
 _path = itemgetter(0)
 
@@ -92,7 +104,7 @@ since the previous checkpoint, or None when they are not known (a full scan foll
 
 @dataclass(frozen=True)
 class IncrementalReport:
-    """What an incremental create committed, and how it got there."""
+    """What an incremental create committed, and how."""
 
     info: SnapshotInfo
     scan: Literal["incremental", "full"]
@@ -109,7 +121,7 @@ class _Remembered:
     """A checkpoint this process committed, as the next incremental create needs it."""
 
     info: SnapshotInfo
-    rows: Sequence[EntryRow]
+    entries: EncodedRows
     gitignore: bool
     started_ns: int
     """``time.time_ns()`` just before its scan began."""
@@ -124,19 +136,38 @@ _REMEMBERED: FileMemo[_Remembered] = FileMemo(limit=MAX_REMEMBERED)
 
 @dataclass(frozen=True)
 class _Start:
+    """When a create began to look at the tree (after taking its change set)."""
+
     wall_ns: int
     mono_ns: int
 
 
 @dataclass
 class _Plan:
-    """The paths an incremental create scans: each (path, the requested path it lies in),
-    a requested path standing for itself; the parent's paths whose entries they replace; and
-    the directories whose own entry is read again."""
+    """What an incremental create scans: each (path, the requested path it lies in; a
+    requested path stands for itself), the paths whose parent entries (at and below) those
+    scans replace, the directories whose own entry alone is read again, and the parent's
+    rows (decoded only when something is to be replaced)."""
 
     scans: list[tuple[str, str]]
     replaced: list[str]
     refresh: list[EntryRow]
+    rows: Sequence[EntryRow] = ()
+
+
+class _Committed:
+    """The ``committed`` callback of a create: catches the header, the encoded rows and the
+    version of the manifest just committed (read under the namespace lock, so it is this
+    create's)."""
+
+    def __init__(self, repo: Repository) -> None:
+        self.repo = repo
+        self.found: tuple[SnapshotInfo, EncodedRows, Hashable] | None = None
+
+    def __call__(self, info: SnapshotInfo, entries: EncodedRows) -> None:
+        version = self.repo.catalog.version(info.session, info.name)
+        if version is not None:
+            self.found = (info, entries, version)
 
 
 def take_incremental(
@@ -147,7 +178,7 @@ def take_incremental(
     *,
     progress: Progress | None = None,
 ) -> tuple[IncrementalReport, bool]:
-    """Commit ``request`` built on ``parent`` with only the paths ``changes`` reports scanned,
+    """Commit ``request`` built on ``parent`` with only what ``changes()`` reports scanned,
     or with a full scan when there is any doubt; the report, and whether it replaced a
     snapshot. The base directory's lock and the gc lock must be held (as for
     ``create.take_snapshot``)."""
@@ -161,25 +192,24 @@ def take_incremental(
     if reason is None:
         assert known is not None and base is not None
         plan = _plan(request, base, known, len(initial))
-        if isinstance(plan, str):
-            reason = plan
-        else:
-            built = _build(repo, request, base, plan, start, progress)
-            if not isinstance(built, str):
-                report, replaced = built
-                _forget(repo, parent, report.info)
-                return report, replaced
-            reason = built
-    info, replaced = take_snapshot(
-        repo, request, progress=progress, committed=_remember(repo, request, start, None)
-    )
+        built = (
+            plan if isinstance(plan, str) else _build(repo, request, base, plan, start, progress)
+        )
+        if not isinstance(built, str):
+            _forget(repo, parent, built[0].info)
+            return built
+        reason = built
+    committed = _Committed(repo)
+    info, replaced = take_snapshot(repo, request, progress=progress, committed=committed)
+    _remember(repo, request, start, committed, None)
     _forget(repo, parent, info)
+    statcache.forget_decoded(repo.backend, request.base)
     return IncrementalReport(info, "full", reason), replaced
 
 
 def _remembered(repo: Repository, parent: SnapshotInfo | None) -> _Remembered | None:
-    """What this process remembers of ``parent``, if its manifest is still the one it
-    committed."""
+    """What this process remembers of ``parent``, if its manifest is still the one this
+    process committed."""
     if parent is None:
         return None
     version = repo.catalog.version(parent.session, parent.name)
@@ -193,27 +223,29 @@ def _remembered(repo: Repository, parent: SnapshotInfo | None) -> _Remembered | 
 
 
 def _remember(
-    repo: Repository, request: Request, start: _Start, new_rows: Sequence[EntryRow] | None
-) -> Callable[[SnapshotInfo, Sequence[EntryRow]], None]:
-    """The ``committed`` callback that remembers a checkpoint for the next incremental create
-    (run under the namespace lock, so the version remembered is the manifest's own). The racy
-    files are found among ``new_rows``, what this create scanned (None: all of them); the
-    parent's other rows were not racy even for the parent's earlier scan."""
+    repo: Repository,
+    request: Request,
+    start: _Start,
+    committed: _Committed,
+    scanned: Sequence[EntryRow] | None,
+) -> None:
+    """Remember the checkpoint just committed for the next incremental create. Its racy files
+    are found among ``scanned``, the rows this create scanned (None: all of them); its other
+    rows came from a parent for whose earlier scan they were not racy."""
+    if committed.found is None:
+        return
+    info, entries, version = committed.found
     racy_from_ns = start.wall_ns - statcache.RACY_NS
-
-    def committed(info: SnapshotInfo, rows: Sequence[EntryRow]) -> None:
-        scanned = rows if new_rows is None else new_rows
-        racy = tuple(r[0] for r in scanned if r[1] == "file" and r[4] >= racy_from_ns)
-        handle = repo.catalog.handle(manifest_name(info.session, info.name))
-        remembered = _Remembered(info, rows, request.gitignore, start.wall_ns, start.mono_ns, racy)
-        _REMEMBERED.remember(repo.backend, handle, remembered)
-
-    return committed
+    rows = entries.rows() if scanned is None else scanned
+    racy = tuple(r[0] for r in rows if r[1] == "file" and r[4] >= racy_from_ns)
+    handle = repo.catalog.handle(manifest_name(info.session, info.name))
+    remembered = _Remembered(info, entries, request.gitignore, start.wall_ns, start.mono_ns, racy)
+    _REMEMBERED.remember(repo.backend, handle, remembered, version=version)
 
 
 def _forget(repo: Repository, parent: SnapshotInfo | None, child: SnapshotInfo) -> None:
-    """Drop the parent's rows once a checkpoint was built after it (the next one builds on
-    the child)."""
+    """Drop what is remembered of the parent once a checkpoint was built after it (the next
+    one builds on the child)."""
     if parent is None or (parent.session, parent.name) == (child.session, child.name):
         return
     gone = repo.catalog.handle(manifest_name(parent.session, parent.name))
@@ -304,14 +336,15 @@ def _plan(
     if any(printable(path) != path for path in skipped):
         return "the previous checkpoint skipped a path whose name it could not record"
     changed = _checked([*known.rescan, *base.racy, *skipped])
-    refresh = _checked(known.refresh)
+    refresh = _checked(d for d in known.refresh if any(under(d, r) for r in request.paths))
     if changed is None or refresh is None:
         return "a changed path cannot be recorded as given"
+    if not changed and not refresh:
+        return _Plan([], [], [])
+    rows = base.entries.rows()
     refreshed: list[EntryRow] = []
     for directory in refresh:
-        if not any(under(directory, root) for root in request.paths):
-            continue
-        row = _refreshed(request.base, base.rows, directory)
+        row = _refreshed(request.base, rows, directory)
         if row is None:
             changed.append(directory)
         else:
@@ -323,20 +356,27 @@ def _plan(
     ]
     refreshed = [row for row in refreshed if not any(under(row[0], p) for p in replaced)]
     if request.gitignore:
-        read_rules = base.info.excludes[initial_rules:]
-        doubt = _gitignore_doubt(read_rules, replaced, [row[0] for row in refreshed])
+        doubt = _gitignore_doubt(base.info.excludes[initial_rules:], replaced, refreshed)
         if doubt is not None:
             return doubt
+    scans = _scans(replaced, request.paths)
+    if (".", ".") in scans:
+        return "the whole base directory is to be scanned again"
+    return _Plan(scans, replaced, refreshed, rows)
+
+
+def _scans(replaced: list[str], requested: list[str]) -> list[tuple[str, str]]:
+    """The scans that find what now lies at and below each replaced path: below a requested
+    path, the path itself; above one, the whole requested path. In the order of the requested
+    paths, as a full create adds them (the first row found of a path is the one kept)."""
     scans: list[tuple[str, str]] = []
     for path in replaced:
-        for root in request.paths:
+        for root in requested:
             if under(path, root):
                 scans.append((path, root))
             elif under(root, path):
                 scans.append((root, root))
-    if (".", ".") in scans:
-        return "the whole base directory is to be scanned again"
-    return _Plan(list(dict.fromkeys(scans)), replaced, refreshed)
+    return list(dict.fromkeys(scans))
 
 
 def _refreshed(base_dir: str, rows: Sequence[EntryRow], directory: str) -> EntryRow | None:
@@ -357,12 +397,12 @@ def _refreshed(base_dir: str, rows: Sequence[EntryRow], directory: str) -> Entry
 
 
 def _gitignore_doubt(
-    read_rules: Sequence[str], replaced: list[str], refreshed: list[str]
+    read_rules: Sequence[str], replaced: list[str], refreshed: list[EntryRow]
 ) -> str | None:
     """With ``gitignore``, why the parent's rules may no longer be what a full scan reads: a
     ``.gitignore`` among the changed paths, or a rule read from a ``.gitignore`` at or below
     a path scanned again (such a rule names its directory first; the file may be gone)."""
-    for path in [*replaced, *refreshed]:
+    for path in [*replaced, *(row[0] for row in refreshed)]:
         if path.rsplit("/", 1)[-1] == GITIGNORE:
             return f"{path} changed, and with it what is excluded"
     for path in replaced:
@@ -382,7 +422,6 @@ def _build(
 ) -> tuple[IncrementalReport, bool] | str:
     """Scan the planned paths, ingest what must be read, merge with the parent's rows and
     commit; or, before anything is stored, why a full scan must be made instead."""
-    cache = StatCache(repo.backend, request.base, start.wall_ns)
     batch = BlobBatch(repo.blobs)
     rules = list(base.info.excludes)
     scanner = Scanner(
@@ -391,7 +430,6 @@ def _build(
         skip_unreadable=request.skip_unreadable,
         excludes=Matcher(rules),
         gitignore=request.gitignore,
-        reuse=cache.reuse_hook(batch.claim),
     )
     try:
         for path, root in plan.scans:
@@ -403,17 +441,21 @@ def _build(
             return "a .gitignore lies in a changed directory"
         scanned = scanner.result
         new_rows = ingest_scan(
-            scanned, batch, cache, skip_unreadable=request.skip_unreadable, progress=progress
+            scanned,
+            batch,
+            None,
+            racy_from_ns=start.wall_ns - statcache.RACY_NS,
+            skip_unreadable=request.skip_unreadable,
+            progress=progress,
         )
         batch.finish()
     except BaseException:
         batch.abort()
         raise
+    committed = _Committed(repo)
     recorded = _merged(base, plan, new_rows, scanned.skipped)
-    info, replaced = commit_recorded(
-        repo, request, recorded, committed=_remember(repo, request, start, new_rows)
-    )
-    cache.save(keep_unseen=True)
+    info, replaced = commit_recorded(repo, request, recorded, committed=committed)
+    _remember(repo, request, start, committed, new_rows)
     report = IncrementalReport(info, "incremental", None, len(plan.scans), len(plan.refresh))
     return report, replaced
 
@@ -425,40 +467,28 @@ def _merged(
     skipped: Sequence[SkippedPath],
 ) -> Recorded:
     """The parent's rows without those at or below the replaced paths, with the refreshed
-    directories' new entries and the rows scanned now; sorted, with the new totals."""
-    rows = base.rows
-    file_count, total_bytes = base.info.file_count, base.info.total_bytes
-    spans: list[tuple[int, int]] = []
+    directories' new entries and the rows scanned now; sorted, with the new totals. The
+    parent's encoded rows as they are when nothing was replaced or refreshed."""
+    info = base.info
+    if not plan.replaced and not plan.refresh:
+        return Recorded(base.entries, skipped, info.excludes, info.file_count, info.total_bytes, [])
+    rows = plan.rows
+    spans = []
     for path in plan.replaced:
         index = _find(rows, path)
         if index >= 0:
             spans.append((index, index + 1))
-        spans.append(
-            (bisect_left(rows, path + "/", key=_path), bisect_left(rows, path + "0", key=_path))
-        )
-    if not spans and not plan.refresh and not new_rows:
-        kept: Sequence[EntryRow] = rows
-    else:
-        kept = _without(rows, spans)
-        for gone in (rows[i] for lo, hi in spans for i in range(lo, hi)):
-            if gone[1] == "file":
-                file_count -= 1
-                total_bytes -= gone[3]
-        kept = _with_refreshed(kept, plan.refresh)
-    for row in new_rows:
-        if row[1] == "file":
-            file_count += 1
-            total_bytes += row[3]
-    merged = _insert(kept, new_rows)
-    unverified = [row for row in new_rows if row[1] == "file"]
-    return Recorded(
-        merged,
-        skipped,
-        base.info.excludes,
-        file_count,
-        total_bytes,
-        unverified,
-    )
+        below = (bisect_left(rows, path + "/", key=_path), bisect_left(rows, path + "0", key=_path))
+        spans.append(below)
+    gone = [rows[i] for lo, hi in spans for i in range(lo, hi)]
+    kept = _with_refreshed(_without(rows, spans), plan.refresh)
+    kept.extend(new_rows)
+    kept.sort(key=_path)
+    gone_files = [row for row in gone if row[1] == "file"]
+    new_files = [row for row in new_rows if row[1] == "file"]
+    file_count = info.file_count - len(gone_files) + len(new_files)
+    total_bytes = info.total_bytes - sum(r[3] for r in gone_files) + sum(r[3] for r in new_files)
+    return Recorded(kept, skipped, info.excludes, file_count, total_bytes, new_files)
 
 
 def _without(rows: Sequence[EntryRow], spans: list[tuple[int, int]]) -> list[EntryRow]:
@@ -472,21 +502,10 @@ def _without(rows: Sequence[EntryRow], spans: list[tuple[int, int]]) -> list[Ent
     return kept
 
 
-def _with_refreshed(rows: Sequence[EntryRow], refresh: list[EntryRow]) -> list[EntryRow]:
-    """``rows`` with each refreshed directory's entry replaced."""
-    result = list(rows)
+def _with_refreshed(rows: list[EntryRow], refresh: list[EntryRow]) -> list[EntryRow]:
+    """``rows`` with each refreshed directory's entry replaced (in place)."""
     for row in refresh:
-        index = _find(result, row[0])
+        index = _find(rows, row[0])
         if index >= 0:
-            result[index] = row
-    return result
-
-
-def _insert(rows: Sequence[EntryRow], new_rows: list[EntryRow]) -> Sequence[EntryRow]:
-    """The sorted ``rows`` with the sorted ``new_rows`` (none of the same path) in place."""
-    if not new_rows:
-        return rows
-    merged = list(rows)
-    merged.extend(new_rows)
-    merged.sort(key=_path)
-    return merged
+            rows[index] = row
+    return rows

@@ -174,13 +174,15 @@ def _ingest_large(
 def ingest_scan(
     scanned: ScanResult,
     batch: BlobBatch,
-    cache: StatCache,
+    cache: StatCache | None,
     *,
+    racy_from_ns: int,
     skip_unreadable: bool,
     progress: Callable[[int, int], None] | None = None,
 ) -> list[EntryRow]:
     """All the manifest rows of a scan, sorted by path, after reading and storing through
-    ``batch`` every file the scan could not reuse.
+    ``batch`` every file the scan could not reuse; each digest is recorded in ``cache``, if
+    given. A file changed at or after ``racy_from_ns`` is read twice (see ``ingest_file``).
 
     An unreadable file raises, or with ``skip_unreadable`` is added to ``scanned.skipped``.
     ``scanned.to_read`` is consumed, each file's stat freed once its row exists.
@@ -192,13 +194,14 @@ def ingest_scan(
     while to_read:
         path, absolute, info = to_read.pop()
         try:
-            stored = ingest_file(batch, absolute, info, racy_from_ns=cache.trust_before_ns)
+            stored = ingest_file(batch, absolute, info, racy_from_ns=racy_from_ns)
         except OSError as error:
             if not skip_unreadable:
                 raise
             scanned.skipped.append(SkippedPath(path, error.strerror or str(error)))
             continue
-        cache.record(path, stored.stat, stored.digest)
+        if cache is not None:
+            cache.record(path, stored.stat, stored.digest)
         rows.append((path, "file", stored.mode, stored.size, stored.mtime_ns, stored.digest, None))
         if progress is not None:
             progress(total - len(to_read), total)

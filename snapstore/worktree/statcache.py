@@ -129,6 +129,14 @@ class StatCache:
             _DECODED.remember(self.backend, self.handle, entries)
 
 
+def forget_decoded(backend: Backend, base_dir: str) -> None:
+    """Drop this process's decoded copy of the base directory's cache (the next scan reads
+    the cache file again). A long-lived process that keeps what it needs of a large tree in
+    another form saves the memory (about 20 MB for 50,000 files)."""
+    handle = Handle(Kind.CACHE, cache_name(base_dir))
+    _DECODED.forget(lambda key: key[1] != handle)
+
+
 def _digest_if_matching(found: Any, info: os.stat_result, trust_before_ns: int) -> bytes | None:
     """The digest of a (well-formed) entry whose stat fields all equal ``info``'s, else None;
     also None for a file changed at or after ``trust_before_ns`` (the racy rule entries are
