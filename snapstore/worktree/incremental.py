@@ -336,7 +336,9 @@ def _plan(
     if any(printable(path) != path for path in skipped):
         return "the previous checkpoint skipped a path whose name it could not record"
     changed = _checked([*known.rescan, *base.racy, *skipped])
-    refresh = _checked(d for d in known.refresh if any(under(d, r) for r in request.paths))
+    refresh = _checked(
+        d for d in known.refresh if d != "." and any(under(d, r) for r in request.paths)
+    )
     if changed is None or refresh is None:
         return "a changed path cannot be recorded as given"
     if not changed and not refresh:
