@@ -169,6 +169,18 @@ def test_only_the_reported_paths_are_read(store: SnapStore, tmp_path: Path, read
     assert store.read("s", "n", "src/new/one.py") == b"one\n"
 
 
+def test_a_directory_of_many_new_files_is_merged_in_order(store: SnapStore, tmp_path: Path):
+    base = make_tree(tmp_path)
+    chain = Chain(store, base, ["."])
+    chain.create(known=False)
+    assert incremental.INSERT_AT_MOST < 100
+    write_tree(base, {f"src/many/f{index:03}.txt": f"{index}\n" for index in range(100)})
+    write_tree(base, {"src/few/one.txt": "one\n"})
+    report = chain.create(rescan=["src/many", "src/few"], refresh=["src"])
+    assert report.scan == "incremental"
+    chain.check(report)
+
+
 def test_a_racy_file_of_the_parent_is_read_again_though_no_change_is_reported(
     store: SnapStore, tmp_path: Path, reads: list[str]
 ):

@@ -48,7 +48,7 @@ import dataclasses
 import os
 import stat
 import time
-from bisect import bisect_left
+from bisect import bisect_left, insort
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
@@ -60,7 +60,7 @@ from snapstore.format.paths import check_relative_path, printable
 from snapstore.models import SkippedPath, SnapshotInfo
 from snapstore.repo.batch import BlobBatch
 from snapstore.repo.catalog import manifest_name
-from snapstore.repo.filememo import FileMemo
+from snapstore.repo.filememo import FileMemo, backend_key
 from snapstore.repo.layout import is_store_root
 from snapstore.repo.repository import Repository
 from snapstore.worktree import statcache
@@ -78,6 +78,9 @@ from snapstore.worktree.scan import Scanner
 MAX_REMEMBERED = 32
 """Checkpoints remembered per process to build on: one per watched tree is what a server
 needs (and it watches at most 32)."""
+
+INSERT_AT_MOST = 64
+"""New rows inserted one by one into the merged rows; more are merged by sorting."""
 
 _path = itemgetter(0)
 
@@ -248,8 +251,11 @@ def _forget(repo: Repository, parent: SnapshotInfo | None, child: SnapshotInfo) 
     one builds on the child)."""
     if parent is None or (parent.session, parent.name) == (child.session, child.name):
         return
-    gone = repo.catalog.handle(manifest_name(parent.session, parent.name))
-    _REMEMBERED.forget(lambda key: key[1] != gone)
+    gone = (
+        backend_key(repo.backend),
+        repo.catalog.handle(manifest_name(parent.session, parent.name)),
+    )
+    _REMEMBERED.forget(lambda key: key != gone)
 
 
 def _refusal(
@@ -483,9 +489,7 @@ def _merged(
         below = (bisect_left(rows, path + "/", key=_path), bisect_left(rows, path + "0", key=_path))
         spans.append(below)
     gone = [rows[i] for lo, hi in spans for i in range(lo, hi)]
-    kept = _with_refreshed(_without(rows, spans), plan.refresh)
-    kept.extend(new_rows)
-    kept.sort(key=_path)
+    kept = _inserted(_with_refreshed(_without(rows, spans), plan.refresh), new_rows)
     gone_files = [row for row in gone if row[1] == "file"]
     new_files = [row for row in new_rows if row[1] == "file"]
     file_count = info.file_count - len(gone_files) + len(new_files)
@@ -502,6 +506,18 @@ def _without(rows: Sequence[EntryRow], spans: list[tuple[int, int]]) -> list[Ent
         position = max(position, hi)
     kept.extend(rows[position:])
     return kept
+
+
+def _inserted(rows: list[EntryRow], new_rows: list[EntryRow]) -> list[EntryRow]:
+    """The sorted ``rows`` with ``new_rows`` (none of a path ``rows`` holds) in place: a few
+    inserted where they belong, many by sorting again."""
+    if len(new_rows) > INSERT_AT_MOST:
+        rows.extend(new_rows)
+        rows.sort(key=_path)
+    else:
+        for row in new_rows:
+            insort(rows, row, key=_path)
+    return rows
 
 
 def _with_refreshed(rows: list[EntryRow], refresh: list[EntryRow]) -> list[EntryRow]:
