@@ -100,11 +100,11 @@ def path_history(repo: Repository, session: str, path: str) -> list[PathVersion]
     """The checkpoints of ``session`` in which ``path`` changed (see ``history``)."""
     wanted = check_relative_path(path)
     versions = []
-    for info in repo.checkpoints(session):
-        try:
-            manifest = repo.catalog.read(session, info.name)
-        except SnapshotNotFound:
-            continue  # deleted since the listing
-        found = next((entry for entry in manifest.entries if entry.path == wanted), None)
-        versions.append((manifest.info, found))
+    with repo.blobs_in_use():
+        for info in repo.checkpoints(session):
+            try:
+                manifest = repo.catalog.read(session, info.name)
+            except SnapshotNotFound:
+                continue  # deleted since the listing
+            versions.append((manifest.info, repo.trees.find(manifest, wanted)))
     return history(versions)

@@ -188,6 +188,8 @@ class GcReport(_ToDict):
     reason: str | None = None
     packs_deleted: int = 0
     packs_written: int = 0
+    manifests_converted: int = 0
+    """Format 1 manifests this run replaced by their format 2 form (see ``SnapStore.upgrade``)."""
 
 
 @dataclass

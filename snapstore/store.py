@@ -252,8 +252,9 @@ class SnapStore:
     def get(self, session: str, name: str) -> Snapshot:
         """The snapshot's header and entries; loads no blob. ``name`` may be a selector
         (``latest``, ``latest~N``: see ``resolve``)."""
-        manifest = self.repo.catalog.read(session, self.resolve(session, name))
-        return Snapshot(manifest.info, manifest.entries)
+        with self.repo.blobs_in_use():
+            manifest = self.repo.catalog.read(session, self.resolve(session, name))
+            return Snapshot(manifest.info, self.repo.trees.entries(manifest))
 
     def list(self, session: str | None = None) -> list[SnapshotInfo]:
         """Every valid checkpoint and state value (of one session, or all), oldest first;
@@ -364,9 +365,9 @@ class SnapStore:
         if isinstance(other, os.PathLike):
             raise InvalidValueError("diff compares two snapshots; pass a directory as target=")
         if other is not None:
-            old = self.repo.files_manifest(session, name)
-            new = self.repo.files_manifest(session, other)
-            return diff_entries(old.entries, new.entries)
+            return diff_entries(
+                self.repo.entries(session, name)[1], self.repo.entries(session, other)[1]
+            )
         target_dir = None if target is None else os.fspath(target)
         return diff_plan(self._restores.dry_plan(session, name, target_dir))
 
@@ -384,9 +385,7 @@ class SnapStore:
 
     def delete_session(self, session: str) -> int:
         """Delete every snapshot of a session, undo backups included; returns how many."""
-        return sum(
-            self.repo.delete(object_name) for object_name in self.repo.catalog.names(session)
-        )
+        return self.repo.delete_session(session)
 
     def sweep(
         self,
@@ -421,6 +420,18 @@ class SnapStore:
         deletion (its references are unknown).
         """
         return collect(self.repo, dry_run=dry_run)
+
+    def upgrade(self) -> GcReport:
+        """Convert a store of an older format to the current one: a gc that also rewrites
+        every format 1 manifest and pack (every gc does so as it goes; this is the way to
+        do it now). Crash-safe at every step; a run that is stopped is taken up by the next
+        (see docs/format.md, "Converting a format 1 store")."""
+        return collect(self.repo, dry_run=False)
+
+    @property
+    def format_version(self) -> int:
+        """The major format the store's FORMAT marker names now."""
+        return self.repo.format_major
 
     def verify(self, *, deep: bool = False, progress: Progress | None = None) -> VerifyReport:
         """Check every committed snapshot (undo backups too): manifests decode, referenced

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
-from support import FailingFileSystem
+from helpers.seam import FailingOperation
 
 from snapstore import SnapStore
 
@@ -21,7 +21,7 @@ def test_failed_overwrite_keeps_the_old_snapshot(root: Path, project: Path, oper
     SnapStore(root).create("s", "n", ["."], base_dir=project)
     old = SnapStore(root).get("s", "n")
     (project / "src/app.py").write_text("new version")
-    failing = FailingFileSystem(operation, OSError(errno.ENOSPC, "No space left on device"))
+    failing = FailingOperation(operation, OSError(errno.ENOSPC, "No space left on device"))
     with pytest.raises(OSError, match="No space"):
         SnapStore(root, fs=failing).create("s", "n", ["."], base_dir=project)
     fresh = SnapStore(root)
@@ -40,7 +40,7 @@ def test_failed_manifest_rename_leaves_old_snapshot_and_no_temp(root: Path, proj
     store.create("s", "n", ["README.md"], base_dir=project)
     (project / "README.md").write_text("v2")
     # The first rename publishes the new blob, the second would commit the manifest.
-    failing = FailingFileSystem("replace", OSError(errno.EIO, "I/O error on rename"), nth=2)
+    failing = FailingOperation("replace", OSError(errno.EIO, "I/O error on rename"), nth=2)
     with pytest.raises(OSError, match="I/O error on rename"):
         SnapStore(root, fs=failing).create("s", "n", ["README.md"], base_dir=project)
     assert store.read("s", "n", "README.md") == b"# sample\n"
@@ -50,7 +50,7 @@ def test_failed_manifest_rename_leaves_old_snapshot_and_no_temp(root: Path, proj
 @pytest.mark.parametrize("operation", ["unlink", "fsync_dir"])
 def test_failed_delete_raises(root: Path, project: Path, operation: str) -> None:
     SnapStore(root).create("s", "n", ["README.md"], base_dir=project)
-    failing = FailingFileSystem(operation, OSError(errno.EIO, "injected"))
+    failing = FailingOperation(operation, OSError(errno.EIO, "injected"))
     with pytest.raises(OSError, match="injected"):
         SnapStore(root, fs=failing).delete("s", "n")
     if operation == "unlink":
@@ -59,7 +59,7 @@ def test_failed_delete_raises(root: Path, project: Path, operation: str) -> None
 
 def test_failed_sweep_raises_and_keeps_the_snapshot(root: Path, project: Path) -> None:
     SnapStore(root).create("s", "n", ["README.md"], base_dir=project)
-    failing = FailingFileSystem("unlink", OSError(errno.EACCES, "Permission denied"))
+    failing = FailingOperation("unlink", OSError(errno.EACCES, "Permission denied"))
     with pytest.raises(PermissionError):
         SnapStore(root, fs=failing).sweep(keep_last=0)
     assert [i.name for i in SnapStore(root).list()] == ["n"]
@@ -67,7 +67,7 @@ def test_failed_sweep_raises_and_keeps_the_snapshot(root: Path, project: Path) -
 
 def test_failed_put_state_keeps_the_old_value(root: Path) -> None:
     SnapStore(root).put_state("c", "k", {"offset": 1})
-    failing = FailingFileSystem("fsync", OSError(errno.EIO, "injected"))
+    failing = FailingOperation("fsync", OSError(errno.EIO, "injected"))
     with pytest.raises(OSError):
         SnapStore(root, fs=failing).put_state("c", "k", {"offset": 2})
     assert SnapStore(root).get_state("c", "k") == {"offset": 1}
@@ -75,7 +75,7 @@ def test_failed_put_state_keeps_the_old_value(root: Path) -> None:
 
 
 def test_failed_blob_fsync_commits_nothing(root: Path, project: Path) -> None:
-    failing = FailingFileSystem("fsync", OSError(errno.EIO, "injected"), nth=2)
+    failing = FailingOperation("fsync", OSError(errno.EIO, "injected"), nth=2)
     with pytest.raises(OSError):
         SnapStore(root, fs=failing).create("s", "n", ["."], base_dir=project)
     store = SnapStore(root)

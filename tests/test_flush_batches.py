@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
-from support import read_tree, write_tree
+from helpers.trees import read_tree, write_tree
 
 from snapstore import SnapStore
 from snapstore.fs import seam as fsio

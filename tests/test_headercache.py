@@ -8,7 +8,7 @@ import warnings
 from pathlib import Path
 
 import pytest
-from support import write_tree
+from helpers.trees import write_tree
 
 from snapstore import SnapStore
 from snapstore.repo import headercache

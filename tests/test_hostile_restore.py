@@ -23,7 +23,7 @@ import pytest
 from helpers.seam import HookedFileSystem
 from helpers.trees import read_tree, write_tree
 
-import snapstore.format.manifest
+import snapstore.format.rows
 from snapstore import (
     CorruptManifestError,
     RestoreError,
@@ -264,7 +264,7 @@ def test_windows_reserved_names_stay_inside_the_target(arena: Arena) -> None:
 
 
 def test_huge_entry_count_is_refused(arena: Arena, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(snapstore.format.manifest, "MAX_ENTRIES", 1000)
+    monkeypatch.setattr(snapstore.format.rows, "MAX_ENTRIES", 1000)
     entries = [arena.file(f"f{i}") for i in range(1001)]
     error = assert_refused(arena, manifest(entries))
     assert "entries" in str(error)

@@ -21,12 +21,19 @@ import blake3
 import pytest
 from helpers.alarm import no_hang
 from helpers.blobs import loosen
-from support import write_tree
+from helpers.trees import write_tree
 
 from snapstore import SnapStore
 from snapstore.errors import CorruptBlobError, CorruptManifestError, FormatError
 from snapstore.format.manifest import encode
-from snapstore.format.packfile import INDEX_HEAD, INDEX_MAGIC, PACK_MAGIC, RECORD_HEAD
+from snapstore.format.packfile import (
+    INDEX_HEAD,
+    INDEX_HEAD_V1,
+    INDEX_MAGIC,
+    INDEX_MAGIC_V1,
+    PACK_MAGIC_V1,
+    RECORD_HEAD_V1,
+)
 from snapstore.models import SnapshotInfo
 from snapstore.worktree.statcache import cache_name
 
@@ -92,7 +99,7 @@ def test_a_sparse_multi_gib_pack_index_costs_no_memory(tmp_path: Path) -> None:
     _many_files(project, 40)
     SnapStore(root).create("s", "a", ["."], base_dir=project)
     (index,) = (root / "packs").glob("*.idx")
-    _make_sparse(index, INDEX_HEAD.pack(INDEX_MAGIC, 80_000_000, 1 << 40))
+    _make_sparse(index, INDEX_HEAD.pack(INDEX_MAGIC, 1, 80_000_000, 1 << 40))
     out = run_limited(
         EVERY_OPERATION, root=str(root), project=str(project), target=str(tmp_path / "t")
     )
@@ -116,9 +123,9 @@ def test_sparse_multi_gib_caches_are_ignored(tmp_path: Path, which: str) -> None
 
 
 def test_an_index_claiming_a_huge_blob_does_not_shadow_a_loose_copy(tmp_path: Path) -> None:
-    """A pack index whose entry claims 1 TiB (with a sparse pack of that size, so the index
-    checks out) must not be read for a blob the manifest records as small: the loose copy
-    serves it."""
+    """A (format 1) pack index whose entry claims 1 TiB (with a sparse pack of that size, so
+    the index checks out) must not be read for a blob the manifest records as small: the loose
+    copy serves it."""
     root, project = tmp_path / "store", tmp_path / "project"
     write_tree(project, {"small.txt": "just a few bytes\n"})
     store = SnapStore(root)
@@ -127,9 +134,9 @@ def test_an_index_claiming_a_huge_blob_does_not_shadow_a_loose_copy(tmp_path: Pa
     digest = bytes.fromhex(blob.parent.name + blob.name)
     huge = 1 << 40
     pack_id = "a" * 32
-    offset = len(PACK_MAGIC) + RECORD_HEAD.size
-    _make_sparse(root / "packs" / f"{pack_id}.pack", PACK_MAGIC, offset + huge)
-    body = INDEX_HEAD.pack(INDEX_MAGIC, 1, offset + huge)
+    offset = len(PACK_MAGIC_V1) + RECORD_HEAD_V1.size
+    _make_sparse(root / "packs" / f"{pack_id}.pack", PACK_MAGIC_V1, offset + huge)
+    body = INDEX_HEAD_V1.pack(INDEX_MAGIC_V1, 1, offset + huge)
     body += struct.pack("<32sQQ", digest, offset, huge)
     (root / "packs" / f"{pack_id}.idx").write_bytes(body + blake3.blake3(body).digest(length=16))
     out = run_limited(
@@ -162,8 +169,8 @@ def test_fifos_in_place_of_store_files_never_block(tmp_path: Path) -> None:
     store.list()
     _fifo_at(root / "cache" / "headers")
     _fifo_at(root / "cache" / cache_name(str(project)))
-    (index,) = (root / "packs").glob("*.idx")
-    _fifo_at(index)
+    for index in (root / "packs").glob("*.idx"):
+        _fifo_at(index)
     _fifo_at(Path(store.catalog.manifest_path("s", "b")))
     with no_hang():
         fresh = SnapStore(root)

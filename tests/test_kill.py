@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from support import write_tree
+from helpers.trees import write_tree
 
 from snapstore import SnapStore
 

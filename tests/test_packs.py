@@ -4,19 +4,23 @@ them by digest exactly as they find loose blobs, and damage is reported, never s
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import blake3
 import pytest
-from support import read_tree, write_tree
+from helpers.blobs import loosen
+from helpers.trees import read_tree, write_tree
 
 from snapstore import CorruptBlobError, RestoreError, SnapStore
 from snapstore.errors import CorruptPackError
 from snapstore.format import packfile as packs
-from snapstore.format.packfile import decode_index, encode_index
-from snapstore.repo.batch import PACKED_MAX_BYTES
+from snapstore.format.codec import CODEC_ZSTD
+from snapstore.format.packfile import KIND_TREE, MAX_BLOCK_RAW, decode_index, encode_index
+from snapstore.repo.batch import PACKED_MAX_BYTES, BlobBatch
 from snapstore.repo.local import LocalBackend
-from snapstore.repo.packs import PackWriter, read_index
+from snapstore.repo.packs import BLOCK_BYTES, PackWriter, read_index
 
 
 def many_files(base: Path, count: int, *, tag: str = "") -> dict[str, bytes]:
@@ -33,26 +37,53 @@ def loose_count(root: Path) -> int:
     return sum(len(files) for _, _, files in os.walk(root / "blobs"))
 
 
+BLOCKS = [
+    packs.Block(18, 500, 500, packs.CODEC_NONE, packs.KIND_DATA),
+    packs.Block(528, 100, 900, 1, packs.KIND_TREE),
+]
+
+
 def test_index_round_trip_and_validation() -> None:
-    entries = {bytes([i]) * 32: (56 + i * 100, 10) for i in range(5)}
-    data = encode_index(entries, 10_000)
-    assert decode_index("a" * 32, data).entries == entries
+    entries = {bytes([i]) * 32: (i % 2, 4 + i * 20, 10) for i in range(5)}
+    data = encode_index(BLOCKS, entries, 10_000)
+    decoded = decode_index("a" * 32, data)
+    assert decoded.entries == entries and list(decoded.blocks) == BLOCKS
     for broken in (data[:-1], data[:20], b"X" + data[1:], data[:30] + b"\xff" + data[31:]):
         with pytest.raises(CorruptPackError):
             decode_index("a" * 32, broken)
-    outside = encode_index({b"\x01" * 32: (56, 10_000)}, 100)
+    outside = encode_index(BLOCKS, {b"\x01" * 32: (0, 4, 10_000)}, 10_000)
     with pytest.raises(CorruptPackError, match="outside"):
         decode_index("a" * 32, outside)
-    assert decode_index("a" * 32, encode_index({}, 8)).entries == {}
+    past_the_end = encode_index(BLOCKS, {}, 600)
+    with pytest.raises(CorruptPackError, match="outside the pack"):
+        decode_index("a" * 32, past_the_end)
+    no_block = encode_index(BLOCKS, {b"\x01" * 32: (2, 4, 1)}, 10_000)
+    with pytest.raises(CorruptPackError, match="block"):
+        decode_index("a" * 32, no_block)
+    raw_lie = [packs.Block(18, 500, 400, packs.CODEC_NONE, packs.KIND_DATA)]
+    with pytest.raises(CorruptPackError, match="raw bytes"):
+        decode_index("a" * 32, encode_index(raw_lie, {}, 10_000))
+    assert decode_index("a" * 32, encode_index([], {}, 8)).entries == {}
 
 
 def test_an_index_out_of_digest_order_is_corrupt() -> None:
-    rows = [(b"\x02" * 32, 100, 1), (b"\x01" * 32, 56, 1)]
-    body = packs.INDEX_HEAD.pack(packs.INDEX_MAGIC, 2, 1_000)
+    rows = [(b"\x02" * 32, 0, 4, 1), (b"\x01" * 32, 0, 9, 1)]
+    body = packs.INDEX_HEAD.pack(packs.INDEX_MAGIC, 1, 2, 1_000)
+    body += packs.INDEX_BLOCK.pack(*BLOCKS[0])
     body += b"".join(packs.INDEX_ENTRY.pack(*row) for row in rows)
     data = body + blake3.blake3(body).digest(length=packs.CHECKSUM_BYTES)
     with pytest.raises(CorruptPackError, match="not sorted"):
         decode_index("a" * 32, data)
+
+
+def test_a_format_1_index_reads_as_one_raw_block_per_blob() -> None:
+    rows = [(b"\x01" * 32, 48, 5), (b"\x02" * 32, 93, 7)]
+    body = packs.INDEX_HEAD_V1.pack(packs.INDEX_MAGIC_V1, 2, 200)
+    body += b"".join(packs.INDEX_ENTRY_V1.pack(*row) for row in rows)
+    index = decode_index("a" * 32, body + blake3.blake3(body).digest(length=16))
+    assert index.version == 1 and index.size_of(b"\x02" * 32) == 7
+    number, offset, size = index.entries[b"\x02" * 32]
+    assert (index.blocks[number].offset + offset, size) == (93, 7)
 
 
 def test_pack_writer_publishes_pack_then_index(tmp_path: Path) -> None:
@@ -71,8 +102,34 @@ def test_pack_writer_publishes_pack_then_index(tmp_path: Path) -> None:
     loaded = read_index(backend, index.pack_id)
     assert loaded.entries == index.entries and len(loaded.entries) == 2
     pack = (tmp_path / "packs" / (index.pack_id + ".pack")).read_bytes()
-    offset, size = loaded.entries[b"\x01" * 32]
-    assert pack[offset : offset + size] == b"one"
+    number, offset, size = loaded.entries[b"\x01" * 32]
+    block = loaded.blocks[number]
+    raw = pack[block.offset : block.offset + block.stored]  # too small to compress: raw
+    assert block.codec == packs.CODEC_NONE and raw[offset : offset + size] == b"one"
+
+
+def test_blocks_compress_and_trees_get_their_own(tmp_path: Path) -> None:
+    backend = LocalBackend(str(tmp_path))
+    backend.open(create=True)
+    writer = PackWriter(backend)
+    text = b"the same line of source text\n" * 2000
+    writer.add(b"\x01" * 32, text)
+    writer.add(b"\x02" * 32, b"a tree object " * 50, packs.KIND_TREE)
+    index = writer.publish()
+    data_block, tree_block = index.blocks
+    assert data_block.codec == CODEC_ZSTD and data_block.stored < len(text) // 10
+    assert (data_block.kind, tree_block.kind) == (packs.KIND_DATA, packs.KIND_TREE)
+    fresh = SnapStore(tmp_path)
+    assert fresh.blobs.packs.read_unverified(fresh.blobs.packs.locate(b"\x01" * 32)) == text
+
+
+def test_incompressible_blocks_are_stored_as_they_are(tmp_path: Path) -> None:
+    backend = LocalBackend(str(tmp_path))
+    backend.open(create=True)
+    writer = PackWriter(backend)
+    writer.add(b"\x01" * 32, os.urandom(100_000))
+    (block,) = writer.publish().blocks
+    assert block.codec == packs.CODEC_NONE and block.stored == block.raw
 
 
 def test_many_small_files_go_into_one_pack(store: SnapStore, root: Path, tmp_path: Path) -> None:
@@ -85,7 +142,8 @@ def test_many_small_files_go_into_one_pack(store: SnapStore, root: Path, tmp_pat
     store.restore("s", "a", tmp_path / "out")
     assert read_tree(tmp_path / "out") == read_tree(tmp_path / "p")
     report = store.verify(deep=True)
-    assert report.ok and report.garbage == [] and report.blobs_checked == len(files) + 1
+    trees = 6  # the base directory and d0..d4
+    assert report.ok and report.garbage == [] and report.blobs_checked == len(files) + 1 + trees
 
 
 def test_even_one_new_small_blob_goes_into_a_pack(
@@ -108,7 +166,7 @@ def test_second_snapshot_of_the_same_files_adds_no_pack(
     store.create("s", "b", ["."], base_dir=tmp_path / "p")
     store.create("t", "c", ["."], base_dir=tmp_path / "p")
     assert len(pack_files(root)) == 2
-    assert len(list(store.blobs.iter_digests())) == 50
+    assert len(list(store.blobs.iter_digests())) == 50 + 6  # and the six directory listings
 
 
 def test_other_processes_packs_are_seen(root: Path, tmp_path: Path) -> None:
@@ -120,20 +178,26 @@ def test_other_processes_packs_are_seen(root: Path, tmp_path: Path) -> None:
     assert reader.verify().ok
 
 
-def _corrupt_pack_byte(root: Path) -> None:
+def _corrupt_packed_file(store: SnapStore, root: Path, digest: bytes) -> None:
+    """Flip a byte of a blob stored raw in its pack."""
     (pack,) = (root / "packs").glob("*.pack")
+    location = store.blobs.packs.locate(digest)
+    assert location is not None and location.block.codec == packs.CODEC_NONE
     pack.chmod(0o644)
     data = bytearray(pack.read_bytes())
-    data[-3] ^= 0xFF
+    data[location.block.offset + location.offset] ^= 0xFF
     pack.write_bytes(bytes(data))
 
 
 def test_corrupt_packed_blob_is_detected_and_never_restored(
     store: SnapStore, root: Path, tmp_path: Path
 ) -> None:
-    many_files(tmp_path / "p", 40)
+    for i in range(40):  # incompressible, so each block is stored raw
+        write_tree(tmp_path / "p", {f"d{i % 5}/f{i:03d}.txt": os.urandom(200)})
     store.create("s", "a", ["."], base_dir=tmp_path / "p")
-    _corrupt_pack_byte(root)
+    digest = store.get("s", "a").entry("d4/f039.txt").digest  # type: ignore[union-attr]
+    assert digest is not None
+    _corrupt_packed_file(store, root, digest)
     assert store.verify().ok
     deep = store.verify(deep=True)
     assert not deep.ok and len(deep.problems) == 1
@@ -163,8 +227,8 @@ def test_truncated_pack_and_broken_index_are_problems(
     report = SnapStore(root).verify()
     assert not report.ok and any("pack index" in p for p in report.problems)
     assert any("missing" in p for p in report.problems)
-    gc = SnapStore(root).gc()
-    assert not gc.skipped
+    gc = SnapStore(root).gc()  # the snapshot's trees are in that pack: its references are unknown
+    assert gc.skipped and "cannot be read" in (gc.reason or "")
     assert index.exists() and pack.exists()
 
 
@@ -179,11 +243,11 @@ def test_gc_deletes_unreferenced_packs_and_orphans(
     assert str(orphan) in store.verify().garbage
     store.delete("s", "a")
     garbage = store.verify().garbage
-    assert any(index.stem in g and "40 unreferenced" in g for g in garbage)
+    assert any(index.stem in g and "46 unreferenced" in g for g in garbage)
     dry = store.gc(dry_run=True)
-    assert dry.blobs_deleted == 40 and pack_files(root) != []
+    assert dry.blobs_deleted == 46 and pack_files(root) != []  # 40 files, 6 listings
     report = store.gc()
-    assert report.blobs_deleted == 40 and report.packs_deleted == 1
+    assert report.blobs_deleted == 46 and report.packs_deleted == 1
     assert report.bytes_freed > 0
     assert pack_files(root) == []
     assert store.verify().garbage == []
@@ -195,14 +259,16 @@ def test_gc_rewrites_a_pack_that_is_mostly_garbage(
     files = many_files(tmp_path / "p", 60)
     store.create("s", "all", ["."], base_dir=tmp_path / "p")
     store.create("s", "few", ["d0"], base_dir=tmp_path / "p")
-    (old,) = (root / "packs").glob("*.idx")
+    (old, _) = sorted((root / "packs").glob("*.idx"), key=lambda p: -p.stat().st_size)
     store.delete("s", "all")
     report = store.gc()
-    assert report.packs_written == 1 and report.packs_deleted == 1
-    assert report.blobs_deleted == 48
+    # the pack of "all" (and the small one of "few", merged with it)
+    assert report.packs_written == 1 and report.packs_deleted == 2
+    assert report.blobs_deleted == 48 + 5  # and the listings only "all" had
     (new,) = (root / "packs").glob("*.idx")
     assert new != old
-    assert len(read_index(LocalBackend(str(root)), new.stem).entries) == 12
+    # 12 files, the listing of d0 and the base directory's listing in "few"
+    assert len(read_index(LocalBackend(str(root)), new.stem).entries) == 14
     fresh = SnapStore(root)
     assert fresh.read("s", "few", "d0/f005.txt") == files["d0/f005.txt"]
     report_after = fresh.verify(deep=True)
@@ -247,14 +313,11 @@ def test_gc_takes_small_loose_blobs_into_a_pack(
     store: SnapStore, root: Path, tmp_path: Path
 ) -> None:
     """Stores made before every small blob was packed hold small loose blobs: gc packs them."""
-    files = many_files(tmp_path / "p", 5)
+    many_files(tmp_path / "p", 5)
     store.create("s", "a", ["."], base_dir=tmp_path / "p")
-    for pack in (root / "packs").iterdir():
-        pack.chmod(0o644)
-        pack.unlink()
-    for data in files.values():
-        store.blobs.loose.put_bytes(data)
-    store.blobs.loose.sync()
+    for entry in store.get("s", "a").entries:
+        if entry.digest is not None:
+            loosen(store, entry.digest)
     assert loose_count(root) == 5
     report = store.gc()
     assert report.packs_written == 1 and loose_count(root) == 0
@@ -270,3 +333,41 @@ def test_a_pack_holding_only_an_empty_file_is_kept(
     assert store.gc().packs_deleted == 0
     assert SnapStore(root).verify(deep=True).ok
     assert store.read("s", "a", "empty.txt") == b""
+
+
+def _read_in_another_process(root: Path, digests: list[bytes]) -> None:
+    """Read each blob with a fresh process (nothing remembered from the writer's)."""
+    script = (
+        "import sys\n"
+        "from snapstore import SnapStore\n"
+        "store = SnapStore(sys.argv[1])\n"
+        "for name in sys.argv[2:]:\n"
+        "    store.repo.blobs.verify(bytes.fromhex(name))\n"
+    )
+    subprocess.run(
+        [sys.executable, "-c", script, str(root), *(d.hex() for d in digests)], check=True
+    )
+
+
+def test_a_blob_over_the_packed_size_goes_loose_even_through_a_batch(tmp_path: Path) -> None:
+    store = SnapStore(tmp_path / "store")
+    data = os.urandom(PACKED_MAX_BYTES + 1)
+    digest = blake3.blake3(data).digest()
+    batch = BlobBatch(store.repo.blobs)
+    batch.add(digest, data, KIND_TREE)
+    batch.finish()
+    assert store.repo.blobs.loose.has(digest, expected_size=len(data))
+    _read_in_another_process(store.root, [digest])
+
+
+def test_no_block_outgrows_what_a_reader_accepts(tmp_path: Path) -> None:
+    store = SnapStore(tmp_path / "store")
+    small, large = os.urandom(BLOCK_BYTES - 10), os.urandom(MAX_BLOCK_RAW - 1024)
+    writer = PackWriter(store.backend)
+    for data in (small, large):
+        writer.add(blake3.blake3(data).digest(), data)
+    with pytest.raises(ValueError, match="too large for a pack"):
+        writer.add(b"\0" * 32, bytes(MAX_BLOCK_RAW))
+    index = writer.publish()
+    assert max(block.raw for block in index.blocks) <= MAX_BLOCK_RAW
+    _read_in_another_process(store.root, [blake3.blake3(d).digest() for d in (small, large)])

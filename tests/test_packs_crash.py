@@ -12,9 +12,9 @@ import os
 from pathlib import Path
 
 import pytest
-from crash.fork import run_killed
 from helpers.consistency import check_consistent
 from helpers.figures import depth
+from helpers.fork import run_killed
 from helpers.replay import check_every_power_cut, recorded_model
 from helpers.scenarios import SESSION, Scenario, expectation, open_store, template
 from helpers.scratch import scratch

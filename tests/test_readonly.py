@@ -1,4 +1,4 @@
-"""The library on a store this process can read but not write (see tests/readonly.py)."""
+"""The library on a store this process can read but not write (see tests/helpers/readonly.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from readonly import ReadOnlyAccess, read_only_access
+from helpers.readonly import ReadOnlyAccess, read_only_access
 
 from snapstore import SnapStore
 

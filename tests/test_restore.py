@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 from helpers.blobs import corrupt_blob
-from support import FailingFileSystem, read_tree, write_tree
+from helpers.seam import FailingOperation
+from helpers.trees import read_tree, write_tree
 
 from snapstore import (
     CorruptBlobError,
@@ -251,13 +252,13 @@ def test_failure_at_the_last_step_of_a_restore_rolls_back(
 
     shutil.copytree(project, tmp_path / "rehearsal", symlinks=True)
     _edited_project(tmp_path / "rehearsal-store", tmp_path / "rehearsal")
-    counting = FailingFileSystem(operation, OSError(errno.EIO, "injected"), nth=0)
+    counting = FailingOperation(operation, OSError(errno.EIO, "injected"), nth=0)
     SnapStore(tmp_path / "rehearsal-store", fs=counting).restore("s", "cp")
-    assert counting.calls > 0
+    assert counting.matched > 0
 
     _edited_project(tmp_path / "store", project)
     picture = read_tree(project)
-    failing = FailingFileSystem(operation, OSError(errno.EIO, "injected"), nth=counting.calls)
+    failing = FailingOperation(operation, OSError(errno.EIO, "injected"), nth=counting.matched)
     store = SnapStore(tmp_path / "store", fs=failing)
     with pytest.raises(RestoreError) as caught:
         store.restore("s", "cp")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from helpers.as_user import give_to_nobody, run_as_nobody, shared_scratch
-from support import write_tree
+from helpers.trees import write_tree
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from support import read_tree, write_tree
+from helpers.trees import read_tree, write_tree
 
 from snapstore import SnapStore
 from snapstore.errors import InvalidValueError, MissingPathError, SnapshotExistsError

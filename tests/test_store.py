@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from helpers.blobs import corrupt_blob, remove_blob
-from support import write_tree
+from helpers.trees import write_tree
 
 from snapstore import (
     CorruptBlobError,
@@ -16,6 +16,7 @@ from snapstore import (
     FormatError,
     InvalidNameError,
     InvalidValueError,
+    LockTimeout,
     MissingBlobError,
     NotAStateSnapshotError,
     PathNotInSnapshotError,
@@ -67,7 +68,8 @@ def test_identical_content_is_stored_once(store: SnapStore, tmp_path: Path) -> N
     write_tree(tmp_path / "p", {"a": "same", "b": "same", "c/d": "same"})
     store.create("s", "one", ["."], base_dir=tmp_path / "p")
     store.create("t", "two", ["."], base_dir=tmp_path / "p")
-    assert len(list(store.blobs.iter_digests())) == 1
+    # one file blob, and the two directory listings (the base and c/), shared too
+    assert len(list(store.blobs.iter_digests())) == 3
 
 
 def test_absolute_paths_inside_base_are_accepted_and_outside_refused(
@@ -262,8 +264,8 @@ def test_special_files_are_refused_or_skipped(store: SnapStore, project: Path) -
 
 def test_unknown_format_is_refused(root: Path) -> None:
     SnapStore(root)
-    (root / "FORMAT").write_text("snapstore format 2\n")
-    with pytest.raises(FormatError, match="format 2"):
+    (root / "FORMAT").write_text("snapstore format 3\n")
+    with pytest.raises(FormatError, match="format 3"):
         SnapStore(root)
 
 
@@ -342,3 +344,17 @@ def test_values_that_would_not_read_back_are_refused_before_commit(store: SnapSt
     with pytest.raises(InvalidValueError):
         store.put_state("a", "b", {"nested": {2: "x"}})
     assert store.get_state("a", "b") == {"ok": 1}
+
+
+def test_delete_session_checks_the_name_and_waits_for_the_namespace_lock(
+    store: SnapStore, project: Path
+) -> None:
+    with pytest.raises(InvalidNameError):
+        store.delete_session("")
+    store.create("s", "one", ["."], base_dir=project)
+    store.create("s", "two", ["."], base_dir=project)
+    with store.namespace_lock.exclusive(), pytest.raises(LockTimeout):
+        SnapStore(store.root, lock_timeout=0.2).delete_session("s")
+    assert len(store.list("s")) == 2
+    assert store.delete_session("s") == 2
+    assert store.list("s") == []

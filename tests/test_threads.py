@@ -9,7 +9,7 @@ from pathlib import Path
 
 import blake3
 import pytest
-from support import read_tree, write_tree
+from helpers.trees import read_tree, write_tree
 
 from snapstore import SnapStore
 from snapstore.repo.packs import PackWriter

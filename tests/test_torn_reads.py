@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from helpers.alarm import no_hang
-from support import write_tree
+from helpers.trees import write_tree
 
 import snapstore.worktree.ingest as ingest
 import snapstore.worktree.statcache as statcache

@@ -3,18 +3,23 @@ history stays as if the killed restore never happened; nothing the user had is l
 
 from __future__ import annotations
 
+import errno
 import os
+import shutil
 import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from support import read_tree, write_tree
+from helpers.seam import KILLED_EXIT, CountingFileSystem, KillingFileSystem
+from helpers.trees import read_tree, write_tree
 
 import snapstore.restore.job as job
 from snapstore import SnapStore
-from snapstore.errors import InterruptedRestoreWarning, RestoreError
+from snapstore.errors import InterruptedRestoreWarning, RestoreError, SourceChangedError
+from snapstore.repo.backend import Handle, Kind
+from snapstore.repo.local import LocalBackend
 from snapstore.restore.plan import Plan
 
 KILLED = 77
@@ -156,4 +161,114 @@ def test_a_recovery_that_fails_warns_at_open_and_blocks_only_its_target(
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         SnapStore(store.root)
+    assert read_tree(project) == edited
+
+
+def test_a_restore_killed_before_setting_directory_modes_rolls_back_without_an_extra_backup(
+    store: SnapStore, project: Path, tmp_path: Path
+) -> None:
+    write_tree(project, {f"new/d{i}/f.txt": f"checkpointed {i}\n" for i in range(4)})
+    store.create("s", "cp", ["."], base_dir=project)
+    shutil.rmtree(project / "new")
+    write_tree(project, {"README.md": "my edit\n"})
+    edited = read_tree(project)
+    shutil.copytree(store.root, tmp_path / "scratch-store")
+    shutil.copytree(project, tmp_path / "scratch", symlinks=True)
+    counting = CountingFileSystem()
+    SnapStore(tmp_path / "scratch-store", fs=counting).restore("s", "cp", tmp_path / "scratch")
+    trace = list(enumerate(counting.trace, 1))
+    last_rename = max(i for i, op in trace if op == "replace")
+    first_mode = min(i for i, op in trace if op == "fchmod" and i > last_rename)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            SnapStore(store.root, fs=KillingFileSystem(first_mode)).restore("s", "cp")
+        finally:
+            os._exit(1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == KILLED_EXIT
+    assert (project / "new" / "d0" / "f.txt").exists()  # killed after writing the files
+    reopened = SnapStore(store.root)
+    assert read_tree(project) == edited
+    assert reopened.backups("s") == []
+
+
+def test_a_journal_that_cannot_be_read_for_now_is_kept(
+    store: SnapStore, project: Path, edited: dict[str, object], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _in_a_child_killed_during_apply(0.5, lambda: SnapStore(store.root).restore("s", "cp"))
+    real_read = LocalBackend.read
+
+    def emfile_on_journals(self: LocalBackend, handle: Handle, **kwargs: Any) -> Any:
+        if handle.kind is Kind.JOURNAL:
+            raise OSError(errno.EMFILE, "Too many open files")
+        return real_read(self, handle, **kwargs)
+
+    monkeypatch.setattr(LocalBackend, "read", emfile_on_journals)
+    with pytest.warns(InterruptedRestoreWarning, match="could not read the journal"):
+        SnapStore(store.root)
+    with pytest.raises(RestoreError, match="could not read the journal"):
+        store.restore("s", "cp")
+    assert store.journals.pending()
+    monkeypatch.setattr(LocalBackend, "read", real_read)
+    SnapStore(store.root)
+    assert read_tree(project) == edited
+
+
+def test_an_open_does_not_recover_under_a_restore_into_a_directory_holding_the_target(
+    store: SnapStore, project: Path, edited: dict[str, object]
+) -> None:
+    _in_a_child_killed_during_apply(0.5, lambda: SnapStore(store.root).restore("s", "cp"))
+    half_restored = read_tree(project)
+    with store.target_locks.restoring(os.path.realpath(project.parent)):
+        SnapStore(store.root)
+        assert store.journals.pending()
+        assert read_tree(project) == half_restored
+    SnapStore(store.root)
+    assert read_tree(project) == edited
+
+
+def test_the_backup_a_pending_journal_needs_survives_later_restores(
+    root: Path, project: Path, tmp_path: Path, edited: dict[str, object]
+) -> None:
+    long_lived = SnapStore(root, undo_depth=1)
+    _in_a_child_killed_during_apply(0.5, lambda: SnapStore(root).restore("s", "cp"))
+    other = tmp_path / "other"
+    other.mkdir()
+    for round_ in range(3):
+        (other / "scratch.txt").write_text(f"round {round_}")
+        long_lived.restore("s", "cp", other)
+    SnapStore(root)
+    assert read_tree(project) == edited
+
+
+def test_a_backup_that_cannot_be_kept_is_a_restore_error_and_changes_nothing(
+    store: SnapStore, project: Path, edited: dict[str, object], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def changing(*args: Any, **kwargs: Any) -> None:
+        raise SourceChangedError("'many/f0.txt' kept changing while it was read")
+
+    monkeypatch.setattr(job.RestoreJob, "commit_backup", changing)
+    with pytest.raises(RestoreError, match="nothing was changed") as failed:
+        store.restore("s", "cp")
+    assert failed.value.rolled_back
+    assert read_tree(project) == edited
+    assert not store.journals.pending()
+
+
+def test_a_restore_that_cannot_trim_the_undo_history_still_succeeds(
+    store: SnapStore,
+    project: Path,
+    edited: dict[str, object],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def failing(*args: Any, **kwargs: Any) -> None:
+        raise OSError(errno.EIO, "injected")
+
+    monkeypatch.setattr(store.repo, "trim_backups", failing)
+    report = store.restore("s", "cp")
+    assert report.written and report.backup
+    assert "could not trim the undo backups" in caplog.text
+    store.undo("s")
     assert read_tree(project) == edited

@@ -17,6 +17,15 @@ from snapstore.checkpoint.errors import (
 )
 from snapstore.checkpoint.identity import FileIdentity
 from snapstore.checkpoint.inspect import BUILTIN_SOURCES, ResumePlan, SourceKind, explain
+from snapstore.checkpoint.persistence import (
+    CHECKPOINT_SESSION,
+    Checkpoint,
+    CheckpointStore,
+    FileCheckpointStore,
+    MemoryCheckpointStore,
+    RunInfo,
+    default_root,
+)
 from snapstore.checkpoint.sources import (
     AsyncResumableSource,
     ByteOffsetSource,
@@ -26,15 +35,6 @@ from snapstore.checkpoint.sources import (
     JsonLinesSource,
     LinesSource,
     ResumableSource,
-)
-from snapstore.checkpoint.store import (
-    CHECKPOINT_SESSION,
-    Checkpoint,
-    CheckpointStore,
-    FileCheckpointStore,
-    MemoryCheckpointStore,
-    RunInfo,
-    default_root,
 )
 
 __all__ = [

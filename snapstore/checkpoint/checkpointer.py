@@ -9,13 +9,13 @@ from collections.abc import AsyncGenerator, Generator
 from typing import Any, TypeVar
 
 from snapstore.checkpoint.errors import CheckpointSaveError, IdentityMismatchError
+from snapstore.checkpoint.persistence import Checkpoint, CheckpointStore, RunInfo, SaveTrigger
 from snapstore.checkpoint.sources import (
     AsyncResumableSource,
     GuardedSource,
     ResumableSource,
     source_kind,
 )
-from snapstore.checkpoint.store import Checkpoint, CheckpointStore, RunInfo, SaveTrigger
 
 T = TypeVar("T")
 

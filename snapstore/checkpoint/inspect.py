@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from snapstore.checkpoint.identity import FileIdentity, check_path
-from snapstore.checkpoint.store import Checkpoint, SaveTrigger, jsonable
+from snapstore.checkpoint.persistence import Checkpoint, SaveTrigger, jsonable
 
 
 @dataclass(frozen=True)

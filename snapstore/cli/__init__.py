@@ -1,8 +1,8 @@
 """The ``snapstore`` command line, a thin layer over :class:`snapstore.SnapStore`.
 
 Kept out of ``snapstore/__init__.py`` so that ``import snapstore`` never pays for click. This
-package's own import is light too, so command modules elsewhere (``snapstore.checkpoint.cli``)
-can use ``snapstore.cli.context`` while ``snapstore.cli.app`` registers them, without a cycle.
+package's own import is light too: ``snapstore.cli.app`` lists the commands, and each command's
+module is imported only when that command runs.
 """
 
 from __future__ import annotations

@@ -88,6 +88,11 @@ COMMANDS: tuple[CommandSpec, ...] = (
         "Free blobs no snapshot references, and stale temp files.",
     ),
     CommandSpec(
+        "upgrade",
+        "snapstore.cli.maintenance:upgrade",
+        "Convert a store of an older format to the current one (gc does too).",
+    ),
+    CommandSpec(
         "verify",
         "snapstore.cli.maintenance:verify",
         "Check every snapshot and blob; exit 13 when committed data is damaged.",
@@ -99,7 +104,7 @@ COMMANDS: tuple[CommandSpec, ...] = (
     ),
     CommandSpec(
         "checkpoint",
-        "snapstore.checkpoint.cli:checkpoint_group",
+        "snapstore.cli.checkpoints:checkpoint_group",
         "List, inspect and reset resume checkpoints.",
     ),
     CommandSpec(

@@ -114,7 +114,7 @@ def complete_checkpoint_key(
     ctx: click.Context, _param: click.Parameter, incomplete: str
 ) -> list[CompletionItem]:
     """Keys that have a saved checkpoint."""
-    from snapstore.checkpoint.store import FileCheckpointStore
+    from snapstore.checkpoint.persistence import FileCheckpointStore
 
     return _candidates(ctx, incomplete, lambda store: FileCheckpointStore(store).keys())
 

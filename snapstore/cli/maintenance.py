@@ -179,7 +179,43 @@ def gc(settings: Settings, dry_run: bool) -> None:
         f"{verb} {count(report.blobs_deleted, 'blob')} ({human_size(report.bytes_freed)}) "
         f"and {count(report.temp_files_removed, 'temp file')}"
     )
+    if dry_run and report.packs_deleted:
+        line += f"; would replace {count(report.packs_deleted, 'pack')}"
+    elif report.packs_deleted or report.packs_written:
+        line += (
+            f"; replaced {count(report.packs_deleted, 'pack')} "
+            f"with {count(report.packs_written, 'new pack')}"
+        )
     settings.emit(document, [line], info=not dry_run)
+    if report.reason:
+        print_note(f"warning: {report.reason}")
+    finish(code)
+
+
+@click.command()
+@pass_settings
+def upgrade(settings: Settings) -> None:
+    """Convert a store of an older format to the current one (gc does too).
+
+    Marks the store as the current format, rewrites every older manifest and pack, and
+    collects garbage on the way; a run that is stopped is taken up by the next one. Exits
+    11 when it could not take the store's lock, 13 when damage stopped part of it.
+    """
+    store = settings.writable_store("upgrade rewrites manifests and packs")
+    report = store.upgrade()
+    document = shapes.gc_document(report, False)
+    code = gc_exit_code(report)
+    if report.skipped:
+        settings.emit(document, [])
+        print_error(f"upgrade stopped: {report.reason or 'no reason given'}")
+        finish(code)
+    line = (
+        f"store at format {store.format_version}: converted "
+        f"{count(report.manifests_converted, 'manifest')}, wrote "
+        f"{count(report.packs_written, 'pack')}, freed "
+        f"{count(report.blobs_deleted, 'blob')} ({human_size(report.bytes_freed)})"
+    )
+    settings.emit(document, [line])
     if report.reason:
         print_note(f"warning: {report.reason}")
     finish(code)

@@ -111,26 +111,29 @@ def diff(
 
 
 def restore_lines(
-    report: RestoreReport, session: str, name: str, limit: int | None = PATHS_SHOWN
+    report: RestoreReport, session: str, what: str, limit: int | None = PATHS_SHOWN
 ) -> list[str]:
-    """Human output of ``restore``: a summary line, then the written and removed paths (at
-    most ``limit`` of each), then where the replaced files were kept."""
+    """Human output of ``restore`` and ``undo`` (``what``: ``restore of S/N``, ``undo of S``):
+    a summary line, then the written, removed and left-alone paths (at most ``limit`` of
+    each), then where the replaced files were kept."""
     write, remove = ("would write", "would remove") if report.dry_run else ("wrote", "removed")
     prefix = "dry run: " if report.dry_run else ""
     summary = (
-        f"{prefix}restore of {session}/{name} into {report.target}: "
+        f"{prefix}{what} into {report.target}: "
         f"{write} {len(report.written)}, {remove} {len(report.removed)}, "
         f"{len(report.unchanged)} unchanged"
     )
-    rows = capped_rows([(write, report.written), (remove, report.removed)], limit)
+    if report.kept:
+        summary += f", {len(report.kept)} left alone"
+    rows = capped_rows(
+        [(write, report.written), (remove, report.removed), ("left alone", report.kept)], limit
+    )
     lines = [summary, *("  " + line for line in align_rows(rows))]
     if report.backup:
         lines.append(
             f"replaced files kept as the undo backup {report.backup} "
             f"(undo: snapstore undo {session})"
         )
-    if report.kept:
-        lines.append(f"left alone: {len(report.kept)} paths (storage roots, unrecordable paths)")
     return lines
 
 
@@ -175,14 +178,14 @@ def restore(
     """Put the files of snapshot NAME of SESSION back, writing only what differs.
 
     NAME may be latest, latest~N or the start of one snapshot's name. Prints a summary and
-    the first 20 written and removed paths; --list prints them all, --json too.
+    the first 20 written, removed and left-alone paths; --list prints them all, --json too.
     """
     name = settings.snapshot_name(session, name)
     if dry_run or no_backup:
         store = settings.store()
     else:
         store = settings.writable_store(
-            "a restore first keeps the files it replaces in it as the snapshot 'pre-restore' "
+            "a restore first keeps the files it replaces in it as an undo backup "
             "(--no-backup restores without that backup, --dry-run only shows what would change)"
         )
     with settings.progress("restoring") as progress:
@@ -197,7 +200,9 @@ def restore(
             progress=progress,
         )
     document = shapes.restore_document(session, name, report)
-    lines = restore_lines(report, session, name, None if list_all else PATHS_SHOWN)
+    lines = restore_lines(
+        report, session, f"restore of {session}/{name}", None if list_all else PATHS_SHOWN
+    )
     settings.emit(document, lines, info=not dry_run)
 
 
@@ -215,9 +220,15 @@ def restore(
     help="Restore into this directory instead of the one the backup was taken from.",
 )
 @click.option("--dry-run", is_flag=True, help="Report what would change; write nothing.")
+@list_option
 @pass_settings
 def undo(
-    settings: Settings, session: str, backup: str | None, target: Path | None, dry_run: bool
+    settings: Settings,
+    session: str,
+    backup: str | None,
+    target: Path | None,
+    dry_run: bool,
+    list_all: bool,
 ) -> None:
     """Undo the newest restore of SESSION: put back what it replaced. Undoable in turn."""
     store = settings.store()
@@ -225,6 +236,7 @@ def undo(
         report = store.undo(
             session, backup=backup, target=target, dry_run=dry_run, progress=progress
         )
-    label = backup or "its newest undo backup"
+    what = f"undo of {session}" + (f" (undo backup {backup})" if backup else "")
     document = shapes.undo_document(session, report)
-    settings.emit(document, restore_lines(report, session, label, PATHS_SHOWN), info=not dry_run)
+    lines = restore_lines(report, session, what, None if list_all else PATHS_SHOWN)
+    settings.emit(document, lines, info=not dry_run)

@@ -1,15 +1,17 @@
 """Encode, decode and validate manifests: the committed description of one snapshot.
 
 A manifest file is a fixed prelude, a msgpack header (what ``list()`` needs) and a msgpack
-body (the entries, or the state value). The prelude carries both parts' lengths and blake3
-checksums, so a header can be read and checked without reading the body. See docs/format.md.
+body: in format 2 the reference to the snapshot's root tree (``snapstore.format.tree``), or
+the state value; in format 1, still read, the flat list of every entry. The prelude carries
+both parts' lengths and blake3 checksums, so a header can be read and checked without
+reading the body. See docs/format.md.
 """
 
 from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
@@ -18,68 +20,52 @@ import blake3
 import msgpack
 
 from snapstore.errors import CorruptManifestError, InvalidValueError, UnsafePathError
-from snapstore.format.paths import all_plain_paths, check_relative_path, nearest_listed_ancestor
-from snapstore.models import (
-    ENTRY_KINDS,
-    EntryKind,
-    FileEntry,
-    SkippedPath,
-    SnapshotInfo,
-    SnapshotKind,
+from snapstore.format.paths import check_relative_path
+from snapstore.format.rows import (
+    MAX_ENTRIES,
+    EntryRow,
+    check_entry_row,
+    decode_entries,
+    entry_rows,
+    rows_need_no_row_checks,
 )
+from snapstore.format.tree import DIGEST_BYTES, MAX_TREE_BYTES, TreeRef
+from snapstore.models import FileEntry, SkippedPath, SnapshotInfo, SnapshotKind
 
-MAGIC = b"SNAPMAN\x01"
-FORMAT_VERSION = 1
+__all__ = [
+    "MAX_ENTRIES",
+    "EntryRow",
+    "TreeRef",
+    "check_entry_row",
+    "entry_rows",
+    "rows_need_no_row_checks",
+]
+
+MAGIC = b"SNAPMAN\x02"
+MAGIC_V1 = b"SNAPMAN\x01"
+FORMAT_VERSION = 2
+VERSIONS = (1, 2)
 PRELUDE = struct.Struct("<8sIQ16s16s")
 CHECKSUM_BYTES = 16
 MAX_HEADER_BYTES = 16 * 1024 * 1024
 MAX_BODY_BYTES = 1 << 30
 MAX_MANIFEST_BYTES = PRELUDE.size + MAX_HEADER_BYTES + MAX_BODY_BYTES
-MAX_ENTRIES = 5_000_000
 CLOCK_TOLERANCE_NS = 60_000_000_000
 """How far a recorded creation time may lie ahead of its manifest file's modification time
 before the file's time is trusted instead (clocks of hosts sharing a store differ a little)."""
-DIGEST_BYTES = 32
 SNAPSHOT_KINDS: tuple[SnapshotKind, ...] = ("files", "state")
-
-EntryRow = tuple[str, EntryKind, int, int, int, bytes | None, str | None]
-"""One entry as the manifest body stores it: path, kind, mode, size, mtime_ns, digest, target
-(a FileEntry is one, with names). ``create`` builds plain tuples: cheaper still."""
-
-
-def entry_rows(entries: Iterable[FileEntry]) -> list[EntryRow]:
-    """FileEntry objects as manifest rows."""
-    return list(entries)
-
-
-@dataclass(frozen=True)
-class EncodedRows:
-    """A file snapshot's entries encoded as its manifest holds them, once. ``encode`` takes
-    them in place of the rows, so a checkpoint that commits the very entries of an earlier
-    one (an unchanged tree) does not pack them again; and they take a fraction of the memory
-    of the decoded rows for a process that keeps them."""
-
-    data: bytes
-
-    def rows(self) -> tuple[EntryRow, ...]:
-        """The rows, sorted as encoded. Not validated: only rows this process encoded are
-        ever wrapped here, never bytes read from a store."""
-        rows: tuple[EntryRow, ...] = msgpack.unpackb(self.data, use_list=False)["entries"]
-        return rows
-
-
-def encode_rows(rows: Sequence[EntryRow]) -> EncodedRows:
-    """``rows`` (sorted, valid) encoded for ``encode``."""
-    return EncodedRows(_pack({"entries": rows}, "entries", check_readable=False))
 
 
 @dataclass(frozen=True)
 class Manifest:
-    """A decoded manifest: header info, entries (file snapshots) or value (state snapshots)."""
+    """A decoded manifest: header info, and the root tree (a format 2 file snapshot), the
+    entries (format 1) or the value (a state snapshot). ``version`` is its format."""
 
     info: SnapshotInfo
     entries: tuple[FileEntry, ...] = ()
     value: Any = None
+    tree: TreeRef | None = None
+    version: int = FORMAT_VERSION
 
 
 def _checksum(*parts: bytes) -> bytes:
@@ -130,13 +116,17 @@ def encode(
     *,
     created_ns: int,
     expires_ns: int | None,
-    rows: Sequence[EntryRow] | EncodedRows = (),
+    tree: TreeRef | None = None,
     value: Any = None,
+    rows: Sequence[EntryRow] | None = None,
 ) -> bytes:
-    """Serialize a manifest; raises InvalidValueError for metadata or values msgpack refuses.
-    The entries of a file snapshot are ``rows``, or the same already encoded."""
+    """Serialize a format 2 manifest (a file snapshot names its root ``tree``), or, given
+    ``rows`` instead, a format 1 manifest listing them (what older stores hold; tests and
+    tools make them so). Raises InvalidValueError for metadata or values msgpack refuses;
+    rows are not validated."""
+    version = FORMAT_VERSION if rows is None else 1
     header = {
-        "v": FORMAT_VERSION,
+        "v": version,
         "kind": info.kind,
         "session": info.session,
         "name": info.name,
@@ -155,14 +145,20 @@ def encode(
         header["excludes"] = list(info.excludes)
     header_bytes = _pack(header, "snapshot metadata")
     if info.kind == "state":
-        body_bytes = _pack({"value": value}, "state value")
-    elif isinstance(rows, EncodedRows):
-        body_bytes = rows.data
+        body_value: dict[str, Any] = {"value": value}
+    elif rows is not None:
+        body_value = {"entries": rows}
     else:
-        body_bytes = encode_rows(rows).data
+        assert tree is not None
+        body_value = {"tree": tree.digest, "tree_size": tree.size}
+    body_bytes = _pack(
+        body_value,
+        "state value" if info.kind == "state" else "entries",
+        check_readable=info.kind == "state",
+    )
     lengths = struct.pack("<IQ", len(header_bytes), len(body_bytes))
     prelude = PRELUDE.pack(
-        MAGIC,
+        MAGIC if version == FORMAT_VERSION else MAGIC_V1,
         len(header_bytes),
         len(body_bytes),
         _checksum(lengths, header_bytes),
@@ -207,9 +203,9 @@ class _Prelude:
 def _read_prelude(data: bytes, file_size: int) -> _Prelude:
     _require(len(data) >= PRELUDE.size, "manifest is shorter than its prelude")
     magic, header_length, body_length, header_sum, body_sum = PRELUDE.unpack_from(data)
-    if magic[:7] == MAGIC[:7] and magic != MAGIC:
+    if magic[:7] == MAGIC[:7] and magic[7] not in VERSIONS:
         raise CorruptManifestError(f"manifest has unsupported format version {magic[7]}")
-    _require(magic == MAGIC, "manifest does not start with the snapstore magic bytes")
+    _require(magic[:7] == MAGIC[:7], "manifest does not start with the snapstore magic bytes")
     _require(header_length <= MAX_HEADER_BYTES, "manifest header length is implausible")
     prelude = _Prelude(header_length, body_length, header_sum, body_sum)
     _require(
@@ -219,9 +215,9 @@ def _read_prelude(data: bytes, file_size: int) -> _Prelude:
     return prelude
 
 
-def _decode_info(header: Any) -> tuple[SnapshotInfo, int, int | None]:
+def _decode_info(header: Any, version: int) -> tuple[SnapshotInfo, int, int | None]:
     _require(isinstance(header, dict), "manifest header is not a map")
-    _require(header.get("v") == FORMAT_VERSION, f"unknown manifest version {header.get('v')!r}")
+    _require(header.get("v") == version, f"unknown manifest version {header.get('v')!r}")
     kind = header.get("kind")
     _require(kind in SNAPSHOT_KINDS, f"unknown snapshot kind {kind!r}")
     for key in ("session", "name", "base_dir"):
@@ -319,7 +315,7 @@ def decode_header(data: bytes, file_size: int) -> Header:
         _checksum(prelude.lengths, header_bytes) == prelude.header_checksum,
         "manifest header fails its checksum",
     )
-    info, created_ns, expires_ns = _decode_info(_unpack(header_bytes, "manifest header"))
+    info, created_ns, expires_ns = _decode_info(_unpack(header_bytes, "manifest header"), data[7])
     return Header(info, created_ns, expires_ns, created_ns)
 
 
@@ -330,96 +326,10 @@ def header_bytes_needed(prelude_bytes: bytes) -> int:
     return int(PRELUDE.size + min(header_length, MAX_HEADER_BYTES))
 
 
-def rows_need_no_row_checks(rows: list[Any]) -> bool:
-    """A cheap sufficient test that every row would pass ``check_entry_row``, done column by
-    column with C-level passes (a Python check per row is most of the cost of decoding a
-    large manifest). False only means: check each row."""
-    if not rows:
-        return True
-    if set(map(type, rows)) != {list} or set(map(len, rows)) != {7}:
-        return False
-    paths, kinds, modes, sizes, mtimes, digests, targets = zip(*rows, strict=True)
-    if set(map(type, paths)) | set(map(type, kinds)) != {str} or not set(kinds) <= {*ENTRY_KINDS}:
-        return False
-    if not all_plain_paths(paths):
-        return False
-    for column, low, high in (
-        (modes, 0, 0o7777),
-        (sizes, 0, 2**64 - 1),
-        (mtimes, -(2**63), 2**63 - 1),
-    ):
-        # type() is int: msgpack decodes integers as plain int, never bool or a subclass.
-        if set(map(type, column)) != {int} or min(column) < low or max(column) > high:
-            return False
-    file_digests = [d for k, d in zip(kinds, digests, strict=True) if k == "file"]
-    link_targets = [t for k, t in zip(kinds, targets, strict=True) if k == "symlink"]
-    return (
-        len(file_digests) + digests.count(None) == len(rows)
-        and set(map(type, file_digests)) <= {bytes}
-        and set(map(len, file_digests)) <= {DIGEST_BYTES}
-        and len(link_targets) + targets.count(None) == len(rows)
-        and set(map(type, link_targets)) <= {str}
-        and all(link_targets)
-        and not any("\x00" in target for target in link_targets)
-    )
-
-
-def check_entry_row(raw: Any) -> None:
-    """Raise CorruptManifestError, saying why, unless ``raw`` is a valid entry row."""
-    _require(type(raw) is list and len(raw) == 7, "entry is not a 7-item array")
-    path, kind, mode, size, mtime_ns, digest, target = raw
-    try:
-        check_relative_path(path)
-    except UnsafePathError as error:
-        raise CorruptManifestError(f"unsafe entry path: {error}") from None
-    _require(kind in ENTRY_KINDS, f"entry {path!r} has unknown kind {kind!r}")
-    # type() is int: msgpack decodes integers as plain int, never bool or a subclass.
-    _require(type(mode) is int and 0 <= mode <= 0o7777, f"entry {path!r} has bad mode")
-    _require(type(size) is int and 0 <= size < 2**64, f"entry {path!r} has bad size")
-    _require(
-        type(mtime_ns) is int and -(2**63) <= mtime_ns < 2**63, f"entry {path!r} has bad mtime"
-    )
-    if kind == "file":
-        _require(
-            isinstance(digest, bytes) and len(digest) == DIGEST_BYTES,
-            f"file entry {path!r} lacks a valid digest",
-        )
-    else:
-        _require(digest is None, f"{kind} entry {path!r} carries a digest")
-    if kind == "symlink":
-        _require(
-            isinstance(target, str) and bool(target) and "\x00" not in target,
-            f"symlink entry {path!r} has a bad target",
-        )
-    else:
-        _require(target is None, f"{kind} entry {path!r} carries a link target")
-
-
-def _decode_entries(body: Any, info: SnapshotInfo) -> tuple[FileEntry, ...]:
-    _require(isinstance(body, dict) and isinstance(body.get("entries"), list), "bad body")
-    raw_entries = body["entries"]
-    _require(len(raw_entries) <= MAX_ENTRIES, f"manifest has over {MAX_ENTRIES} entries")
-    if not rows_need_no_row_checks(raw_entries):
-        for raw in raw_entries:
-            check_entry_row(raw)
-    entries = tuple(map(FileEntry._make, raw_entries))
-    kinds = {entry.path: entry.kind for entry in entries}
-    _require(len(kinds) == len(entries), "manifest lists a path twice")
-    for entry in entries:
-        # The nearest listed ancestor suffices: if it is a dir, its own check covers the rest.
-        parent = nearest_listed_ancestor(entry.path, kinds)
-        if parent is not None and kinds[parent] != "dir":
-            raise CorruptManifestError(
-                f"entry {entry.path!r} lies beneath {parent!r}, which is a {kinds[parent]}"
-            )
-    files = [e for e in entries if e.kind == "file"]
-    _require(info.file_count == len(files), "file count does not match the entries")
-    _require(info.total_bytes == sum(e.size for e in files), "total size does not match")
-    return entries
-
-
 def decode(data: bytes) -> Manifest:
-    """Decode and fully validate a manifest; anything wrong raises CorruptManifestError."""
+    """Decode and validate a manifest of either format; anything wrong raises
+    CorruptManifestError. A format 2 file snapshot's trees are read apart (its entries
+    are checked as they are walked)."""
     header = decode_header(data, len(data))
     prelude = _read_prelude(data, len(data))
     body_bytes = data[PRELUDE.size + prelude.header_length :]
@@ -429,11 +339,20 @@ def decode(data: bytes) -> Manifest:
     )
     body = _unpack(body_bytes, "manifest body")
     info = header.info
+    version = data[7]
     if info.kind == "state":
         _require(isinstance(body, dict) and "value" in body, "state manifest lacks its value")
         _require(info.file_count == 0 and info.total_bytes == 0, "state manifest lists files")
-        return Manifest(info, (), body["value"])
-    return Manifest(info, _decode_entries(body, info))
+        return Manifest(info, (), body["value"], version=version)
+    if version == 1:
+        return Manifest(info, decode_entries(body, info), version=1)
+    _require(isinstance(body, dict), "manifest body is not a map")
+    digest, size = body.get("tree"), body.get("tree_size")
+    _require(
+        type(digest) is bytes and len(digest) == DIGEST_BYTES and _is_int(size, 1, MAX_TREE_BYTES),
+        "manifest does not name a valid root tree",
+    )
+    return Manifest(info, tree=TreeRef(digest, size))
 
 
 def ttl_seconds(ttl: float | int | timedelta | None) -> float | None:

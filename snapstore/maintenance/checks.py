@@ -10,6 +10,8 @@ from snapstore.format.manifest import Manifest
 from snapstore.repo.backend import Backend
 from snapstore.repo.blobs import Blobs
 from snapstore.repo.catalog import Catalog
+from snapstore.repo.repository import Repository
+from snapstore.repo.trees import Marks
 
 logger = logging.getLogger(__name__)
 
@@ -28,17 +30,39 @@ def committed_manifests(catalog: Catalog) -> Iterator[Manifest | CorruptManifest
             yield error
 
 
-def referenced_digests(catalog: Catalog) -> tuple[set[bytes], list[str]]:
-    """The digests committed manifests reference, and the corrupt manifests that may hide more."""
-    referenced: set[bytes] = set()
+def mark_manifest(
+    repo: Repository, manifest: Manifest, marks: Marks, *, validate: bool = False
+) -> str | None:
+    """Mark what one manifest references (its trees read); why it cannot be, if a tree of it
+    is missing or damaged (its references are then unknown). With ``validate``, every entry
+    is also checked as a read of the whole snapshot would (paths, counts)."""
+    try:
+        marks.add_manifest(repo.trees, manifest)
+        if validate:
+            repo.trees.entries(manifest)
+    except (CorruptManifestError, CorruptBlobError, MissingBlobError) as error:
+        info = manifest.info
+        return f"snapshot {info.name!r} of session {info.session!r} cannot be read: {error}"
+    return None
+
+
+def referenced(repo: Repository, *, validate: bool = False) -> tuple[Marks, list[str], int]:
+    """What committed manifests reference, the manifests that may hide more (corrupt, or
+    with trees that cannot be read; with ``validate``, also those a full read refuses), and
+    how many manifests there are. Blobs must be in use (the gc lock held) and refreshed."""
+    marks = Marks()
     corrupt: list[str] = []
-    for manifest in committed_manifests(catalog):
+    count = 0
+    for manifest in committed_manifests(repo.catalog):
+        count += 1
         if isinstance(manifest, CorruptManifestError):
             corrupt.append(str(manifest))
-        else:
-            referenced.update(e.digest for e in manifest.entries if e.digest is not None)
-    logger.debug("manifests reference %d blobs; %d are corrupt", len(referenced), len(corrupt))
-    return referenced, corrupt
+            continue
+        problem = mark_manifest(repo, manifest, marks, validate=validate)
+        if problem is not None:
+            corrupt.append(problem)
+    logger.debug("manifests reference %d blobs; %d are corrupt", len(marks.sizes), len(corrupt))
+    return marks, corrupt, count
 
 
 def clean_temp(backend: Backend, dry_run: bool) -> int:

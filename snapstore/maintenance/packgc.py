@@ -17,13 +17,24 @@ from dataclasses import dataclass, field
 import blake3
 
 from snapstore.errors import CorruptBlobError, MissingBlobError
-from snapstore.format.packfile import PACK_MAGIC, RECORD_HEAD, PackIndex
-from snapstore.repo.batch import PACK_MAX_BYTES, is_small
+from snapstore.format.codec import REPACK_LEVEL
+from snapstore.format.packfile import (
+    BLOCK_HEAD,
+    KIND_DATA,
+    KIND_TREE,
+    PACK_MAGIC,
+    RECORD_HEAD,
+    PackIndex,
+)
+from snapstore.repo.batch import PackSeries, is_small
 from snapstore.repo.blobs import Blobs
-from snapstore.repo.packs import PackWriter
+from snapstore.repo.packs import BLOCK_BYTES
 from snapstore.repo.packset import Location
+from snapstore.repo.trees import Marks
 
 REWRITE_GARBAGE_SHARE = 0.5
+FORMAT_VERSION = 2
+"""Packs of an older format are always rewritten (gc converts a format 1 store)."""
 GEOMETRIC_FACTOR = 2
 
 logger = logging.getLogger(__name__)
@@ -41,7 +52,7 @@ class PackGcPlan:
         return [
             (index.pack_id, digest, size)
             for index in self.delete + self.rewrite
-            for digest, (_, size) in sorted(index.entries.items())
+            for digest, (_, _, size) in sorted(index.entries.items())
             if digest not in referenced
         ]
 
@@ -58,16 +69,17 @@ class PackGcResult:
 
 
 def plan(indexes: list[PackIndex], referenced: set[bytes]) -> PackGcPlan:
-    """Delete packs with no referenced blob; rewrite those whose unreferenced bytes exceed
-    ``REWRITE_GARBAGE_SHARE``; merge the smallest of the others as ``geometric_merge`` says."""
+    """Delete packs with no referenced blob; rewrite format 1 packs and those whose
+    unreferenced bytes exceed ``REWRITE_GARBAGE_SHARE``; merge the smallest of the others as
+    ``geometric_merge`` says."""
     result = PackGcPlan()
     kept = []
     for index in sorted(indexes, key=lambda i: i.pack_id):
         total = index.total_bytes
-        live = sum(size for d, (_, size) in index.entries.items() if d in referenced)
+        live = sum(size for d, (_, _, size) in index.entries.items() if d in referenced)
         if not any(digest in referenced for digest in index.entries):  # empty blobs count
             result.delete.append(index)
-        elif total - live > REWRITE_GARBAGE_SHARE * total:
+        elif index.version < FORMAT_VERSION or total - live > REWRITE_GARBAGE_SHARE * total:
             result.rewrite.append(index)
         else:
             kept.append(index)
@@ -90,8 +102,9 @@ def geometric_merge(indexes: list[PackIndex], extra_bytes: int = 0) -> list[Pack
     return merged if len(merged) + (extra_bytes > 0) >= 2 else []
 
 
-def collect(storage: Blobs, referenced: set[bytes], *, dry_run: bool) -> PackGcResult:
+def collect(storage: Blobs, marks: Marks, *, dry_run: bool) -> PackGcResult:
     """Carry out the plan for the packs on disk; returns what was freed."""
+    referenced = set(marks.sizes)
     packs = storage.packs
     result = PackGcResult()
     todo = plan(packs.indexes(), referenced)
@@ -107,7 +120,7 @@ def collect(storage: Blobs, referenced: set[bytes], *, dry_run: bool) -> PackGcR
     loose = _small_loose(storage, referenced)
     if not dry_run and (todo.rewrite or loose):
         try:
-            written = _rewrite(storage, todo, referenced, loose)
+            written = _rewrite(storage, todo, marks, loose)
         except (CorruptBlobError, MissingBlobError) as error:
             logger.warning("packs were not rewritten: %s", error)
             result.problems.append(f"packs were not rewritten: {error}")
@@ -141,25 +154,29 @@ def collect(storage: Blobs, referenced: set[bytes], *, dry_run: bool) -> PackGcR
             logger.info("deleted pack %s, which no index names", orphan)
     else:
         old_bytes += sum(packs.size_of(orphan) for orphan in packs.orphans())
-        written_bytes = _rewritten_bytes(todo, referenced)
+        written_bytes = _rewritten_bytes(todo, marks)
     result.packs_deleted = len(todo.delete) + len(todo.rewrite)
     result.blobs_deleted = len(dead)
     result.bytes_freed = max(0, old_bytes - written_bytes)
     return result
 
 
-def _rewritten_bytes(todo: PackGcPlan, referenced: set[bytes]) -> int:
-    """What rewriting would write (the live blobs of the packs to rewrite, as one pack): the
-    estimate a dry run subtracts from what it would delete."""
+def _rewritten_bytes(todo: PackGcPlan, marks: Marks) -> int:
+    """What rewriting would write (the live blobs of the packs to rewrite, as one pack, as
+    if nothing compressed): the estimate a dry run subtracts from what it would delete."""
     live = {
         digest: size
         for index in todo.rewrite
-        for digest, (_, size) in index.entries.items()
-        if digest in referenced
+        for digest, (_, _, size) in index.entries.items()
+        if digest in marks.sizes
     }
     if not live:
         return 0
-    return len(PACK_MAGIC) + sum(RECORD_HEAD.size + size for size in live.values())
+    raw = [0, 0]
+    for digest, size in live.items():
+        raw[digest in marks.trees] += RECORD_HEAD.size + size
+    blocks = sum(-(-part // BLOCK_BYTES) for part in raw)
+    return len(PACK_MAGIC) + blocks * BLOCK_HEAD.size + sum(raw)
 
 
 def _small_loose(storage: Blobs, referenced: set[bytes]) -> dict[bytes, int]:
@@ -175,51 +192,51 @@ def _small_loose(storage: Blobs, referenced: set[bytes]) -> dict[bytes, int]:
     return loose
 
 
-def _rewrite(
-    storage: Blobs, todo: PackGcPlan, referenced: set[bytes], loose: dict[bytes, int]
-) -> list[PackIndex]:
-    """Copy the live blobs of the packs to rewrite (skipping blobs a kept pack or a loose copy
-    also holds), and the small ``loose`` blobs, into new packs; publish them and return their
-    indexes. Every blob is verified on the way."""
+def _copy_order(
+    storage: Blobs, todo: PackGcPlan, marks: Marks, loose: dict[bytes, int]
+) -> list[tuple[int, str, bytes, Location | None]]:
+    """The blobs to copy, in the order to write them: file contents by path (the versions of
+    one path side by side compress against each other), then trees. Blobs a kept pack, a
+    large loose copy or another copy in the list also holds are left out."""
     packs = storage.packs
     going = {index.pack_id for index in todo.delete + todo.rewrite}
     kept = {d for i in packs.indexes() if i.pack_id not in going for d in i.entries}
-    written: list[PackIndex] = []
-    writer: PackWriter | None = None
+    order: dict[bytes, tuple[int, str, bytes, Location | None]] = {}
+    for index in todo.rewrite:
+        for digest, (number, offset, size) in index.entries.items():
+            if digest not in marks.sizes or digest in kept or digest in loose or digest in order:
+                continue
+            if storage.loose.has(digest, expected_size=size):
+                continue
+            kind = KIND_TREE if digest in marks.trees else KIND_DATA
+            where = Location(index.pack_id, number, index.blocks[number], offset, size)
+            order[digest] = (kind, marks.paths.get(digest, ""), digest, where)
+    for digest in loose:
+        order[digest] = (KIND_DATA, marks.paths.get(digest, ""), digest, None)
+    return sorted(order.values(), key=lambda item: item[:3])
 
-    def add(digest: bytes, data: bytes) -> None:
-        nonlocal writer
-        if writer is None:
-            writer = PackWriter(storage.backend)
-        writer.add(digest, data)
-        if writer.size >= PACK_MAX_BYTES:
-            written.append(writer.publish())
-            packs.register(written[-1])
-            writer = None
 
+def _rewrite(
+    storage: Blobs, todo: PackGcPlan, marks: Marks, loose: dict[bytes, int]
+) -> list[PackIndex]:
+    """Copy the live blobs of the packs to rewrite, and the small ``loose`` blobs, into new
+    packs (see ``_copy_order``); publish them and return their indexes. Every blob is
+    verified on the way."""
+    packs = storage.packs
+    series = PackSeries(storage, level=REPACK_LEVEL)
     try:
-        for index in todo.rewrite:
-            for digest, (offset, size) in sorted(index.entries.items()):
-                if digest not in referenced or digest in kept or digest in loose:
-                    continue
-                if writer is not None and digest in writer:
-                    continue
-                if storage.loose.has(digest, expected_size=size):
-                    continue
-                data = packs.read_unverified(Location(index.pack_id, offset, size))
+        for kind, _, digest, where in _copy_order(storage, todo, marks, loose):
+            if where is None:
+                data = storage.loose.read(digest, loose[digest])
+            else:
+                data = packs.read_unverified(where)
                 if blake3.blake3(data).digest() != digest:
                     raise CorruptBlobError(
-                        f"blob {digest.hex()} in pack {index.pack_id} is corrupt; that pack "
+                        f"blob {digest.hex()} in pack {where.pack_id} is corrupt; that pack "
                         "is kept as it is (run verify)"
                     )
-                add(digest, data)
-        for digest, size in sorted(loose.items()):
-            add(digest, storage.loose.read(digest, size))
-        if writer is not None:
-            written.append(writer.publish())
-            packs.register(written[-1])
-            writer = None
+            series.add(digest, data, kind)
+        series.finish()
     finally:
-        if writer is not None:
-            writer.abort()
-    return written
+        series.abort()
+    return series.published

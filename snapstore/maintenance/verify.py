@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from snapstore.errors import CorruptManifestError
 from snapstore.maintenance import packgc
-from snapstore.maintenance.checks import check_blob, committed_manifests
+from snapstore.maintenance.checks import check_blob
+from snapstore.maintenance.checks import referenced as referenced_blobs
 from snapstore.models import VerifyReport
 from snapstore.repo.repository import Repository
 
@@ -23,15 +23,9 @@ def verify(
     """Check every committed snapshot of ``repo``; ``progress(done, total)`` counts blobs."""
     report = VerifyReport()
     with repo.blobs_in_use():
-        referenced: dict[bytes, int] = {}
-        for manifest in committed_manifests(repo.catalog):
-            report.snapshots_checked += 1
-            if isinstance(manifest, CorruptManifestError):
-                report.problems.append(str(manifest))
-                continue
-            for entry in manifest.entries:
-                if entry.digest is not None:
-                    referenced[entry.digest] = entry.size
+        marks, corrupt, report.snapshots_checked = referenced_blobs(repo, validate=True)
+        report.problems.extend(corrupt)
+        referenced = marks.sizes
         for done, (digest, size) in enumerate(sorted(referenced.items()), 1):
             report.blobs_checked += 1
             problem = check_blob(repo.blobs, digest, size, deep=deep)

@@ -9,7 +9,8 @@ loose blobs of their own. gc keeps the number of packs logarithmic (``maintenanc
 
 from __future__ import annotations
 
-from snapstore.format.packfile import PackIndex
+from snapstore.format.codec import WRITE_LEVEL
+from snapstore.format.packfile import KIND_DATA, PackIndex
 from snapstore.repo.backend import Handle, Kind
 from snapstore.repo.blobs import Blobs
 from snapstore.repo.packs import PackWriter
@@ -24,15 +25,57 @@ def is_small(size: int) -> bool:
     return size < PACKED_MAX_BYTES
 
 
+class PackSeries:
+    """Blobs appended to a series of new packs of at most ``PACK_MAX_BYTES`` each. A full pack
+    is published at once and registered, so this process reads its blobs from it right away;
+    ``finish`` publishes the last one. ``level``: the zstd level of the packs' blocks. Used
+    from one thread."""
+
+    def __init__(self, storage: Blobs, *, level: int = WRITE_LEVEL) -> None:
+        self.storage = storage
+        self.level = level
+        self.published: list[PackIndex] = []
+        self._writer: PackWriter | None = None
+
+    def __contains__(self, digest: bytes) -> bool:
+        """Whether the open, unpublished pack holds ``digest``."""
+        return self._writer is not None and digest in self._writer
+
+    def add(self, digest: bytes, data: bytes | memoryview, kind: int = KIND_DATA) -> None:
+        """Append one blob already hashed to ``digest`` (file contents or a tree: ``kind``)."""
+        if self._writer is None:
+            self._writer = PackWriter(self.storage.backend, level=self.level)
+        self._writer.add(digest, data, kind)
+        if self._writer.size >= PACK_MAX_BYTES:
+            self._publish()
+
+    def _publish(self) -> None:
+        assert self._writer is not None
+        writer, self._writer = self._writer, None
+        index = writer.publish()
+        self.storage.packs.register(index)
+        self.published.append(index)
+
+    def finish(self) -> None:
+        """Publish the open pack, if any."""
+        if self._writer is not None:
+            self._publish()
+
+    def abort(self) -> None:
+        """Drop the unpublished pack (published packs are gc's)."""
+        if self._writer is not None:
+            self._writer.abort()
+            self._writer = None
+
+
 class BlobBatch:
     """Collects one writer's new blobs; ``finish`` makes them (and every existing blob the
     writer counts on) durable. Use under the shared gc lock, from one thread."""
 
     def __init__(self, storage: Blobs) -> None:
         self.storage = storage
-        self.published: list[PackIndex] = []
+        self.packs = PackSeries(storage)
         self._added: set[bytes] = set()
-        self._writer: PackWriter | None = None
         self._counts_on_packs = False
         self._shards: dict[str, frozenset[str]] = {}
         self._packed = storage.packs.by_digest()
@@ -45,7 +88,7 @@ class BlobBatch:
         if digest in self._added:
             return True
         index = self._packed.get(digest)
-        if index is not None and index.entries[digest][1] == size:
+        if index is not None and index.size_of(digest) == size:
             if not self._counts_on_packs:
                 self._counts_on_packs = True
                 self.storage.backend.note_existing(Handle(Kind.PACK, index.pack_id))
@@ -66,33 +109,24 @@ class BlobBatch:
             self._shards[hex_digest[:2]] = names
         return hex_digest in names
 
-    def add(self, digest: bytes, data: bytes) -> None:
-        """Store a small blob already hashed to ``digest`` (unless it is stored already)."""
+    def add(self, digest: bytes, data: bytes, kind: int = KIND_DATA) -> None:
+        """Store a blob (file contents, or a tree object: ``kind``) already hashed to
+        ``digest``, unless it is stored already: in a pack if small, else loose (a tree of
+        a directory with hundreds of thousands of entries can be that large)."""
         if self.claim(digest, len(data)):
             return
         self._added.add(digest)
-        if self._writer is None:
-            self._writer = PackWriter(self.storage.backend)
-        self._writer.add(digest, data)
-        if self._writer.size >= PACK_MAX_BYTES:
-            self._publish()
-
-    def _publish(self) -> None:
-        assert self._writer is not None
-        writer, self._writer = self._writer, None
-        index = writer.publish()
-        self.storage.packs.register(index)
-        self.published.append(index)
+        if is_small(len(data)):
+            self.packs.add(digest, data, kind)
+        elif self.storage.loose.put_bytes(data) != digest:
+            raise ValueError(f"blob {digest.hex()} does not hash to its name")
 
     def finish(self) -> None:
         """Publish the open pack and make durable the names of everything the batch wrote or
         counts on. After this, a manifest may reference them."""
-        if self._writer is not None:
-            self._publish()
+        self.packs.finish()
         self.storage.sync()
 
     def abort(self) -> None:
         """Drop the unpublished pack (published packs are gc's)."""
-        if self._writer is not None:
-            self._writer.abort()
-            self._writer = None
+        self.packs.abort()

@@ -4,9 +4,11 @@ digests only, so which of the two holds a blob is invisible to them; readers loo
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Iterator
 
 from snapstore.errors import CorruptBlobError, CorruptPackError, MissingBlobError
+from snapstore.format.codec import CODEC_NONE
 from snapstore.format.manifest import EntryRow
 from snapstore.repo.backend import Backend
 from snapstore.repo.loose import CHUNK_BYTES, BlobWriter, LooseBlobs, new_hasher
@@ -73,7 +75,7 @@ class Blobs:
             if damage is not None and not self.loose.has(digest, size):
                 raise CorruptPackError(f"blob {digest.hex()} is in a damaged pack: {damage}")
             yield from self.loose.chunks(digest, size)
-        elif location.size > WHOLE_READ_BYTES:
+        elif location.size > WHOLE_READ_BYTES and location.block.codec == CODEC_NONE:
             yield from self._streamed(digest, location)
         else:
             try:
@@ -103,7 +105,7 @@ class Blobs:
         for start in range(0, location.size, CHUNK_BYTES):
             length = min(CHUNK_BYTES, location.size - start)
             chunk = self.packs.read_unverified(
-                Location(location.pack_id, location.offset + start, length)
+                dataclasses.replace(location, offset=location.offset + start, size=length)
             )
             hasher.update(chunk)
             yield chunk

@@ -12,7 +12,9 @@ from snapstore.fs.durable import ensure_dir, write_atomic
 from snapstore.fs.reading import open_regular
 from snapstore.fs.seam import FileSystem
 
-FORMAT_MAJOR = 1
+FORMAT_MAJOR = 2
+READABLE_MAJORS = (1, 2)
+"""Format 1 stores are read, and converted as they are written (see ``marker_major``)."""
 FORMAT_TEXT = f"snapstore format {FORMAT_MAJOR}\n"
 LAYOUT_DIRS = ("locks", "blobs", "packs", "sessions", "tmp")
 MARKER_FILE = "FORMAT"
@@ -117,7 +119,13 @@ def check_format(root: str, text: str) -> None:
     if len(words) < 3 or words[:2] != ["snapstore", "format"]:
         raise FormatError(f"{root}/FORMAT is not a snapstore format marker")
     major = words[2].split(".")[0]
-    if major != str(FORMAT_MAJOR):
+    if major not in {str(known) for known in READABLE_MAJORS}:
         raise FormatError(
-            f"{root} has snapstore format {words[2]}; this version reads format {FORMAT_MAJOR} only"
+            f"{root} has snapstore format {words[2]}; this version reads formats "
+            f"{', '.join(map(str, READABLE_MAJORS))} only"
         )
+
+
+def marker_major(text: bytes) -> int:
+    """The major format a (checked) FORMAT marker names."""
+    return int(text.split()[2].split(b".")[0])

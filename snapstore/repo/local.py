@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from snapstore.fs.durable import TEMP_PREFIX, create_temp, discard, ensure_dir, write_atomic
 from snapstore.fs.reading import UnfitFileError, open_regular, read_all, read_regular
 from snapstore.fs.seam import LOCAL, FileSystem, start_writeback
+from snapstore.fs.stamps import version
 from snapstore.repo.backend import Handle, Kind, ObjectInfo, Properties
 from snapstore.repo.layout import MARKER_FILE, open_layout
 from snapstore.repo.locks import FileLock
@@ -40,14 +41,9 @@ _READ_ONLY_MODE = {Kind.BLOB, Kind.PACK, Kind.INDEX, Kind.MANIFEST}
 """Kinds written with mode 0444 (immutable once published)."""
 
 
-def identity(info: os.stat_result) -> tuple[int, int, int, int, int]:
-    """The stat fields that change whenever a file is replaced or modified: its version."""
-    return (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_dev)
-
-
 def object_info(info: os.stat_result) -> ObjectInfo:
     """An lstat of an object's file as its ObjectInfo."""
-    return ObjectInfo(info.st_size, identity(info), info.st_mtime_ns)
+    return ObjectInfo(info.st_size, version(info), info.st_mtime_ns)
 
 
 class _StagedFile:

@@ -27,6 +27,7 @@ from typing import IO
 
 from snapstore.errors import LockTimeout, ReadOnlyStoreError
 from snapstore.fs.seam import LOCAL, FileSystem
+from snapstore.fs.stamps import file_id
 from snapstore.repo.backend import Backend, Lock
 
 try:
@@ -71,8 +72,7 @@ def _same_file(fd: int, path: str) -> bool:
         named = os.stat(path)
     except FileNotFoundError:
         return False
-    held = os.fstat(fd)
-    return (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)
+    return file_id(named) == file_id(os.fstat(fd))
 
 
 def _try_guard(guard_fd: int, exclusive: bool) -> bool:
@@ -305,6 +305,21 @@ class TargetLocks:
     def restoring(self, real_target: str) -> contextlib.AbstractContextManager[None]:
         """Held by a restore into ``real_target`` (waits up to the timeout)."""
         return self._hold(real_target, True)
+
+    @contextlib.contextmanager
+    def restoring_if_free(self, real_target: str) -> Iterator[bool]:
+        """Hold what ``restoring`` holds if none of it is held against that now (yields
+        True), else yield False at once: no restore or create of the target, of a directory
+        holding it, or of one inside it is running."""
+        with contextlib.ExitStack() as stack:
+            try:
+                for ancestor in _ancestors(real_target):
+                    stack.enter_context(self.lock(ancestor).shared(timeout=0))
+            except LockTimeout:
+                stack.close()
+                yield False
+                return
+            yield stack.enter_context(self.lock(real_target).exclusive_if_free())
 
     def snapshotting(self, real_base: str) -> contextlib.AbstractContextManager[None]:
         """Held by a create of ``real_base`` (waits up to the timeout)."""

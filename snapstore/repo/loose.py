@@ -1,8 +1,9 @@
 """Loose blobs: one immutable object per blob, named by the BLAKE3 digest of its bytes.
 
-Large blobs are stored this way (and the small new blobs of a snapshot too few to pay for a
-pack). ``BlobSource`` is what a reader of blobs needs, whoever holds them (``blobs.Blobs``
-looks in packs first, then here).
+Blobs of 16 MiB and over are stored this way (smaller ones go into packs; stores written by
+older versions also hold small loose blobs, which gc moves into packs). ``BlobSource`` is
+what a reader of blobs needs, whoever holds them (``blobs.Blobs`` looks in packs first, then
+here).
 """
 
 from __future__ import annotations

@@ -3,29 +3,35 @@
 A pack is staged, flushed and published first, its name flushed, and only then is its index
 written (atomically, durably): an index never names a pack a crash could lose. Creating one
 object per blob costs far more than hashing it; a pack turns thousands of small blobs into two
-objects and two flushes. The bytes: ``snapstore.format.packfile``.
+objects and two flushes. Blobs are gathered into blocks, each compressed on its own (see
+``snapstore.format.codec``); file contents and tree objects never share a block, so reading a
+directory never decompresses file data. The bytes: ``snapstore.format.packfile``.
 """
 
 from __future__ import annotations
 
 from snapstore.errors import CorruptPackError
+from snapstore.format.codec import WRITE_LEVEL, compress
 from snapstore.format.packfile import (
-    CHECKSUM_BYTES,
-    INDEX_ENTRY,
-    INDEX_HEAD,
-    MAX_INDEX_ENTRIES,
+    BLOCK_HEAD,
+    KIND_DATA,
+    MAX_BLOCK_RAW,
     PACK_MAGIC,
     RECORD_HEAD,
+    Block,
     PackIndex,
     decode_index,
     encode_index,
+    index_limit,
     new_pack_id,
 )
 from snapstore.fs.reading import UnfitFileError
 from snapstore.repo.backend import Backend, Handle, Kind
 from snapstore.repo.filememo import FileMemo, backend_key
 
-WRITE_BUFFER_BYTES = 1 << 20
+BLOCK_BYTES = 1 << 20
+"""A block is closed once its raw bytes reach this (reading one blob decompresses at most
+one block: about a millisecond)."""
 MAX_REMEMBERED_INDEXES = 1024
 
 _DECODED: FileMemo[PackIndex] = FileMemo(limit=MAX_REMEMBERED_INDEXES)
@@ -50,19 +56,17 @@ def read_index(backend: Backend, pack_id: str) -> PackIndex:
     index cannot be read, CorruptPackError if it or its pack is damaged.
 
     Nothing is allocated for an index larger than its pack could need (each blob takes at
-    least a record header in the pack), so a hostile or sparse index costs no memory."""
+    least a record head in the pack), so a hostile or sparse index costs no memory."""
     try:
         pack_size = backend.stat(Handle(Kind.PACK, pack_id)).size
     except FileNotFoundError:
         raise CorruptPackError(f"pack {pack_id} is missing (its index is there)") from None
-    most = min(MAX_INDEX_ENTRIES, pack_size // RECORD_HEAD.size)
-    limit = INDEX_HEAD.size + most * INDEX_ENTRY.size + CHECKSUM_BYTES
     try:
         index = _DECODED.read(
             backend,
             Handle(Kind.INDEX, pack_id),
             lambda data: decode_index(pack_id, data),
-            max_bytes=limit,
+            max_bytes=index_limit(pack_size),
         )
     except UnfitFileError as error:
         raise CorruptPackError(
@@ -85,60 +89,84 @@ def forget_indexes(backend: Backend, keep: set[str]) -> None:
 
 
 class PackWriter:
-    """Streams blobs into a new staged pack; ``publish`` puts it and its index in place.
+    """Streams blobs into a new staged pack, block by block; ``publish`` puts it and its
+    index in place.
 
     ``abort`` (or any failure) drops the staged pack; nothing is ever visible before its
-    bytes are flushed.
+    bytes are flushed. ``level`` is the zstd level of its blocks.
     """
 
-    def __init__(self, backend: Backend) -> None:
+    def __init__(self, backend: Backend, *, level: int = WRITE_LEVEL) -> None:
         self.backend = backend
+        self.level = level
         self.pack_id = new_pack_id()
-        self.entries: dict[bytes, tuple[int, int]] = {}
+        self.entries: dict[bytes, tuple[int, int, int]] = {}
+        self.blocks: list[Block] = []
         self.size = len(PACK_MAGIC)
-        self._buffer: list[bytes | memoryview] = [PACK_MAGIC]
-        self._buffered = len(PACK_MAGIC)
+        self._open: list[bytes | memoryview] = []
+        self._open_bytes = 0
+        self._open_kind = KIND_DATA
         self._staged = backend.stage(Kind.PACK)
+        try:
+            self._staged.write(PACK_MAGIC)
+        except BaseException:
+            self._staged.abort()
+            raise
 
     def __contains__(self, digest: bytes) -> bool:
         return digest in self.entries
 
-    def add(self, digest: bytes, data: bytes | memoryview) -> None:
-        """Append one blob (already hashed to ``digest``); a repeated digest is skipped."""
+    @property
+    def pending_bytes(self) -> int:
+        """Raw bytes waiting in the open block."""
+        return self._open_bytes
+
+    def add(self, digest: bytes, data: bytes | memoryview, kind: int = KIND_DATA) -> None:
+        """Append one blob (already hashed to ``digest``) of ``kind``; a repeated digest is
+        skipped."""
         if digest in self.entries:
             return
-        self._buffer.append(RECORD_HEAD.pack(digest, len(data)))
-        self._buffered += RECORD_HEAD.size
-        self.entries[digest] = (self.size + RECORD_HEAD.size, len(data))
-        self.size += RECORD_HEAD.size + len(data)
-        if len(data) >= WRITE_BUFFER_BYTES:
-            self._flush()
-            self._staged.write(data)
-        else:
-            self._buffer.append(data)
-            self._buffered += len(data)
-            if self._buffered >= WRITE_BUFFER_BYTES:
-                self._flush()
+        record = RECORD_HEAD.size + len(data)
+        if record > MAX_BLOCK_RAW:
+            raise ValueError(f"a blob of {len(data)} bytes is too large for a pack")
+        if self._open and (
+            kind != self._open_kind
+            or self._open_bytes >= BLOCK_BYTES
+            or self._open_bytes + record > MAX_BLOCK_RAW
+        ):
+            self.close_block()
+        self._open_kind = kind
+        self._open.append(RECORD_HEAD.pack(len(data)))
+        self.entries[digest] = (len(self.blocks), self._open_bytes + RECORD_HEAD.size, len(data))
+        self._open.append(data)
+        self._open_bytes += RECORD_HEAD.size + len(data)
 
-    def _flush(self) -> None:
-        if self._buffer:
-            self._staged.write(b"".join(self._buffer))
-            self._buffer = []
-            self._buffered = 0
+    def close_block(self) -> None:
+        """Compress the open block and append it to the pack (the next blob starts another)."""
+        if not self._open:
+            return
+        raw = b"".join(self._open)
+        self._open, self._open_bytes = [], 0
+        codec, stored = compress(raw, self.level)
+        self._staged.write(BLOCK_HEAD.pack(codec, self._open_kind, len(stored), len(raw)))
+        offset = self.size + BLOCK_HEAD.size
+        self._staged.write(stored)
+        self.blocks.append(Block(offset, len(stored), len(raw), codec, self._open_kind))
+        self.size = offset + len(stored)
 
     def publish(self) -> PackIndex:
         """Publish the pack with its name flushed, then write its index; returns the index.
         On failure nothing of the pack is published except, possibly, the pack alone (an
         unindexed pack is garbage for gc)."""
         try:
-            self._flush()
+            self.close_block()
         except BaseException:
             self.abort()
             raise
         self._staged.commit(self.pack_id, name_durable=True)
-        index = PackIndex(self.pack_id, self.size, dict(self.entries))
+        index = PackIndex(self.pack_id, self.size, dict(self.entries), tuple(self.blocks))
         handle = Handle(Kind.INDEX, self.pack_id)
-        self.backend.write(handle, encode_index(self.entries, self.size))
+        self.backend.write(handle, encode_index(self.blocks, self.entries, self.size))
         _DECODED.remember(self.backend, handle, index)
         return index
 

@@ -3,28 +3,69 @@
 Indexes are loaded lazily and kept in memory (packs are immutable); ``refresh`` lists them
 again, so a caller that refreshes right after taking the gc lock sees every pack another
 process published and none that gc deleted (gc deletes only under the exclusive gc lock).
+The raw bytes of the last compressed blocks read are kept (``BlockCache``), so a restore
+reading the blobs of one block in turn decompresses it once.
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
+from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 from snapstore.errors import CorruptPackError, MissingBlobError
-from snapstore.format.packfile import PackIndex, is_pack_id
+from snapstore.format.codec import CODEC_NONE, decompress
+from snapstore.format.packfile import BLOCK_HEAD, Block, PackIndex, is_pack_id
 from snapstore.repo.backend import Backend, Handle, Kind
 from snapstore.repo.packs import PackSizeError, forget_indexes, read_index
+
+BLOCK_CACHE_BYTES = 64 << 20
 
 
 @dataclass(frozen=True)
 class Location:
-    """Where one blob's bytes lie: a range of a pack file."""
+    """Where one blob's bytes lie: ``size`` bytes at ``offset`` in the raw bytes of block
+    number ``number`` (``block``) of a pack."""
 
     pack_id: str
+    number: int
+    block: Block
     offset: int
     size: int
+
+
+class BlockCache:
+    """The raw bytes of recently decompressed blocks, up to a byte budget (oldest dropped)."""
+
+    def __init__(self, budget: int = BLOCK_CACHE_BYTES) -> None:
+        self.budget = budget
+        self._blocks: OrderedDict[tuple[str, int], bytes] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[str, int]) -> bytes | None:
+        with self._lock:
+            found = self._blocks.get(key)
+            if found is not None:
+                self._blocks.move_to_end(key)
+            return found
+
+    def put(self, key: tuple[str, int], data: bytes) -> None:
+        with self._lock:
+            if key in self._blocks or len(data) > self.budget:
+                return
+            self._blocks[key] = data
+            self._bytes += len(data)
+            while self._bytes > self.budget:
+                _, dropped = self._blocks.popitem(last=False)
+                self._bytes -= len(dropped)
+
+    def forget(self, pack_id: str) -> None:
+        with self._lock:
+            for key in [key for key in self._blocks if key[0] == pack_id]:
+                self._bytes -= len(self._blocks.pop(key))
 
 
 class PackSet:
@@ -38,6 +79,7 @@ class PackSet:
         self._broken: dict[str, str] = {}
         self._damaged: dict[bytes, str] = {}
         self._loaded = False
+        self.cache = BlockCache()
 
     def _listed(self) -> tuple[set[str], set[str]]:
         """(ids with an index, ids with a pack) now."""
@@ -97,8 +139,8 @@ class PackSet:
         index = self._where.get(digest)
         if index is None:
             return None
-        offset, size = index.entries[digest]
-        return Location(index.pack_id, offset, size)
+        number, offset, size = index.entries[digest]
+        return Location(index.pack_id, number, index.blocks[number], offset, size)
 
     def damage(self, digest: bytes) -> str | None:
         """Why the blob cannot be read from the pack that was meant to hold it, if its pack
@@ -115,7 +157,7 @@ class PackSet:
         """The size of a packed blob, or None if no pack holds it (cheaper than locate)."""
         self._ensure_loaded()
         index = self._where.get(digest)
-        return None if index is None else index.entries[digest][1]
+        return None if index is None else index.entries[digest][2]
 
     def indexes(self) -> list[PackIndex]:
         """Every readable pack's index."""
@@ -143,16 +185,35 @@ class PackSet:
         return sorted(packed - indexed)
 
     def read_unverified(self, location: Location) -> bytes:
-        """The bytes at ``location``; CorruptPackError if the pack is shorter than its index
-        says, MissingBlobError if the pack is gone."""
+        """The blob's bytes at ``location`` (its block decompressed, or found in the cache);
+        CorruptPackError if the pack is shorter than its index says or its block is damaged,
+        MissingBlobError if the pack is gone."""
+        block = location.block
+        if block.codec == CODEC_NONE:
+            return self._read(location.pack_id, block.offset + location.offset, location.size)
+        key = (location.pack_id, location.number)
+        raw = self.cache.get(key)
+        if raw is None:
+            raw = self._block(location.pack_id, location.number, block)
+            self.cache.put(key, raw)
+        return raw[location.offset : location.offset + location.size]
+
+    def _block(self, pack_id: str, number: int, block: Block) -> bytes:
+        """The raw bytes of a compressed block, its head checked against the index."""
+        where = f"block {number} of pack {pack_id}"
+        data = self._read(pack_id, block.offset - BLOCK_HEAD.size, BLOCK_HEAD.size + block.stored)
+        head = BLOCK_HEAD.unpack_from(data)
+        if head != (block.codec, block.kind, block.stored, block.raw):
+            raise CorruptPackError(f"{where}: its head does not match the pack's index")
+        return decompress(block.codec, data[BLOCK_HEAD.size :], block.raw, where)
+
+    def _read(self, pack_id: str, offset: int, length: int) -> bytes:
         try:
-            data = self.backend.read_range(
-                Handle(Kind.PACK, location.pack_id), location.offset, location.size
-            )
+            data = self.backend.read_range(Handle(Kind.PACK, pack_id), offset, length)
         except FileNotFoundError:
-            raise MissingBlobError(f"pack {location.pack_id} is missing from the store") from None
-        if len(data) != location.size:
-            raise CorruptPackError(f"pack {location.pack_id} is truncated")
+            raise MissingBlobError(f"pack {pack_id} is missing from the store") from None
+        if len(data) != length:
+            raise CorruptPackError(f"pack {pack_id} is truncated")
         return data
 
     def check_sizes(self) -> list[str]:
@@ -176,6 +237,7 @@ class PackSet:
         with self._lock:
             self._indexes.pop(pack_id, None)
             self._rebuild()
+        self.cache.forget(pack_id)
         with contextlib.suppress(FileNotFoundError):
             self.backend.delete(Handle(Kind.INDEX, pack_id))
         with contextlib.suppress(FileNotFoundError):

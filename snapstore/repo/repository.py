@@ -11,7 +11,7 @@ import contextlib
 import os
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Collection, Iterator
 from operator import attrgetter
 from typing import Any
 
@@ -26,12 +26,14 @@ from snapstore.errors import (
 )
 from snapstore.format.manifest import Manifest, encode, expiry_ns, ns_to_time
 from snapstore.format.names import encode_name
-from snapstore.format.paths import select_entries
-from snapstore.models import SnapshotInfo
+from snapstore.fs.stamps import FileId, file_id
+from snapstore.models import FileEntry, SnapshotInfo
 from snapstore.repo.backend import Backend, Handle, Kind
 from snapstore.repo.blobs import Blobs
 from snapstore.repo.catalog import Catalog, ManifestFile, manifest_name
+from snapstore.repo.layout import FORMAT_MAJOR, FORMAT_TEXT, MARKER_MAX_BYTES, marker_major
 from snapstore.repo.locks import TargetLocks, shared_behind
+from snapstore.repo.trees import Trees
 
 LATEST = "latest"
 _LATEST_N = re.compile(r"latest~(\d+)")
@@ -44,25 +46,44 @@ class Repository:
         self.backend = backend
         self.read_only = not backend.open(create=True)
         self.blobs = Blobs(backend)
+        self.trees = Trees(self.blobs)
         self.catalog = Catalog(backend)
         self.namespace_lock = backend.lock("namespace")
         self.gc_lock = backend.lock("gc")
         self.gc_intent = backend.lock("gc-intent")
         self.target_locks = TargetLocks(backend)
+        self.format_major = self._stored_format()
+
+    def _stored_format(self) -> int:
+        """The major format the store's marker names (a backend with no marker object, such
+        as memory, holds only what this version wrote)."""
+        try:
+            data, _ = self.backend.read(Handle(Kind.MARKER, ""), max_bytes=MARKER_MAX_BYTES)
+        except FileNotFoundError:
+            return FORMAT_MAJOR
+        return marker_major(data)
+
+    def require_current_format(self) -> None:
+        """Mark a format 1 store as format 2 before anything of format 2 is written into it:
+        from then on a version that reads format 1 only refuses the store instead of taking
+        its new packs for garbage. What is left of format 1 is read as it is, and converted
+        by gc or ``upgrade``."""
+        if self.format_major < FORMAT_MAJOR:
+            self.backend.write(Handle(Kind.MARKER, ""), FORMAT_TEXT.encode())
+            self.format_major = FORMAT_MAJOR
 
     @property
     def root(self) -> str:
         """The store's directory, or how its backend names it when it is not one here."""
         return self.backend.properties.local_root or self.backend.describe(Handle(Kind.MARKER, ""))
 
-    def own_roots(self) -> frozenset[tuple[int, int]]:
+    def own_roots(self) -> frozenset[FileId]:
         """The store's own directory by device and inode, if it is on this machine: a scan
         leaves it out, a restore leaves it alone."""
         local_root = self.backend.properties.local_root
         if local_root is None:
             return frozenset()
-        info = os.stat(local_root)
-        return frozenset({(info.st_dev, info.st_ino)})
+        return frozenset({file_id(os.stat(local_root))})
 
     def check_writable(self, what: str) -> None:
         """ReadOnlyStoreError, before anything starts, if this process cannot write the store."""
@@ -147,11 +168,18 @@ class Repository:
             )
         return manifest
 
-    def read_file(self, session: str, name: str, path: str) -> bytes:
-        """One file's verified bytes from a snapshot (under the shared gc lock)."""
+    def entries(self, session: str, name: str) -> tuple[SnapshotInfo, tuple[FileEntry, ...]]:
+        """A file snapshot's header and every entry (its trees read under the gc lock)."""
         with self.blobs_in_use():
             manifest = self.files_manifest(session, name)
-            (entry,) = select_entries(manifest.entries, [path])[:1]
+            return manifest.info, self.trees.entries(manifest)
+
+    def read_file(self, session: str, name: str, path: str) -> bytes:
+        """One file's verified bytes from a snapshot (under the shared gc lock); only the
+        directories on the way to it are read."""
+        with self.blobs_in_use():
+            manifest = self.files_manifest(session, name)
+            entry = self.trees.lookup(manifest, path)
             if entry.kind != "file" or entry.digest is None:
                 raise PathNotInSnapshotError(
                     f"{entry.path!r} is a {entry.kind} in snapshot {name!r}, not a file"
@@ -166,6 +194,7 @@ class Repository:
         encode_name(name, "snapshot name")
         expiry_ns(0, ttl)
         with shared_behind(self.gc_lock, self.gc_intent), self.namespace_lock.exclusive():
+            self.require_current_format()
             created_ns = time.time_ns()
             expires_ns = expiry_ns(created_ns, ttl)
             info = SnapshotInfo(
@@ -222,11 +251,17 @@ class Repository:
         """Delete one undo backup durably (if it exists)."""
         self.delete(manifest_name(session, name))
 
-    def trim_backups(self, session: str, depth: int) -> None:
+    def trim_backups(
+        self, session: str, depth: int, in_use: Callable[[], Collection[str] | None]
+    ) -> None:
         """Delete the session's oldest undo backups beyond ``depth``, under the namespace
-        lock. The cached listing only proposes: each one is read again from its manifest before
-        it is deleted (a cache never decides a deletion)."""
+        lock, except those ``in_use()`` names (asked under the lock; None: it cannot tell,
+        and nothing is deleted). The cached listing only proposes: each one is read again
+        from its manifest before it is deleted (a cache never decides a deletion)."""
         with self.namespace_lock.exclusive():
+            keep = in_use()
+            if keep is None:
+                return
             found = [
                 item
                 for item in self.catalog.manifests(session, cached=True)
@@ -234,6 +269,8 @@ class Repository:
             ]
             found.sort(key=attrgetter("header.order_ns", "header.info.name"))
             for item in found[: max(0, len(found) - depth)]:
+                if item.header.info.name in keep:
+                    continue
                 with contextlib.suppress(FileNotFoundError, CorruptManifestError):
                     if self.catalog.read_header(item.name).info.is_backup:
                         self.catalog.remove(item.name)

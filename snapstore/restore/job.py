@@ -8,7 +8,8 @@ The order, and why:
 4. Write the journal (durably) naming the undo backup about to be taken.
 5. Commit the undo backup: the current state of every path the plan changes.
 6. Apply the plan. On failure, put the target back from the backup and drop the backup.
-7. Trim the session's undo history to its depth, and remove the journal (durably).
+7. Remove the journal (durably), then trim the session's undo history to its depth (never
+   deleting a backup that a pending journal of another target names).
 
 A restore killed at any point leaves its journal. Recovery then puts the target back from
 the backup, if one was committed (a killed restore never happened, as far as the target and
@@ -19,17 +20,19 @@ new backup; a restore that took no backup (a new target, or ``backup=False``) is
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import time
 
 from snapstore.cyclic_gc import gc_paused
 from snapstore.errors import (
+    LockTimeout,
     ReadOnlyStoreError,
     RestoreError,
+    SnapstoreError,
 )
 from snapstore.format.manifest import Manifest
 from snapstore.format.names import generated_name
-from snapstore.format.paths import select_entries
 from snapstore.fs.seam import FileSystem
 from snapstore.models import RestoreReport, SnapshotInfo
 from snapstore.repo.locks import target_key
@@ -47,6 +50,8 @@ from snapstore.restore.recovery import Recovery
 from snapstore.worktree.create import Request, refuse_store_directory, take_snapshot
 from snapstore.worktree.excludes import Matcher
 from snapstore.worktree.statcache import StatCache
+
+logger = logging.getLogger(__name__)
 
 
 def restore_report(plan: Plan, dry_run: bool) -> RestoreReport:
@@ -93,7 +98,7 @@ class RestoreJob:
         """What restoring (part of) a snapshot into ``target_dir`` changes; writes nothing."""
         repo = self.repo
         info = manifest.info
-        selected = select_entries(manifest.entries, paths)
+        selected = repo.trees.select(manifest, paths)
         cache = StatCache(repo.backend, target_dir, time.time_ns())
         return make_plan(
             selected,
@@ -213,8 +218,19 @@ class RestoreJob:
                 except BaseException as error:
                     self._after_failure(journal, key, existed, error)
                 if journal.backup is not None:
-                    self.repo.trim_backups(session, self.undo_depth)
+                    self.trim_backups(session)
                 return report
+
+    def trim_backups(self, session: str) -> None:
+        """Keep the newest ``undo_depth`` undo backups of the session (and any a pending
+        journal names). Run after a restore succeeded: a failure here is logged, not raised,
+        since the restore is done and nothing is lost (the next restore trims again)."""
+        try:
+            self.repo.trim_backups(
+                session, self.undo_depth, lambda: self.journals.backups_in_use(session)
+            )
+        except (OSError, SnapstoreError) as error:
+            logger.warning("could not trim the undo backups of session %r: %s", session, error)
 
     def _run_unrecorded(
         self,
@@ -292,7 +308,7 @@ class RestoreJob:
             )
         except BaseException as error:
             self.journals.remove(key)
-            if isinstance(error, OSError):
+            if isinstance(error, OSError | SnapstoreError) and not isinstance(error, LockTimeout):
                 raise RestoreError(
                     f"could not keep a backup of what restoring {journal.restoring!r} into "
                     f"{journal.target} would change: {error}; nothing was changed",

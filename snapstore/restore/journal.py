@@ -13,6 +13,7 @@ import contextlib
 from dataclasses import dataclass
 
 from snapstore.format.envelope import seal, unseal
+from snapstore.fs.reading import UnfitFileError
 from snapstore.repo.backend import Backend, Handle, Kind
 
 MAGIC = b"SNAPJNL\x01"
@@ -109,14 +110,29 @@ class JournalDir:
         return [name for name in self.backend.names(Kind.JOURNAL) if len(name) == KEY_HEX]
 
     def read(self, key: str) -> Journal | None:
-        """The journal of ``key``, or None; CorruptJournalError if damaged."""
+        """The journal of ``key``, or None. CorruptJournalError if it is damaged (it fails
+        its checksum or does not decode, or is no regular file of a journal's size); any
+        other OSError (EIO, EMFILE...) is raised as it is: the journal may be intact."""
         try:
             data, _ = self.backend.read(Handle(Kind.JOURNAL, key), max_bytes=MAX_JOURNAL_BYTES)
         except FileNotFoundError:
             return None
-        except OSError as error:
+        except UnfitFileError as error:
             raise CorruptJournalError(str(error)) from None
         return Journal.decode(data)
+
+    def backups_in_use(self, session: str) -> set[str] | None:
+        """The undo backups of ``session`` that journals there now name: a rollback still
+        needs them. None if some journal cannot be read (it may name any)."""
+        names = set()
+        for key in self.pending():
+            try:
+                journal = self.read(key)
+            except (OSError, CorruptJournalError):
+                return None
+            if journal is not None and journal.session == session and journal.backup:
+                names.add(journal.backup)
+        return names
 
     def write(self, key: str, journal: Journal) -> None:
         """Durably record ``journal`` (replacing any journal of the same target)."""

@@ -25,6 +25,7 @@ from snapstore.format.paths import (
     parents,
     printable,
 )
+from snapstore.fs.stamps import FileId, file_id
 from snapstore.models import FileEntry
 from snapstore.repo.layout import MARKER_FILE, is_store_root
 from snapstore.repo.loose import new_hasher
@@ -103,7 +104,7 @@ class Plan:
 class Keep:
     """What a restore must leave alone in the target (see the module docstring)."""
 
-    store_roots: frozenset[tuple[int, int]] = frozenset()
+    store_roots: frozenset[FileId] = frozenset()
     """Storage roots known by device and inode (the store's own), besides marked ones."""
     skipped: frozenset[str] = frozenset()
     """Paths the snapshot could not record, as recorded (``printable``)."""
@@ -111,7 +112,7 @@ class Keep:
 
     def holds_store(self, absolute: str, info: os.stat_result) -> bool:
         """True if the directory at ``absolute`` (with lstat ``info``) is a storage root."""
-        return (info.st_dev, info.st_ino) in self.store_roots or is_store_root(absolute)
+        return file_id(info) in self.store_roots or is_store_root(absolute)
 
     def leaves(self, path: str, is_dir: bool) -> bool:
         """True for a path the snapshot could not record or excludes."""
@@ -262,7 +263,7 @@ class _Target:
                 if kind == "other" or self.keep.leaves(child_path, kind == "dir"):
                     return True
                 if kind == "dir":
-                    if (info.st_dev, info.st_ino) in self.keep.store_roots:
+                    if file_id(info) in self.keep.store_roots:
                         return True
                     pending.append(child_path)
         return False

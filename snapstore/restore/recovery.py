@@ -9,6 +9,7 @@ Whoever finds a journal holds its target's lock (see ``job``).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import warnings
 from typing import TYPE_CHECKING
@@ -23,6 +24,7 @@ from snapstore.errors import (
 )
 from snapstore.format.names import generated_name
 from snapstore.fs.durable import TEMP_PREFIX
+from snapstore.repo.locks import target_key
 from snapstore.restore.apply import DirHandles, apply_plan
 from snapstore.restore.journal import CorruptJournalError, Journal
 from snapstore.restore.plan import Action, Plan, make_plan
@@ -54,6 +56,12 @@ class Recovery:
         repo = self.repo
         try:
             journal = self.journals.read(key)
+        except OSError as error:
+            raise RestoreError(
+                f"could not read the journal of an interrupted restore ({error}); it is kept, "
+                "and its target is not restored into until it can be read",
+                rolled_back=False,
+            ) from error
         except CorruptJournalError as error:
             warnings.warn(
                 f"ignoring the damaged journal of an interrupted restore ({error}); its target "
@@ -128,7 +136,7 @@ class Recovery:
             restoring = self.repo.files_manifest(journal.session, journal.restoring)
         except (SnapshotNotFound, CorruptManifestError):
             return True
-        recorded = {entry.path: entry for entry in restoring.entries}
+        recorded = {entry.path: entry for entry in self.repo.trees.entries(restoring)}
         changed = [action.entry.path for action in rollback.changes]
         if any(
             path not in recorded and os.path.lexists(os.path.join(journal.target, path))
@@ -140,7 +148,7 @@ class Recovery:
             journal.target,
             keep_special_bits=journal.keep_special_bits,
         )
-        return any(action.operation != "unchanged" for action in check.actions)
+        return any(not _still_as_restoring(action) for action in check.actions)
 
     def _keep_current(self, journal: Journal, plan: Plan, restoring: str) -> None:
         """Keep what the target holds now at the paths ``plan`` changes, as a new backup
@@ -149,7 +157,7 @@ class Recovery:
         self.job.commit_backup(
             journal.session, generated_name(), restoring, journal.target, paths, recursive
         )
-        self.repo.trim_backups(journal.session, self.job.undo_depth)
+        self.job.trim_backups(journal.session)
 
     def remove_temp_files(self, journal: Journal) -> bool:
         """Remove the temp files a restore may have left beside its destinations; False if
@@ -176,12 +184,34 @@ class Recovery:
     def recover_all(self) -> None:
         """At open: recover every interrupted restore whose target is not locked by a restore
         running now; one that cannot be recovered now is left, with a warning."""
-        repo = self.repo
         for key in self.journals.pending():
-            with repo.target_locks.lock_of_key(key).exclusive_if_free() as free:
+            with self._target_lock_if_free(key) as free:
                 if not free:
                     continue
                 try:
                     self.recover(key)
                 except RestoreError as error:
                     warnings.warn(str(error), InterruptedRestoreWarning, stacklevel=3)
+
+    def _target_lock_if_free(self, key: str) -> contextlib.AbstractContextManager[bool]:
+        """The locks a restore into the journal's target holds (its directory's lock, and
+        its ancestors' shared), taken only if free now. A journal that cannot be read names
+        no target: its own lock alone, and ``recover`` reports it."""
+        locks = self.repo.target_locks
+        try:
+            journal = self.journals.read(key)
+        except (OSError, CorruptJournalError):
+            journal = None
+        if journal is not None:
+            real = os.path.realpath(journal.target)
+            if target_key(real) == key:
+                return locks.restoring_if_free(real)
+        return locks.lock_of_key(key).exclusive_if_free()
+
+
+def _still_as_restoring(action: Action) -> bool:
+    """Whether a path holds what the interrupted restore was writing there. A directory it
+    made but had not yet given its mode (modes are set last) counts: a mode holds no data."""
+    if action.operation == "chmod" and action.entry.kind == "dir":
+        return True
+    return action.operation == "unchanged"

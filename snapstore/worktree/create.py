@@ -19,17 +19,13 @@ from snapstore.errors import (
     MissingBlobError,
     MissingPathError,
     SnapshotExistsError,
+    SourceChangedError,
     UnsafePathError,
 )
-from snapstore.format.manifest import (
-    EncodedRows,
-    EntryRow,
-    encode,
-    encode_rows,
-    expiry_ns,
-    ns_to_time,
-)
+from snapstore.format.manifest import EntryRow, encode, expiry_ns, ns_to_time
 from snapstore.format.names import encode_name, generated_name
+from snapstore.format.packfile import KIND_TREE
+from snapstore.format.treebuild import BuiltTrees, build_trees
 from snapstore.models import SkippedPath, SnapshotInfo
 from snapstore.repo.batch import BlobBatch
 from snapstore.repo.layout import is_store_root
@@ -137,13 +133,31 @@ def checkpoint_request(
     )
 
 
+def store_trees(trees: BuiltTrees, batch: BlobBatch) -> None:
+    """Store each tree object of ``trees`` through ``batch``, unless it already is."""
+    for digest, data in trees.objects.items():
+        batch.add(digest, data, KIND_TREE)
+
+
+def _store_trees(rows: list[EntryRow], batch: BlobBatch) -> BuiltTrees:
+    """The snapshot's tree objects, each stored through ``batch`` unless it already is."""
+    try:
+        trees = build_trees(rows)
+    except ValueError as error:
+        raise SourceChangedError(f"the tree changed while it was snapshotted: {error}") from None
+    store_trees(trees, batch)
+    return trees
+
+
 @dataclass(frozen=True)
 class Recorded:
-    """What a create recorded, ready to commit: the manifest rows (sorted, each path once;
-    or the same, already encoded), the paths it could not record, the exclude rules it ran
-    with, the totals, and the file rows whose blobs the commit must find stored."""
+    """What a create recorded, ready to commit: the rows (sorted, each path once) and the
+    tree objects recording them, the paths it could not record, the exclude rules it ran
+    with, the totals, and the rows of the blobs (files and trees) the commit must find
+    stored."""
 
-    rows: Sequence[EntryRow] | EncodedRows
+    rows: Sequence[EntryRow]
+    trees: BuiltTrees
     skipped: Sequence[SkippedPath]
     excludes: tuple[str, ...]
     file_count: int
@@ -151,9 +165,9 @@ class Recorded:
     unverified: Sequence[EntryRow]
 
 
-Committed = Callable[[SnapshotInfo, EncodedRows], None]
-"""Called with the header and the encoded rows just committed, still under the namespace lock
-(so the manifest is the one this create wrote)."""
+Committed = Callable[[SnapshotInfo, Recorded], None]
+"""Called with the header and what was just committed, still under the namespace lock (so
+the manifest is the one this create wrote)."""
 
 
 def take_snapshot(
@@ -168,6 +182,7 @@ def take_snapshot(
 
     An undo backup (``backup_of`` set) records special files as skipped rather than failing,
     and leaves the stat cache alone (its files are about to be replaced)."""
+    repo.require_current_format()
     scan_start_ns = time.time_ns()
     cache = StatCache(repo.backend, request.base, scan_start_ns)
     batch = BlobBatch(repo.blobs)
@@ -200,6 +215,7 @@ def take_snapshot(
             skip_unreadable=request.skip_unreadable,
             progress=progress,
         )
+        trees = _store_trees(rows, batch)
         batch.finish()
     except BaseException:
         batch.abort()
@@ -207,11 +223,12 @@ def take_snapshot(
     file_rows = [row for row in rows if row[1] == "file"]
     recorded = Recorded(
         rows,
+        trees,
         scanned.skipped,
         tuple(excludes.patterns),
         len(file_rows),
         sum(map(itemgetter(3), file_rows)),
-        file_rows,
+        [*file_rows, *trees.rows()],
     )
     info, replaced = commit_recorded(repo, request, recorded, committed=committed)
     if not backup:
@@ -254,10 +271,8 @@ def commit_recorded(
             backup_of=request.backup_of,
             excludes=recorded.excludes,
         )
-        rows = recorded.rows
-        encoded = rows if isinstance(rows, EncodedRows) else encode_rows(rows)
-        data = encode(info, created_ns=created_ns, expires_ns=expires_ns, rows=encoded)
+        data = encode(info, created_ns=created_ns, expires_ns=expires_ns, tree=recorded.trees.root)
         replaced = repo.catalog.commit(request.session, request.name, data)
         if committed is not None:
-            committed(info, encoded)
+            committed(info, recorded)
     return info, replaced

@@ -38,8 +38,11 @@ could hardly ever vouch for one; and a process that builds on remembered entries
 decoded copy of the cache after a full scan (the entries are that tree's cache now, in a
 fifth of the memory), leaving the cache file for the next process or full scan.
 
-The entries are remembered encoded (``EncodedRows``, 3.6 MB for 50,000 files): an unchanged
-checkpoint commits them as they are, one with changes decodes them to merge.
+What is remembered of a checkpoint is its root tree, the tree object of each directory, and
+its rows encoded (3.6 MB for 50,000 files). An unchanged checkpoint names the same root tree
+(its manifest is a few hundred bytes); one with changes decodes the rows, merges what it
+scanned and builds again only the tree objects of the directories above a changed path
+(``treebuild.rebuild_trees``).
 """
 
 from __future__ import annotations
@@ -54,9 +57,13 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import Literal
 
+import msgpack
+
 from snapstore.errors import UnsafePathError
-from snapstore.format.manifest import EncodedRows, EntryRow
+from snapstore.format.manifest import EntryRow
 from snapstore.format.paths import check_relative_path, printable
+from snapstore.format.tree import TreeRef
+from snapstore.format.treebuild import BuiltTrees, rebuild_trees
 from snapstore.models import SkippedPath, SnapshotInfo
 from snapstore.repo.batch import BlobBatch
 from snapstore.repo.catalog import manifest_name
@@ -69,6 +76,7 @@ from snapstore.worktree.create import (
     Recorded,
     Request,
     commit_recorded,
+    store_trees,
     take_snapshot,
 )
 from snapstore.worktree.excludes import GITIGNORE, Matcher, initial_patterns
@@ -124,7 +132,11 @@ class _Remembered:
     """A checkpoint this process committed, as the next incremental create needs it."""
 
     info: SnapshotInfo
-    entries: EncodedRows
+    rows: bytes
+    """Its rows, sorted, encoded by ``encode_rows``."""
+    root: TreeRef
+    refs: dict[str, TreeRef]
+    """The tree object of each directory, by path ("" the base)."""
     gitignore: bool
     started_ns: int
     """``time.time_ns()`` just before its scan began."""
@@ -158,19 +170,32 @@ class _Plan:
     rows: Sequence[EntryRow] = ()
 
 
+def encode_rows(rows: Sequence[EntryRow]) -> bytes:
+    """Rows kept in memory between creates: a fifth of the memory of the rows themselves,
+    and decoded, they lie together in memory (rows as a scan leaves them are spread over the
+    heap, which makes every pass over them several times slower)."""
+    data: bytes = msgpack.packb(rows, use_bin_type=True)
+    return data
+
+
+def decode_rows(data: bytes) -> tuple[EntryRow, ...]:
+    """Rows ``encode_rows`` encoded (never bytes read from a store: not validated)."""
+    rows: tuple[EntryRow, ...] = msgpack.unpackb(data, use_list=False)
+    return rows
+
+
 class _Committed:
-    """The ``committed`` callback of a create: catches the header, the encoded rows and the
-    version of the manifest just committed (read under the namespace lock, so it is this
-    create's)."""
+    """The ``committed`` callback of a create: catches the header, what was committed and
+    the version of the manifest (read under the namespace lock, so it is this create's)."""
 
     def __init__(self, repo: Repository) -> None:
         self.repo = repo
-        self.found: tuple[SnapshotInfo, EncodedRows, Hashable] | None = None
+        self.found: tuple[SnapshotInfo, Recorded, Hashable] | None = None
 
-    def __call__(self, info: SnapshotInfo, entries: EncodedRows) -> None:
+    def __call__(self, info: SnapshotInfo, recorded: Recorded) -> None:
         version = self.repo.catalog.version(info.session, info.name)
         if version is not None:
-            self.found = (info, entries, version)
+            self.found = (info, recorded, version)
 
 
 def take_incremental(
@@ -185,6 +210,7 @@ def take_incremental(
     or with a full scan when there is any doubt; the report, and whether it replaced a
     snapshot. The base directory's lock and the gc lock must be held (as for
     ``create.take_snapshot``)."""
+    repo.require_current_format()
     known = changes()
     start = _Start(time.time_ns(), time.monotonic_ns())
     base = _remembered(repo, parent)
@@ -231,18 +257,29 @@ def _remember(
     start: _Start,
     committed: _Committed,
     scanned: Sequence[EntryRow] | None,
+    rows: bytes | None = None,
 ) -> None:
-    """Remember the checkpoint just committed for the next incremental create. Its racy files
-    are found among ``scanned``, the rows this create scanned (None: all of them); its other
-    rows came from a parent for whose earlier scan they were not racy."""
+    """Remember the checkpoint just committed for the next incremental create: its rows
+    (``rows`` if already encoded), trees, and racy files, found among ``scanned``, the rows
+    this create scanned (None: all of them); its other rows came from a parent for whose
+    earlier scan they were not racy."""
     if committed.found is None:
         return
-    info, entries, version = committed.found
+    info, recorded, version = committed.found
     racy_from_ns = start.wall_ns - statcache.RACY_NS
-    rows = entries.rows() if scanned is None else scanned
-    racy = tuple(r[0] for r in rows if r[1] == "file" and r[4] >= racy_from_ns)
+    scanned = recorded.rows if scanned is None else scanned
+    racy = tuple(r[0] for r in scanned if r[1] == "file" and r[4] >= racy_from_ns)
+    remembered = _Remembered(
+        info,
+        encode_rows(recorded.rows) if rows is None else rows,
+        recorded.trees.root,
+        recorded.trees.refs,
+        request.gitignore,
+        start.wall_ns,
+        start.mono_ns,
+        racy,
+    )
     handle = repo.catalog.handle(manifest_name(info.session, info.name))
-    remembered = _Remembered(info, entries, request.gitignore, start.wall_ns, start.mono_ns, racy)
     _REMEMBERED.remember(repo.backend, handle, remembered, version=version)
 
 
@@ -349,7 +386,7 @@ def _plan(
         return "a changed path cannot be recorded as given"
     if not changed and not refresh:
         return _Plan([], [], [])
-    rows = base.entries.rows()
+    rows = decode_rows(base.rows)
     refreshed: list[EntryRow] = []
     for directory in refresh:
         row = _refreshed(request.base, rows, directory)
@@ -428,8 +465,11 @@ def _build(
     start: _Start,
     progress: Progress | None,
 ) -> tuple[IncrementalReport, bool] | str:
-    """Scan the planned paths, ingest what must be read, merge with the parent's rows and
-    commit; or, before anything is stored, why a full scan must be made instead."""
+    """Scan the planned paths, ingest what must be read, merge with the parent's rows, store
+    the tree objects built again and commit; or, committing nothing, why a full scan must be
+    made instead."""
+    if not plan.replaced and not plan.refresh:
+        return _commit_unchanged(repo, request, base, start)
     batch = BlobBatch(repo.blobs)
     rules = list(base.info.excludes)
     scanner = Scanner(
@@ -456,16 +496,34 @@ def _build(
             skip_unreadable=request.skip_unreadable,
             progress=progress,
         )
+        recorded = _merged(base, plan, new_rows, scanned.skipped)
+        if isinstance(recorded, str):
+            batch.abort()
+            return recorded
+        store_trees(recorded.trees, batch)
         batch.finish()
     except BaseException:
         batch.abort()
         raise
     committed = _Committed(repo)
-    recorded = _merged(base, plan, new_rows, scanned.skipped)
     info, replaced = commit_recorded(repo, request, recorded, committed=committed)
     _remember(repo, request, start, committed, new_rows)
     report = IncrementalReport(info, "incremental", None, len(plan.scans), len(plan.refresh))
     return report, replaced
+
+
+def _commit_unchanged(
+    repo: Repository, request: Request, base: _Remembered, start: _Start
+) -> tuple[IncrementalReport, bool]:
+    """Commit the parent's entries as they are: a manifest naming the parent's root tree,
+    whose objects (and the blobs they name) the parent's manifest keeps stored."""
+    info = base.info
+    trees = BuiltTrees(base.root, {}, base.refs)
+    recorded = Recorded((), trees, (), info.excludes, info.file_count, info.total_bytes, ())
+    committed = _Committed(repo)
+    new_info, replaced = commit_recorded(repo, request, recorded, committed=committed)
+    _remember(repo, request, start, committed, (), rows=base.rows)
+    return IncrementalReport(new_info, "incremental"), replaced
 
 
 def _merged(
@@ -473,14 +531,12 @@ def _merged(
     plan: _Plan,
     new_rows: list[EntryRow],
     skipped: Sequence[SkippedPath],
-) -> Recorded:
+) -> Recorded | str:
     """The parent's rows without those at or below the replaced paths, with the refreshed
-    directories' new entries and the rows scanned now; sorted, with the new totals. The
-    parent's encoded rows as they are when nothing was replaced or refreshed."""
-    info = base.info
-    if not plan.replaced and not plan.refresh:
-        return Recorded(base.entries, skipped, info.excludes, info.file_count, info.total_bytes, [])
-    rows = plan.rows
+    directories' new entries and the rows scanned now, sorted, their tree objects and the
+    new totals; or, if they do not make a valid tree (the parent records a directory on the
+    way to a scanned path as something else), why not."""
+    info, rows = base.info, plan.rows
     spans = []
     for path in plan.replaced:
         index = _find(rows, path)
@@ -490,11 +546,16 @@ def _merged(
         spans.append(below)
     gone = [rows[i] for lo, hi in spans for i in range(lo, hi)]
     kept = _inserted(_with_refreshed(_without(rows, spans), plan.refresh), new_rows)
+    try:
+        trees = rebuild_trees(kept, base.refs, plan.replaced, [row[0] for row in plan.refresh])
+    except ValueError as error:
+        return f"the previous checkpoint does not agree with the changes: {error}"
     gone_files = [row for row in gone if row[1] == "file"]
     new_files = [row for row in new_rows if row[1] == "file"]
     file_count = info.file_count - len(gone_files) + len(new_files)
     total_bytes = info.total_bytes - sum(r[3] for r in gone_files) + sum(r[3] for r in new_files)
-    return Recorded(kept, skipped, info.excludes, file_count, total_bytes, new_files)
+    unverified = [*new_files, *trees.rows()]
+    return Recorded(kept, trees, skipped, info.excludes, file_count, total_bytes, unverified)
 
 
 def _without(rows: Sequence[EntryRow], spans: list[tuple[int, int]]) -> list[EntryRow]:

@@ -22,6 +22,7 @@ import blake3
 
 from snapstore.errors import SourceChangedError, UnreadablePathError
 from snapstore.format.manifest import EntryRow
+from snapstore.fs.stamps import version
 from snapstore.models import SkippedPath
 from snapstore.repo.batch import BlobBatch, is_small
 from snapstore.repo.loose import CHUNK_BYTES, new_hasher
@@ -43,13 +44,7 @@ class IngestedFile:
 
 
 def _same_version(before: os.stat_result, after: os.stat_result) -> bool:
-    return (
-        before.st_ino == after.st_ino
-        and before.st_size == after.st_size
-        and before.st_mtime_ns == after.st_mtime_ns
-        and before.st_ctime_ns == after.st_ctime_ns
-        and before.st_dev == after.st_dev
-    )
+    return version(before) == version(after)
 
 
 def _changed(path: str) -> SourceChangedError:

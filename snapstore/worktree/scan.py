@@ -19,6 +19,7 @@ from snapstore.errors import InvalidValueError, UnreadablePathError, UnsafePathE
 from snapstore.format.manifest import EntryRow
 from snapstore.format.paths import check_relative_path, child_path, parents, plain_names, printable
 from snapstore.fs.durable import TEMP_PREFIX
+from snapstore.fs.stamps import FileId, file_id
 from snapstore.models import SkippedPath
 from snapstore.repo.layout import MARKER_FILE, is_store_root
 from snapstore.worktree.excludes import GITIGNORE, Matcher, read_patterns, rebase
@@ -89,7 +90,7 @@ class Scanner:
         self,
         base_dir: str,
         *,
-        exclude_dirs: Iterable[tuple[int, int]] = (),
+        exclude_dirs: Iterable[FileId] = (),
         skip_unreadable: bool = False,
         skip_special: bool = False,
         excludes: Matcher | None = None,
@@ -135,8 +136,7 @@ class Scanner:
                     "is never followed); snapshot the link itself or its real location"
                 )
             if parent and (
-                (parent_info.st_dev, parent_info.st_ino) in self.exclude_dirs
-                or is_store_root(parent_absolute)
+                file_id(parent_info) in self.exclude_dirs or is_store_root(parent_absolute)
             ):
                 raise UnsafePathError(
                     f"cannot snapshot {relative!r}: it lies in the snapstore root {parent!r}"
@@ -160,7 +160,7 @@ class Scanner:
                 f"{', '.join(self.excludes.patterns[:5])})"
             )
         if stat.S_ISDIR(info.st_mode) and (
-            (info.st_dev, info.st_ino) in self.exclude_dirs or is_store_root(absolute)
+            file_id(info) in self.exclude_dirs or is_store_root(absolute)
         ):
             raise UnsafePathError(f"cannot snapshot {relative!r}: it is a snapstore root")
         pending: _Pending = []
@@ -241,7 +241,7 @@ class Scanner:
                 (relative, "symlink", mode & 0o7777, 0, info.st_mtime_ns, None, target)
             )
         elif stat.S_ISDIR(mode):
-            if (info.st_dev, info.st_ino) in self.exclude_dirs:
+            if file_id(info) in self.exclude_dirs:
                 return
             row: EntryRow = (relative, "dir", mode & 0o7777, 0, info.st_mtime_ns, None, None)
             if pending is not None:

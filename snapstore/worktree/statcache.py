@@ -107,7 +107,7 @@ class StatCache:
             if relative in self._old:
                 self._changed = True
             return
-        entry = [info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino, info.st_dev, digest]
+        entry = [*_recorded_stat(info), digest]
         self._new[relative] = entry
         if not self._changed and self._old.get(relative) != entry:
             self._changed = True
@@ -137,17 +137,18 @@ def forget_decoded(backend: Backend, base_dir: str) -> None:
     _DECODED.forget(lambda key: key[1] != handle)
 
 
+def _recorded_stat(info: os.stat_result) -> tuple[int, int, int, int, int]:
+    """The stat fields an entry records, in its order: size, mtime, ctime, inode, device."""
+    return (info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino, info.st_dev)
+
+
 def _digest_if_matching(found: Any, info: os.stat_result, trust_before_ns: int) -> bytes | None:
     """The digest of a (well-formed) entry whose stat fields all equal ``info``'s, else None;
     also None for a file changed at or after ``trust_before_ns`` (the racy rule entries are
     recorded under, applied again: an entry written by a process whose clock ran ahead)."""
     if (
         found is not None
-        and found[1] == info.st_mtime_ns
-        and found[0] == info.st_size
-        and found[2] == info.st_ctime_ns
-        and found[3] == info.st_ino
-        and found[4] == info.st_dev
+        and tuple(found[:5]) == _recorded_stat(info)
         and info.st_mtime_ns < trust_before_ns
         and info.st_ctime_ns < trust_before_ns
     ):

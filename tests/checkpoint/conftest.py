@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from checkpoint_support import subprocess_env
+from helpers.checkpoints import subprocess_env
 
 WORKER = Path(__file__).with_name("checkpoint_worker.py")
 

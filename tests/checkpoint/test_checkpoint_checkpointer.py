@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from checkpoint_support import write_lines
+from helpers.checkpoints import write_lines
 
 from snapstore.checkpoint import (
     Checkpoint,

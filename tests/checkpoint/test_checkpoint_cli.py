@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from checkpoint_support import subprocess_env, write_lines
+from helpers.checkpoints import subprocess_env, write_lines
 
 from snapstore import SnapStore
 from snapstore.checkpoint import CHECKPOINT_SESSION, Checkpointer, FileCheckpointStore, LinesSource

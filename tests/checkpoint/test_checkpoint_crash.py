@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from checkpoint_support import write_lines
+from helpers.checkpoints import write_lines
 
 from snapstore.checkpoint import FileCheckpointStore
 

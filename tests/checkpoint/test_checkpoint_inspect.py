@@ -8,7 +8,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from checkpoint_support import write_lines
+from helpers.checkpoints import write_lines
 
 from snapstore.checkpoint import (
     Checkpointer,

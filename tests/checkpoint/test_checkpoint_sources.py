@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
-from checkpoint_support import write_lines
+from helpers.checkpoints import write_lines
 
 from snapstore.checkpoint import (
     Checkpointer,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import msgpack
 import pytest
-from checkpoint_support import write_lines
+from helpers.checkpoints import write_lines
 
 from snapstore import SnapStore
 from snapstore.checkpoint import (

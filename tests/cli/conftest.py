@@ -6,7 +6,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from clitools import SAMPLE_FILES, Cli, read_tree
+from helpers.cli import SAMPLE_FILES, Cli
+from helpers.trees import read_files, write_tree
 
 
 @pytest.fixture
@@ -19,14 +20,11 @@ def cli(tmp_path: Path) -> Cli:
 def project(tmp_path: Path) -> Path:
     """A small project directory to snapshot."""
     base = tmp_path / "project"
-    for relative, content in SAMPLE_FILES.items():
-        path = base / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(content)
+    write_tree(base, SAMPLE_FILES)
     return base
 
 
 @pytest.fixture
 def tree() -> Callable[[Path], dict[str, bytes]]:
     """``tree(base)``: every regular file under ``base`` with its bytes."""
-    return read_tree
+    return read_files

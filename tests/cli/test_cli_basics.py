@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from clitools import REPO, Cli, cli_env
+from helpers.cli import REPO, Cli, cli_env
 
 from snapstore import (
     CorruptBlobError,

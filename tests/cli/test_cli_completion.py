@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from click.shell_completion import BashComplete
-from clitools import Cli, cli_env
+from helpers.cli import Cli, cli_env
 
 from snapstore import SnapStore
 from snapstore.checkpoint import FileCheckpointStore

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from clitools import REPO, Cli, cli_env
+from helpers.cli import REPO, Cli, cli_env
 
 
 def test_demo_runs_green_without_arguments(cli: Cli) -> None:

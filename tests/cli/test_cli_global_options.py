@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 import portalocker
 import pytest
-from clitools import Cli
+from helpers.cli import Cli
 
 from snapstore.checkpoint import FileCheckpointStore
 from snapstore.cli.app import cli as snapstore_group

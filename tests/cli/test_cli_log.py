@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from clitools import Cli
+from helpers.cli import Cli
 
 from snapstore.cli.exitcodes import ExitCode
 

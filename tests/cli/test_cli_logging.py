@@ -9,7 +9,7 @@ from pathlib import Path
 
 import portalocker
 import pytest
-from clitools import Cli, cli_env
+from helpers.cli import Cli, cli_env
 
 
 def _many_small_files(project: Path, count: int = 40) -> None:

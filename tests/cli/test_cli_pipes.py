@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from clitools import Cli, cli_env
+from helpers.cli import Cli, cli_env
 
 from snapstore import SnapStore
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from readonly import ReadOnlyAccess, read_only_access
+from helpers.readonly import ReadOnlyAccess, read_only_access
 
 from snapstore import SnapStore
 from snapstore.checkpoint import FileCheckpointStore

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from clitools import Cli
+from helpers.cli import Cli
 
 from snapstore.cli.exitcodes import ExitCode
 
@@ -214,3 +214,18 @@ def test_a_large_diff_prints_the_first_paths_of_each_kind(cli: Cli, project: Pat
     assert everything["add"] == [f"many/old-{index:02}.txt" for index in range(30)]
     document = cli.json("diff", "s1", "n1")
     assert len(document["added"]) == 30 and len(document["removed"]) == 25
+
+
+def test_restore_and_undo_name_what_they_left_alone(cli: Cli, project: Path) -> None:
+    (project / ".git").mkdir()
+    (project / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    cli.snapshot(project)
+    (project / "README.md").write_text("edited\n")
+    lines = cli.ok("restore", "s1", "n1").stdout.splitlines()
+    assert lines[0].startswith(f"restore of s1/n1 into {project}: wrote 1, removed 0, ")
+    assert lines[0].endswith(" unchanged, 1 left alone")
+    assert ["left", "alone", ".git"] in [line.split() for line in lines]
+    assert (project / ".git" / "HEAD").read_text() == "ref: refs/heads/main\n"
+    undo = cli.ok("undo", "s1").stdout
+    assert undo.startswith(f"undo of s1 into {project}: wrote 1, removed 0")
+    assert (project / "README.md").read_text() == "edited\n"

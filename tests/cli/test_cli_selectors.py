@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from clitools import Cli
+from helpers.cli import Cli
 
 from snapstore.cli.exitcodes import ExitCode
 

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
-from clitools import Cli
+from helpers.cli import Cli
 
 from snapstore.cli.exitcodes import ExitCode
 

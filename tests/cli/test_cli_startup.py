@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 import pytest
 from click.testing import CliRunner
-from clitools import REPO, Cli, cli_env
+from helpers.cli import REPO, Cli, cli_env
 
 import snapstore
 from snapstore.cli.app import COMMANDS

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from clitools import Cli
+from helpers.cli import Cli
 
 from snapstore.cli.exitcodes import ExitCode
 

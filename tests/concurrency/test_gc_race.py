@@ -6,8 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from helpers.figures import depth, record
-
-from concurrency.workload import (
+from helpers.workload import (
     WorkerSpec,
     check_final,
     ensure_dirs,

@@ -12,11 +12,10 @@ from pathlib import Path
 import pytest
 from helpers.consistency import check_consistent
 from helpers.figures import record
+from helpers.fork import run_killed
 from helpers.scenarios import SCENARIOS, Scenario, expectation, template
 from helpers.seam import CountingFileSystem
 from helpers.trees import copy_tree, remove_tree
-
-from crash.fork import run_killed
 
 
 def _call_trace(scenario: Scenario, template_dir: Path, scratch: Path) -> list[str]:

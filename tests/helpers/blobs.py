@@ -7,6 +7,8 @@ import os
 from pathlib import Path
 
 from snapstore import SnapStore
+from snapstore.format.codec import CODEC_NONE
+from snapstore.repo.packs import PackWriter
 
 
 def _pack_files(store: SnapStore, pack_id: str) -> list[Path]:
@@ -15,13 +17,17 @@ def _pack_files(store: SnapStore, pack_id: str) -> list[Path]:
 
 
 def corrupt_blob(store: SnapStore, digest: bytes) -> None:
-    """Flip the first byte of the blob's stored bytes (its size stays the same)."""
+    """Flip the first byte of the blob's stored bytes (its size stays the same); for a blob
+    in a compressed block, the first byte of the block (every blob of it reads as corrupt)."""
     store.blobs.refresh()
     location = store.blobs.packs.locate(digest)
     if location is None:
         path, offset = Path(store.blobs.path(digest)), 0
     else:
-        path, offset = _pack_files(store, location.pack_id)[0], location.offset
+        path = _pack_files(store, location.pack_id)[0]
+        offset = location.block.offset
+        if location.block.codec == CODEC_NONE:
+            offset += location.offset
     path.chmod(0o644)
     with open(path, "r+b") as file:
         file.seek(offset)
@@ -31,24 +37,34 @@ def corrupt_blob(store: SnapStore, digest: bytes) -> None:
 
 
 def remove_blob(store: SnapStore, digest: bytes) -> None:
-    """Remove the blob's stored copy (for a packed blob: its whole pack and index)."""
+    """Remove the blob's stored copy: its loose file, or its record in its pack (the pack is
+    rewritten without it, so the other blobs and tree objects it held stay)."""
     store.blobs.refresh()
     location = store.blobs.packs.locate(digest)
     if location is None:
         os.unlink(store.blobs.path(digest))
         return
+    packs = store.blobs.packs
+    (index,) = [i for i in packs.indexes() if i.pack_id == location.pack_id]
+    others = [d for d in index.entries if d != digest]
+    if others:
+        writer = PackWriter(store.backend)
+        for other in sorted(others, key=lambda d: index.blocks[index.entries[d][0]].kind):
+            writer.add(other, store.blobs.read(other), index.blocks[index.entries[other][0]].kind)
+        writer.publish()
     for path in _pack_files(store, location.pack_id):
         path.chmod(0o644)
         path.unlink()
+    store.blobs.refresh()
 
 
 def loosen(store: SnapStore, digest: bytes) -> Path:
-    """Keep the blob as a loose file only (its pack, holding nothing else, removed); return
-    the loose file's path."""
+    """Keep the blob as a loose file only (its pack rewritten without it); return the loose
+    file's path."""
     store.blobs.refresh()
     data = store.blobs.read(digest)
     location = store.blobs.packs.locate(digest)
-    assert location is not None and len(store.blobs.packs.indexes()) >= 1
+    assert location is not None
     store.blobs.loose.put_bytes(data)
     store.blobs.loose.sync()
     remove_blob(store, digest)

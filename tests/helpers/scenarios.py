@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from helpers.consistency import Expectation, fingerprints
+from helpers.formatv1 import downgrade_to_format_1
 from helpers.seam import FastFileSystem
 from helpers.trees import Spec, copy_tree, read_tree, remove_tree, write_tree
 from snapstore import SnapStore
@@ -165,6 +166,21 @@ def _run_gc(scenario_dir: Path, fs: FileSystem) -> object:
     return open_store(scenario_dir, fs).gc()
 
 
+def _prepare_upgrade(scenario_dir: Path) -> None:
+    """A format 1 store: files snapshots (one overwritten), a state value, a stale temp."""
+    store = _setup_store(scenario_dir)
+    _snapshot(store, scenario_dir, "kept", TREE_V1)
+    _snapshot(store, scenario_dir, "other", TREE_V2)
+    store.put_state(SESSION, "cursor", {"row": 7})
+    store.close()
+    downgrade_to_format_1(scenario_dir / "root")
+    (scenario_dir / "root" / "tmp" / f"{TEMP_PREFIX}stale").write_bytes(b"left by a crash")
+
+
+def _run_upgrade(scenario_dir: Path, fs: FileSystem) -> object:
+    return open_store(scenario_dir, fs).upgrade()
+
+
 def _prepare_restore(scenario_dir: Path) -> None:
     store = _setup_store(scenario_dir)
     _snapshot(store, scenario_dir, "snap", TREE_V1)
@@ -193,6 +209,7 @@ SCENARIOS = [
     Scenario("delete_session", _prepare_delete, _run_delete_session),
     Scenario("sweep", _prepare_sweep, _run_sweep),
     Scenario("gc", _prepare_gc, _run_gc),
+    Scenario("upgrade", _prepare_upgrade, _run_upgrade),
     Scenario("put_state_new", _prepare_state, _run_new_state),
     Scenario("restore", _prepare_restore, _run_restore, restores=True),
     Scenario("restore_new_target", _prepare_restore_new_target, _run_restore, restores=True),

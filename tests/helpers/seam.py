@@ -141,6 +141,25 @@ class FailingFileSystem(HookedFileSystem):
             raise InjectedFault(self.errno, f"injected {os.strerror(self.errno)} in {operation}")
 
 
+class FailingOperation(HookedFileSystem):
+    """Raises ``error`` instead of the ``nth`` call of one named operation (``nth=0``: never,
+    only counts them in ``matched``); every other call succeeds."""
+
+    def __init__(self, operation: str, error: OSError, nth: int = 1) -> None:
+        super().__init__()
+        self.operation = operation
+        self.error = error
+        self.nth = nth
+        self.matched = 0
+
+    def before(self, operation: str, fd: int | None = None, data: Any = None) -> None:
+        super().before(operation, fd, data)
+        if operation == self.operation:
+            self.matched += 1
+            if self.matched == self.nth:
+                raise self.error
+
+
 @dataclass
 class Recording:
     """The operations a :class:`RecordingFileSystem` saw, in order, as plain tuples.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import stat
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 
 from snapstore.fs.durable import TEMP_PREFIX
@@ -16,8 +16,9 @@ Spec = Mapping[str, "bytes | str | tuple[bytes, int] | None"]
 
 
 def write_tree(base: Path, spec: Spec) -> None:
-    """Make ``base`` hold ``spec``: bytes are files, ``(bytes, mode)`` files with a mode,
-    ``"->target"`` symlinks, ``None`` directories; existing paths not in ``spec`` stay."""
+    """Make ``base`` hold ``spec``: bytes are files, other text too (as UTF-8),
+    ``(bytes, mode)`` files with a mode, ``"->target"`` symlinks, ``None`` directories;
+    existing paths not in ``spec`` stay."""
     base.mkdir(parents=True, exist_ok=True)
     for relative, value in sorted(spec.items()):
         path = base / relative
@@ -26,8 +27,10 @@ def write_tree(base: Path, spec: Spec) -> None:
             path.unlink()
         if value is None:
             path.mkdir(exist_ok=True)
-        elif isinstance(value, str):
+        elif isinstance(value, str) and value.startswith("->"):
             os.symlink(value.removeprefix("->"), path)
+        elif isinstance(value, str):
+            path.write_text(value, encoding="utf-8")
         elif isinstance(value, tuple):
             path.write_bytes(value[0])
             path.chmod(value[1])
@@ -35,16 +38,18 @@ def write_tree(base: Path, spec: Spec) -> None:
             path.write_bytes(value)
 
 
-def read_tree(base: Path, *, with_temps: bool = False) -> Tree:
+def read_tree(base: Path, *, with_temps: bool = False, skip: Collection[str] = ()) -> Tree:
     """Every path under ``base`` (never following symlinks) as ``path -> node``.
 
     Files are ``("file", bytes, mode)``, symlinks ``("symlink", target)`` and directories
-    ``("dir", mode)``. Restore temp files are left out unless ``with_temps``.
+    ``("dir", mode)``. Restore temp files are left out unless ``with_temps``; so are
+    directories named in ``skip`` (a store root inside the tree), with all they hold.
     """
     found: Tree = {}
     if not base.is_dir():
         return found
     for directory, dirs, files in os.walk(base):
+        dirs[:] = [name for name in dirs if name not in skip]
         for name in sorted(dirs + files):
             if name.startswith(TEMP_PREFIX) and not with_temps:
                 continue
@@ -58,6 +63,15 @@ def read_tree(base: Path, *, with_temps: bool = False) -> Tree:
             else:
                 found[relative] = ("file", Path(path).read_bytes(), stat.S_IMODE(info.st_mode))
     return found
+
+
+def read_files(base: Path) -> dict[str, bytes]:
+    """Every regular file under ``base`` with its bytes (symlinks and directories left out)."""
+    return {
+        path: node[1]
+        for path, node in read_tree(base).items()
+        if node[0] == "file" and isinstance(node[1], bytes)
+    }
 
 
 def temp_leftovers(base: Path) -> list[str]:

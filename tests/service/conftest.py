@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from support import write_tree
+from helpers.trees import write_tree
 
 PROJECT_FILES = {
     "README.md": "# sample\n",

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from servicetools import REPO, service_env
+from helpers.service import REPO, service_env
 
 
 def test_bench_serve_smoke_run_writes_every_key(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 
 import anyio
 import pytest
-from servicetools import service_env, snapstore_command
+from helpers.service import service_env, snapstore_command
 
 pytest.importorskip("mcp")
 

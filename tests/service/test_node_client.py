@@ -6,7 +6,7 @@ import shutil
 import subprocess
 
 import pytest
-from servicetools import REPO, service_env, snapstore_command
+from helpers.service import REPO, service_env, snapstore_command
 
 NODE = shutil.which("node")
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from servicetools import REPO, RpcFailed, Server, service_env, snapstore_command
+from helpers.service import REPO, RpcFailed, Server, service_env, snapstore_command
 
 from snapstore import SnapStore
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from servicetools import Server
-from support import read_tree, write_tree
+from helpers.service import Server
+from helpers.trees import read_tree, write_tree
 
 from snapstore import SnapStore
 

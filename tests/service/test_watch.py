@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import write_tree
+from helpers.trees import write_tree
 
 from snapstore import SnapStore
 from snapstore.errors import SnapshotExistsError

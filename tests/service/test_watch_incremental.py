@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 from helpers import edits
+from helpers.service import Server
+from helpers.trees import write_tree
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from servicetools import Server
-from support import write_tree
 
 from snapstore import SnapStore
 from snapstore.errors import SnapstoreError
@@ -56,6 +56,8 @@ def same_as_full(store: SnapStore, info: SnapshotInfo, base: Path, paths: list[s
     full = store.create("s", "full", paths, base_dir=base, rehash=True)
     assert rows_of(store, info) == rows_of(store, full)
     assert (info.file_count, info.total_bytes) == (full.file_count, full.total_bytes)
+    read = store.repo.catalog.read
+    assert read(info.session, info.name).tree == read(full.session, full.name).tree
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 NOBODY = 65534
 PROBE = "import snapstore.cli.app, blake3, msgpack, portalocker, click"
 

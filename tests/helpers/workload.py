@@ -23,7 +23,6 @@ from typing import Any
 
 from helpers.seam import FastFileSystem
 from helpers.trees import read_tree, remove_tree, write_tree
-
 from snapstore import SnapStore
 from snapstore.errors import SnapshotNotFound
 

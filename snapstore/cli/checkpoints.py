@@ -1,7 +1,7 @@
 """``snapstore checkpoint list|inspect|reset``: an operator's view of pipeline resume points.
 
-Registered on the main command group by ``cli.add_command(checkpoint_group)``; kept apart from
-the library so that ``import snapstore.checkpoint`` never imports click.
+Part of the command line, not of ``snapstore.checkpoint``, so that the library never imports
+click and the two packages do not import each other.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import click
 
 from snapstore.checkpoint.errors import CheckpointError, CheckpointNotFound
 from snapstore.checkpoint.inspect import explain, plan_lines
-from snapstore.checkpoint.store import FileCheckpointStore, jsonable
+from snapstore.checkpoint.persistence import FileCheckpointStore, jsonable
 from snapstore.cli.completion import complete_checkpoint_key
 from snapstore.cli.context import Settings, pass_settings
 from snapstore.cli.maintenance import confirm

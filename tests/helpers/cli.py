@@ -112,12 +112,3 @@ SAMPLE_FILES: dict[str, bytes] = {
     "src/util.py": b"def helper():\n    return 42\n",
     "data/blob.bin": bytes(range(256)) * 8,
 }
-
-
-def read_tree(base: Path) -> dict[str, bytes]:
-    """Every regular file under ``base`` with its bytes."""
-    return {
-        path.relative_to(base).as_posix(): path.read_bytes()
-        for path in sorted(base.rglob("*"))
-        if path.is_file() and not path.is_symlink()
-    }

@@ -1,4 +1,4 @@
-"""Helpers for the checkpoint tests (a module name of its own, apart from tests/support.py)."""
+"""Helpers for the checkpoint tests: input files of numbered lines."""
 
 from __future__ import annotations
 
