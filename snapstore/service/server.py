@@ -53,6 +53,24 @@ RELEASE_AFTER = 0.25
 checkpoint holds every entry): once it is answered, the server hands the freed memory back."""
 
 
+M_MMAP_THRESHOLD = -3
+"""glibc's ``mallopt`` parameter: the size from which an allocation gets a mapping of its own."""
+
+MMAP_THRESHOLD_BYTES = 256 << 10
+
+
+def keep_large_buffers_apart() -> None:
+    """Serve every allocation over 256 KiB from a mapping of its own, given back to the system
+    as soon as it is freed. glibc otherwise raises that threshold whenever such a buffer is
+    freed (up to 32 MiB) and keeps later ones in its heap, which it rarely shrinks: a watched
+    checkpoint of a 50,000-file tree decodes and encodes buffers of several MB, and an idle
+    server kept what they took (10 MB more after 15 such checkpoints). Linux only; elsewhere
+    nothing changes."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None).mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)
+
+
 def release_memory() -> None:
     """Collect garbage and return free heap pages to the system (glibc's ``malloc_trim``;
     elsewhere only the collection), so an idle server stays as small as it was before a
@@ -229,6 +247,7 @@ def run(root: str | os.PathLike[str], *, lock_timeout: float = 30.0) -> int:
     SIGINT is ignored: a Ctrl-C typed at the client's terminal reaches the whole process
     group, and the client, not the server, decides when to stop (by closing stdin)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    keep_large_buffers_apart()
     sys.stdout.flush()
     out_fd = os.dup(1)
     os.dup2(2, 1)

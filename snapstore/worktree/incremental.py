@@ -15,7 +15,8 @@ Why such a checkpoint never records a stale file:
   when its scan began and which of its files were racy, for as long as its manifest keeps the
   version it was committed at (another writer's replacement, or a delete, changes that). So
   the parent's entries are exactly what its own scan found; and since its manifest is still
-  committed while this create holds the gc lock shared, every blob they name is stored.
+  committed while this create holds the gc lock shared, every blob and tree object they name
+  is stored.
 - **The change set must cover the parent's whole scan**: it lists every change since
   ``since_ns``, which must not lie after the moment the parent's scan began. A change made
   before a watch was armed, or before the previous change set was taken, cannot slip through.
