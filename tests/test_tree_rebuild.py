@@ -61,7 +61,7 @@ def paths_of(rows: list[EntryRow]) -> list[str]:
     return sorted(found)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=1000, deadline=None)
 @given(data=st.data())
 def test_a_rebuild_gives_what_a_full_build_gives(data: st.DataObject):
     before = data.draw(forests())

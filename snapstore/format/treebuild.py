@@ -143,12 +143,20 @@ def rebuild_trees(
         dirty.update(_above(path, ""))
     objects: dict[bytes, bytes] = {}
     for directory in sorted(dirty, reverse=True):
-        if directory and _recorded_kind(rows, directory) not in (None, "dir"):
+        if directory and not _may_hold_rows(rows, directory):
             refs.pop(directory, None)
             continue
         kids = list(_direct_children(rows, directory))
         _build_one(directory, kids, refs, refs, objects)
     return BuiltTrees(refs[""], objects, refs)
+
+
+def _may_hold_rows(rows: Sequence[EntryRow], directory: str) -> bool:
+    """Whether ``directory`` and every path above it are recorded as directories or not at
+    all (below anything else, rows are implied absent paths, or invalid: no tree object)."""
+    return all(
+        _recorded_kind(rows, path) in (None, "dir") for path in [*_above(directory, ""), directory]
+    )
 
 
 def _recorded_kind(rows: Sequence[EntryRow], path: str) -> str | None:
