@@ -23,20 +23,24 @@ if TYPE_CHECKING:
     from typing import Any
 
     from snapstore.errors import (
+        ConcurrentWriteError,
         CorruptBlobError,
         CorruptManifestError,
         FormatError,
         InvalidNameError,
         InvalidValueError,
+        LeaseLostError,
         LockTimeout,
         MissingBlobError,
         NotAStateSnapshotError,
+        ObjectStoreError,
         PathNotInSnapshotError,
         ReadOnlyStoreError,
         RestoreError,
         SnapshotNotFound,
         SnapstoreError,
         SourceChangedError,
+        StoreNotFoundError,
         UnsafePathError,
     )
     from snapstore.models import (
@@ -59,20 +63,24 @@ logging.getLogger(__name__).addHandler(logging.NullHandler())
 _LAZY: dict[str, str] = {
     **dict.fromkeys(
         (
+            "ConcurrentWriteError",
             "CorruptBlobError",
             "CorruptManifestError",
             "FormatError",
             "InvalidNameError",
             "InvalidValueError",
+            "LeaseLostError",
             "LockTimeout",
             "MissingBlobError",
             "NotAStateSnapshotError",
+            "ObjectStoreError",
             "PathNotInSnapshotError",
             "ReadOnlyStoreError",
             "RestoreError",
             "SnapshotNotFound",
             "SnapstoreError",
             "SourceChangedError",
+            "StoreNotFoundError",
             "UnsafePathError",
         ),
         "snapstore.errors",
@@ -114,6 +122,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "ConcurrentWriteError",
     "CorruptBlobError",
     "CorruptManifestError",
     "DiffReport",
@@ -122,9 +131,11 @@ __all__ = [
     "GcReport",
     "InvalidNameError",
     "InvalidValueError",
+    "LeaseLostError",
     "LockTimeout",
     "MissingBlobError",
     "NotAStateSnapshotError",
+    "ObjectStoreError",
     "PathNotInSnapshotError",
     "ReadOnlyStoreError",
     "RestoreError",
@@ -136,6 +147,7 @@ __all__ = [
     "SnapshotNotFound",
     "SnapstoreError",
     "SourceChangedError",
+    "StoreNotFoundError",
     "SweepReport",
     "UnreliableLockWarning",
     "UnsafePathError",

@@ -108,6 +108,10 @@ class ReadOnlyStoreError(SnapstoreError, PermissionError):
     """
 
 
+class StoreNotFoundError(SnapstoreError, FileNotFoundError):
+    """There is no store at the root, and it was opened with ``create=False``."""
+
+
 class InvalidValueError(SnapstoreError, ValueError):
     """A metadata or state value cannot be stored (not msgpack-encodable, or the wrong type)."""
 
@@ -115,3 +119,18 @@ class InvalidValueError(SnapstoreError, ValueError):
 class InterruptedRestoreWarning(UserWarning):
     """A restore killed part-way was found, and could not be finished or rolled back now; the
     next restore into that target tries again."""
+
+
+class ObjectStoreError(SnapstoreError, OSError):
+    """A request to an object store failed after its retries (a server error, throttling,
+    a timeout, a dropped connection): nothing the failed call wrote is visible."""
+
+
+class ConcurrentWriteError(SnapstoreError, OSError):
+    """A conditional write to an object store found that another writer changed the object
+    since it was read: the write was refused, and nothing of it is visible."""
+
+
+class LeaseLostError(SnapstoreError, OSError):
+    """A lock held on an object store as a lease was lost (not renewed in time, or taken
+    over by another host after it expired): this process stops writing under it."""

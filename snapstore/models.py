@@ -186,6 +186,13 @@ class GcReport(_ToDict):
     temp_files_removed: int = 0
     skipped: bool = False
     reason: str | None = None
+    """Why it was skipped, or what damage stopped part of it: ``problems`` joined, or that
+    the store was busy."""
+    locked: bool = False
+    """Skipped because the gc lock could not be taken within the lock timeout."""
+    problems: list[str] = field(default_factory=list)
+    """Damage that stopped part of the collection (a corrupt manifest, a pack that could not
+    be rewritten, a manifest that could not be converted); ``verify`` says more."""
     packs_deleted: int = 0
     packs_written: int = 0
     manifests_converted: int = 0

@@ -43,6 +43,7 @@ from snapstore.repo.catalog import manifest_name
 from snapstore.repo.local import LocalBackend
 from snapstore.repo.locks import filesystem_type, is_untrusted_lock_filesystem, target_key
 from snapstore.repo.repository import LATEST, Repository
+from snapstore.repo.s3client import is_store_url, open_object_store
 from snapstore.restore.job import RestoreJob
 from snapstore.worktree.create import checkpoint_request, take_snapshot
 from snapstore.worktree.incremental import ChangeSource, IncrementalReport, take_incremental
@@ -59,11 +60,13 @@ class UnreliableLockWarning(UserWarning):
 class SnapStore:
     """A storage root shared by several processes: snapshots of file sets and resume values.
 
-    ``root`` is a directory (created if missing) or a backend (``snapstore.repo.memory``).
+    ``root`` is a directory (created if missing), an object storage URL
+    (``s3://bucket/prefix``, docs/object-storage.md), or a backend (``snapstore.repo``).
     Every call reads the store as it is now; nothing is cached as authority. ``durable=False``
     skips fsync (tests and scratch stores only). ``fs`` is the I/O seam tests wrap to inject
     faults or record operations. ``undo_depth``: how many undo backups each session keeps.
-    Opening a store finishes or rolls back any restore that was killed part-way (see
+    ``create=False`` opens only an existing store (StoreNotFoundError otherwise) and creates
+    nothing. Opening a store finishes or rolls back any restore that was killed part-way (see
     ``restore``). Use it as a context manager, or call ``close``, to release open files.
     """
 
@@ -75,6 +78,7 @@ class SnapStore:
         durable: bool = True,
         fs: FileSystem | None = None,
         undo_depth: int = DEFAULT_UNDO_DEPTH,
+        create: bool = True,
     ) -> None:
         if isinstance(undo_depth, bool) or not isinstance(undo_depth, int) or undo_depth < 1:
             raise InvalidValueError(f"undo_depth must be a positive int, got {undo_depth!r}")
@@ -83,10 +87,12 @@ class SnapStore:
         self.undo_depth = undo_depth
         self.fs = fs or LOCAL
         if isinstance(root, str | os.PathLike):
-            root = LocalBackend(
-                os.fspath(root), fs=self.fs, durable=durable, lock_timeout=lock_timeout
-            )
-        self.repo = Repository(root)
+            path = os.fspath(root)
+            if is_store_url(path):
+                root = open_object_store(path, lock_timeout=lock_timeout)
+            else:
+                root = LocalBackend(path, fs=self.fs, durable=durable, lock_timeout=lock_timeout)
+        self.repo = Repository(root, create=create)
         self._restores = RestoreJob(self.repo, self.fs, durable=durable, undo_depth=undo_depth)
         # The parts, for tools and tests that look inside.
         self.backend, self.root, self.read_only = root, self.repo.root, self.repo.read_only

@@ -22,6 +22,7 @@ from snapstore import (
     PathNotInSnapshotError,
     SnapshotNotFound,
     SnapStore,
+    StoreNotFoundError,
     UnsafePathError,
 )
 from snapstore.format.manifest import EntryRow
@@ -358,3 +359,15 @@ def test_delete_session_checks_the_name_and_waits_for_the_namespace_lock(
     assert len(store.list("s")) == 2
     assert store.delete_session("s") == 2
     assert store.list("s") == []
+
+
+def test_create_false_opens_only_an_existing_store(tmp_path: Path) -> None:
+    with pytest.raises(StoreNotFoundError):
+        SnapStore(tmp_path / "missing", create=False)
+    assert not (tmp_path / "missing").exists()
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(StoreNotFoundError):
+        SnapStore(tmp_path / "empty", create=False)
+    assert list((tmp_path / "empty").iterdir()) == []
+    SnapStore(tmp_path / "store").put_state("s", "n", 1)
+    assert SnapStore(tmp_path / "store", create=False).get_state("s", "n") == 1

@@ -139,6 +139,7 @@ def test_gc_refuses_to_delete_blobs_when_a_manifest_is_corrupt(
     store.delete("s", "a")
     report = store.gc()
     assert report.skipped and report.blobs_deleted == 0 and "corrupt" in (report.reason or "")
+    assert not report.locked and len(report.problems) == 1 and "corrupt" in report.problems[0]
 
 
 def test_gc_is_skipped_while_a_writer_holds_blobs(root: Path, project: Path) -> None:
@@ -146,6 +147,7 @@ def test_gc_is_skipped_while_a_writer_holds_blobs(root: Path, project: Path) -> 
     with store.gc_lock.shared():
         report = store.gc()
     assert report.skipped and "busy" in (report.reason or "")
+    assert report.locked and report.problems == []
 
 
 def _writer_loop(root: str, base: str, worker: int, rounds: int) -> None:

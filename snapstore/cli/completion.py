@@ -29,7 +29,7 @@ COMPLETE_VAR = "_SNAPSTORE_COMPLETE"
 Completer = Callable[[click.Context, click.Parameter, str], list[CompletionItem]]
 
 
-def _root(ctx: click.Context) -> Path:
+def _root(ctx: click.Context) -> Path | str:
     """The root the command line being completed names (or the environment, or the default)."""
     settings = ctx.find_object(Settings)
     if settings is not None:
@@ -40,7 +40,7 @@ def _root(ctx: click.Context) -> Path:
 def _existing_store(ctx: click.Context) -> SnapStore | None:
     """The store at the root, only if one is already there."""
     root = _root(ctx)
-    if not (root / "FORMAT").is_file():
+    if isinstance(root, str) or not (root / "FORMAT").is_file():
         return None
     from snapstore.store import SnapStore
 

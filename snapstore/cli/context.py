@@ -26,7 +26,7 @@ class StoreNotFound(click.ClickException):
 
     exit_code = ExitCode.NO_STORE
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path | str) -> None:
         super().__init__(
             f"no store at '{root}' (pass --root DIR or set SNAPSTORE_ROOT; "
             "'snapstore create' makes a new one)"
@@ -42,7 +42,7 @@ class Settings:
     or the default); ``verbose`` counts ``-v``.
     """
 
-    root: Path = Path(".snapstore")
+    root: Path | str = Path(".snapstore")
     json: bool = False
     lock_timeout: float = 30.0
     quiet: bool = False
@@ -52,13 +52,16 @@ class Settings:
     _store: SnapStore | None = field(default=None, repr=False)
 
     def store(self, *, create: bool = False) -> SnapStore:
-        """The store at ``root``; only commands that write new data may ``create`` it."""
+        """The store at ``root``; only commands that write new data may ``create`` it (a
+        command that only reads never makes a store, locally or in object storage)."""
         if self._store is None:
-            if not create and not self.root.is_dir():
-                raise StoreNotFound(self.root)
+            from snapstore.errors import StoreNotFoundError
             from snapstore.store import SnapStore
 
-            self._store = SnapStore(self.root, lock_timeout=self.lock_timeout)
+            try:
+                self._store = SnapStore(self.root, lock_timeout=self.lock_timeout, create=create)
+            except StoreNotFoundError:
+                raise StoreNotFound(self.root) from None
         return self._store
 
     def writable_store(self, why: str, *, create: bool = False) -> SnapStore:

@@ -162,6 +162,8 @@ def demo(settings: Settings, keep: bool) -> None:
     Runs in a temporary folder (and a temporary store, unless --root is given) and exits 1 if
     the project does not come back byte for byte.
     """
+    if isinstance(settings.root, str):
+        raise click.UsageError("the demo runs on a local store: give --root a directory")
     workdir = Path(tempfile.mkdtemp(prefix="snapstore-demo-"))
     root = settings.root.resolve() if settings.root_given else workdir / "store"
     try:

@@ -222,11 +222,11 @@ def upgrade(settings: Settings) -> None:
 
 
 def gc_exit_code(report: GcReport) -> ExitCode:
-    """LOCKED for a gc that could not take the gc lock, DAMAGED for one a corrupt manifest
-    stopped or that kept a pack it could not rewrite (its ``reason``), else OK."""
-    if report.skipped and "corrupt manifest" not in (report.reason or ""):
+    """LOCKED for a gc that could not take the gc lock, DAMAGED for one that damage stopped
+    in part (its ``problems``), else OK."""
+    if report.locked:
         return ExitCode.LOCKED
-    if report.skipped or report.reason:
+    if report.problems:
         return ExitCode.DAMAGED
     return ExitCode.OK
 

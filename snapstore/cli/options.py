@@ -26,11 +26,20 @@ DEFAULT_ROOT = ".snapstore"
 DEFAULT_LOCK_TIMEOUT = 30.0
 
 
+class RootParam(click.Path):
+    """A store's directory, or an object storage URL (``s3://bucket/prefix``) kept as is."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and value.startswith("s3://"):
+            return value
+        return super().convert(value, param, ctx)
+
+
 def _settings(ctx: click.Context) -> Settings:
     return ctx.ensure_object(Settings)
 
 
-def _set_root(ctx: click.Context, param: click.Parameter, value: Path | None) -> None:
+def _set_root(ctx: click.Context, param: click.Parameter, value: Path | str | None) -> None:
     if value is None:
         return
     settings = _settings(ctx)
@@ -70,13 +79,13 @@ def global_parameters(*, top: bool) -> list[click.Parameter]:
     return [
         click.Option(
             ["--root"],
-            type=click.Path(file_okay=False, path_type=Path),
-            metavar="DIR",
+            type=RootParam(file_okay=False, path_type=Path),
+            metavar="DIR|URL",
             envvar="SNAPSTORE_ROOT" if top else None,
             default=DEFAULT_ROOT if top else None,
             show_default="$SNAPSTORE_ROOT, else ./.snapstore" if top else False,
             callback=_set_root,
-            help="The store's directory.",
+            help="The store's directory, or s3://BUCKET/PREFIX for object storage.",
             **common,
         ),
         click.Option(

@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from snapstore.cli.completion import complete_session, snapshot_names
-from snapstore.cli.context import Settings, pass_settings
+from snapstore.cli.context import Settings, StoreNotFound, pass_settings
 from snapstore.cli.maintenance import confirm
 from snapstore.cli.output import human_expiry, to_json
 from snapstore.cli.params import DURATION, JSON_VALUE
@@ -24,9 +24,11 @@ def state() -> None:
 
 def _saved_value(settings: Settings, session: str, name: str) -> Any:
     """The saved value, or ``_MISSING`` (also when there is no store yet)."""
-    if not settings.root.is_dir():
+    try:
+        store = settings.store()
+    except StoreNotFound:
         return _MISSING
-    return settings.store().get_state(session, name, _MISSING)
+    return store.get_state(session, name, _MISSING)
 
 
 @state.command("get")

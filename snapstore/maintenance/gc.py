@@ -28,8 +28,11 @@ def collect(repo: Repository, *, dry_run: bool) -> GcReport:
         with exclusive_with_intent(repo.gc_lock, repo.gc_intent):
             _collect_locked(repo, report, dry_run=dry_run)
     except LockTimeout as error:
-        report.skipped = True
+        report.skipped = report.locked = True
         report.reason = f"the store is busy: {error}"
+        return report
+    if report.problems:
+        report.reason = "; ".join(report.problems)
     return report
 
 
@@ -39,14 +42,13 @@ def _collect_locked(repo: Repository, report: GcReport, *, dry_run: bool) -> Non
         repo.require_current_format()
         conversion = convert_manifests(repo)
         report.manifests_converted = conversion.converted
-        if conversion.problems:
-            report.reason = "; ".join(conversion.problems)
+        report.problems += conversion.problems
     marks, corrupt, _ = referenced_blobs(repo)
     referenced = set(marks.sizes)
     report.temp_files_removed = clean_temp(repo.backend, dry_run)
     if corrupt:
         report.skipped = True
-        report.reason = (
+        report.problems.append(
             f"{len(corrupt)} corrupt manifest(s) hide which blobs are in use; no blob was "
             f"deleted (run verify): {corrupt[0]}"
         )
@@ -62,8 +64,7 @@ def _collect_locked(repo: Repository, report: GcReport, *, dry_run: bool) -> Non
     report.bytes_freed += packed.bytes_freed
     report.packs_deleted = packed.packs_deleted
     report.packs_written = packed.packs_written
-    if packed.problems:
-        report.reason = "; ".join(packed.problems)
+    report.problems += packed.problems
     if not dry_run:
         with repo.namespace_lock.exclusive():
             repo.catalog.tidy()

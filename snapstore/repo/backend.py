@@ -8,8 +8,9 @@ where a call says otherwise (the names of staged objects become durable at ``flu
 are never flushed). A backend also provides the named locks of the store.
 
 Implementations: ``local.LocalBackend`` (a directory on a POSIX filesystem, the on-disk format
-of docs/format.md) and ``memory.MemoryBackend`` (for tests). ``tests/repo/test_backend_contract.py``
-is the suite every backend must pass.
+of docs/format.md), ``s3.S3Backend`` (an S3-compatible bucket shared by several hosts,
+docs/object-storage.md) and ``memory.MemoryBackend`` (for tests).
+``tests/repo/test_backend_contract.py`` is the suite every backend must pass.
 """
 
 from __future__ import annotations
@@ -65,6 +66,9 @@ class Properties:
     local_root: str | None
     """The directory holding the store, if it is one on this machine (a scan of a tree that
     contains it must leave it out); None for a store elsewhere."""
+    parallel_reads: int = 1
+    """How many reads a restore keeps in flight: 1 where a read is a local system call,
+    more where each is a request with a round trip (object storage)."""
 
 
 class StagedObject(Protocol):
@@ -154,6 +158,12 @@ class Backend(Protocol):
 
     def names(self, kind: Kind, prefix: str = "") -> list[str]:
         """The names of the objects of ``kind`` now (starting with ``prefix``)."""
+        ...
+
+    def infos(self, kind: Kind, prefix: str = "") -> dict[str, ObjectInfo | None]:
+        """The objects of ``kind`` now (starting with ``prefix``), each with its info: what
+        ``names`` and a ``stat`` of each give, in one listing where the backend can. None
+        for a name holding something that is no object (``stat`` raises UnfitFileError)."""
         ...
 
     def note_existing(self, handle: Handle) -> None:

@@ -23,7 +23,7 @@ from snapstore.format.manifest import (
 )
 from snapstore.format.names import dir_name
 from snapstore.fs.reading import UnfitFileError
-from snapstore.repo.backend import Backend, Handle, Kind
+from snapstore.repo.backend import Backend, Handle, Kind, ObjectInfo
 from snapstore.repo.headercache import HeaderCache
 
 HEADER_READ_BYTES = 4096
@@ -151,13 +151,12 @@ class Catalog:
             raise CorruptManifestError("it sits in a directory its names do not map to")
         return header
 
-    def _cached_header(self, object_name: str) -> Header:
-        """The header of a manifest, decoded again only if the object's version changed."""
+    def _cached_header(self, object_name: str, info: ObjectInfo | None) -> Header:
+        """The header of a manifest whose listing gave ``info`` (None: it is no object),
+        decoded again only if the object's version changed."""
         handle = self.handle(object_name)
-        try:
-            info = self.backend.stat(handle)
-        except UnfitFileError as error:
-            raise CorruptManifestError(str(error)) from None
+        if info is None:
+            raise CorruptManifestError(f"{self.backend.describe(handle)} is not a regular file")
         header = self.header_cache.get(handle, info.version, info.written_ns)
         if header is None:
             header = self._checked_header(object_name)
@@ -173,10 +172,14 @@ class Catalog:
         cache, another) is reused while its object keeps the same version; see
         ``headercache``. Never use ``cached`` to decide what to delete.
         """
-        read = self._cached_header if cached else self._checked_header
-        for object_name in self.names(session):
+        prefix = "" if session is None else dir_name(session, "session") + "/"
+        listed = self.backend.infos(Kind.MANIFEST, prefix) if cached else None
+        for object_name in self.names(session) if listed is None else sorted(listed):
             try:
-                header = read(object_name)
+                if listed is None:
+                    header = self._checked_header(object_name)
+                else:
+                    header = self._cached_header(object_name, listed[object_name])
             except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
                 continue
             except CorruptManifestError as error:

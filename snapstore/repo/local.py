@@ -16,6 +16,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterator
 
+from snapstore.errors import StoreNotFoundError
 from snapstore.fs.durable import TEMP_PREFIX, create_temp, discard, ensure_dir, write_atomic
 from snapstore.fs.reading import UnfitFileError, open_regular, read_all, read_regular
 from snapstore.fs.seam import LOCAL, FileSystem, start_writeback
@@ -150,6 +151,8 @@ class LocalBackend:
         return self.path(handle)
 
     def open(self, *, create: bool) -> bool:
+        if not create and not os.path.lexists(os.path.join(self.root, MARKER_FILE)):
+            raise StoreNotFoundError(f"no store at {self.root}")
         return open_layout(self.root, self.fs, durable=self.durable)
 
     # ------------------------------------------------------------------ reading
@@ -194,6 +197,17 @@ class LocalBackend:
                 yield chunk
         finally:
             os.close(fd)
+
+    def infos(self, kind: Kind, prefix: str = "") -> dict[str, ObjectInfo | None]:
+        found: dict[str, ObjectInfo | None] = {}
+        for name in self.names(kind, prefix):
+            try:
+                found[name] = self.stat(Handle(kind, name))
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            except UnfitFileError:
+                found[name] = None
+        return found
 
     def names(self, kind: Kind, prefix: str = "") -> list[str]:
         directory = self.kind_dir(kind)

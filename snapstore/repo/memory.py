@@ -175,6 +175,15 @@ class MemoryBackend:
             handles = list(self._objects)
         return sorted(h.name for h in handles if h.kind is kind and h.name.startswith(prefix))
 
+    def infos(self, kind: Kind, prefix: str = "") -> dict[str, ObjectInfo | None]:
+        with self._mutex:
+            found = [(h, o) for h, o in self._objects.items() if h.kind is kind]
+        return {
+            h.name: ObjectInfo(len(o.data), o.version, o.written_ns)
+            for h, o in sorted(found, key=lambda item: item[0].name)
+            if h.name.startswith(prefix)
+        }
+
     def note_existing(self, handle: Handle) -> None:
         return None
 

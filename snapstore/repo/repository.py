@@ -42,9 +42,9 @@ _LATEST_N = re.compile(r"latest~(\d+)")
 class Repository:
     """The objects (blobs, manifests, journals) and locks of one store, over ``backend``."""
 
-    def __init__(self, backend: Backend) -> None:
+    def __init__(self, backend: Backend, *, create: bool = True) -> None:
         self.backend = backend
-        self.read_only = not backend.open(create=True)
+        self.read_only = not backend.open(create=create)
         self.blobs = Blobs(backend)
         self.trees = Trees(self.blobs)
         self.catalog = Catalog(backend)

@@ -21,7 +21,8 @@ from snapstore.fs.durable import discard, ensure_dir, temp_name
 from snapstore.fs.seam import FileSystem
 from snapstore.repo.layout import MARKER_FILE, is_store_root
 from snapstore.repo.loose import BlobSource
-from snapstore.restore.plan import Plan, wanted_mode
+from snapstore.repo.prefetch import ReadAhead, read_ahead
+from snapstore.restore.plan import Action, Plan, wanted_mode
 from snapstore.restore.writes import StagedFiles
 
 Progress = Callable[[int, int], None]
@@ -198,7 +199,8 @@ def apply_plan(
     modes of directories (last, so a read-only directory can still be filled)."""
     changes = plan.changes
     handles = DirHandles(fs, plan.target, durable=durable)
-    staged = StagedFiles(fs, blobs, handles, durable=durable)
+    source = read_ahead(blobs, _files_in_order(changes))
+    staged = StagedFiles(fs, source, handles, durable=durable)
     try:
         for action in sorted(changes, key=lambda a: a.entry.path, reverse=True):
             if action.clears_existing:
@@ -239,6 +241,19 @@ def apply_plan(
         raise
     finally:
         handles.close()
+        if isinstance(source, ReadAhead):
+            source.close()
+
+
+def _files_in_order(changes: list[Action]) -> list[tuple[bytes, int]]:
+    """The blobs a plan's changes write, in the order ``apply_plan`` writes them."""
+    return [
+        (a.entry.digest, a.entry.size)
+        for a in changes
+        if a.operation not in ("remove", "chmod")
+        and a.entry.kind == "file"
+        and a.entry.digest is not None
+    ]
 
 
 def _set_dir_modes(

@@ -143,7 +143,7 @@ class CheckpointTools:
         ] = None,
     ) -> dict[str, Any]:
         """Every checkpoint (of one session)."""
-        if not self.service.root.is_dir():
+        if not self.service.store_exists():
             return shapes.snapshots_document([])
         infos = await self._run(lambda: self.service.store().list(session))
         return shapes.snapshots_document([info for info in infos if info.kind == "files"])

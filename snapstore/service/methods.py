@@ -15,10 +15,10 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import snapstore
+from snapstore.repo.s3client import is_store_url
 from snapstore.service import shapes
 from snapstore.service.protocol import (
     INVALID_PARAMS,
@@ -179,7 +179,8 @@ class Service:
     needs it, closed by ``close``) and the directories it watches."""
 
     def __init__(self, root: str | os.PathLike[str], *, lock_timeout: float = 30.0) -> None:
-        self.root = Path(os.path.abspath(os.fspath(root)))
+        text = os.fspath(root)
+        self.root = text if is_store_url(text) else os.path.abspath(text)
         self.lock_timeout = lock_timeout
         self._store: SnapStore | None = None
         self._opening = threading.Lock()
@@ -193,15 +194,25 @@ class Service:
 
     def _open(self, create: bool) -> SnapStore:
         if self._store is None:
-            if not create and not self.root.is_dir():
+            from snapstore import SnapStore
+            from snapstore.errors import StoreNotFoundError
+
+            try:
+                self._store = SnapStore(self.root, lock_timeout=self.lock_timeout, create=create)
+            except StoreNotFoundError:
                 raise StoreNotFound(
                     f"no store at '{self.root}' (start the server with --root DIR, or call "
                     "create or put_state to make a new one)"
-                )
-            from snapstore import SnapStore
-
-            self._store = SnapStore(self.root, lock_timeout=self.lock_timeout)
+                ) from None
         return self._store
+
+    def store_exists(self) -> bool:
+        """Whether there is a store at the root (opening it if there is)."""
+        try:
+            self.store()
+        except StoreNotFound:
+            return False
+        return True
 
     @property
     def watches(self) -> WatchSet:
@@ -227,7 +238,7 @@ def _initialize(service: Service, args: dict[str, Any], _: Progress | None) -> A
         "protocol_version": PROTOCOL_VERSION,
         "server": {"name": "snapstore", "version": snapstore.__version__},
         "root": str(service.root),
-        "store_exists": service.root.is_dir(),
+        "store_exists": service.store_exists(),
         "methods": sorted(METHODS),
         "watch": watch_support(),
     }
@@ -324,7 +335,7 @@ def _verify(service: Service, args: dict[str, Any], progress: Progress | None) -
 def _get_state(service: Service, args: dict[str, Any], _: Progress | None) -> Any:
     session, name, default = args["session"], args["name"], args["default"]
     value = (
-        service.store().get_state(session, name, _MISSING) if service.root.is_dir() else _MISSING
+        service.store().get_state(session, name, _MISSING) if service.store_exists() else _MISSING
     )
     found = value is not _MISSING
     return shapes.state_document(session, name, found, value if found else default)

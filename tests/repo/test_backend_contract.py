@@ -3,6 +3,7 @@
 Adding a backend is adding a fixture parameter: what the repository relies on (namespaces per
 kind, atomic whole-object writes, staged objects invisible until committed, versions that move
 on every write, bounded reads, named shared/exclusive locks with timeouts) is checked here.
+The object storage backend runs it against a real S3 protocol server on loopback.
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ from snapstore.fs.reading import UnfitFileError
 from snapstore.repo.backend import Backend, Handle, Kind
 from snapstore.repo.local import LocalBackend
 from snapstore.repo.memory import MemoryBackend
+from snapstore.repo.s3 import S3Backend
 
-BACKENDS = ["local", "memory"]
+BACKENDS = ["local", "memory", "s3"]
 
 
 @pytest.fixture(params=BACKENDS)
@@ -27,6 +29,9 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]
     made: Backend
     if request.param == "local":
         made = LocalBackend(str(tmp_path / "store"), lock_timeout=0.2)
+    elif request.param == "s3":
+        url = request.getfixturevalue("s3_url")
+        made = S3Backend(url, cache_dir=str(tmp_path / "host-cache"), lock_timeout=0.2)
     else:
         made = MemoryBackend(lock_timeout=0.2)
     assert made.open(create=True) is True

@@ -1,0 +1,62 @@
+"""Hosts of one object store: backends with their own host cache, reached directly or
+through a fault-injecting proxy."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from helpers.faultproxy import FaultProxy
+from helpers.s3server import S3Server
+
+from snapstore import SnapStore
+from snapstore.repo.s3 import S3Backend
+from snapstore.repo.s3client import make_client
+
+Host = Callable[..., S3Backend]
+
+
+@pytest.fixture
+def proxy(s3_server: S3Server) -> Iterator[FaultProxy]:
+    made = FaultProxy(s3_server.endpoint)
+    yield made
+    made.close()
+
+
+@pytest.fixture
+def host(s3_url: str, tmp_path: Path, s3_server: S3Server) -> Iterator[Host]:
+    """``host()`` opens the test's store as a new host (its own cache directory);
+    ``endpoint`` (a proxy), ``lease``, ``lock_timeout`` and ``timeout`` (the client's) may
+    be given."""
+    opened: list[S3Backend] = []
+    numbers = itertools.count()
+
+    def make(
+        *,
+        endpoint: str | None = None,
+        lease: float = 60.0,
+        lock_timeout: float = 5.0,
+        timeout: float | None = None,
+    ) -> S3Backend:
+        client = make_client(endpoint_url=endpoint or s3_server.endpoint, timeout=timeout)
+        backend = S3Backend(
+            s3_url,
+            cache_dir=str(tmp_path / f"host-{next(numbers)}"),
+            lock_timeout=lock_timeout,
+            lease=lease,
+            client=client,
+        )
+        opened.append(backend)
+        return backend
+
+    yield make
+    for backend in opened:
+        backend.leases.stop()
+        backend.close()
+
+
+def store_on(backend: S3Backend) -> SnapStore:
+    """A store over ``backend``."""
+    return SnapStore(backend, lock_timeout=backend.lock_timeout)

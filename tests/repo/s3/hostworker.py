@@ -1,0 +1,91 @@
+"""One "host" of the multi-host tests: a process with its own cache directory, working on a
+shared store in a bucket and recording what it committed.
+
+    python hostworker.py URL WORKDIR HOST SECONDS SEED [--maintain]
+
+Creates snapshots of its own session from a tree it keeps changing (with contents every host
+shares, so hosts reuse each other's blobs), restores them and checks the bytes, deletes some,
+and with ``--maintain`` also sweeps and collects garbage. After each commit or delete returns
+it appends a line to WORKDIR/log (``commit NAME DIGEST`` / ``delete NAME``), so a parent that
+kills it knows what was acknowledged. Problems found are written as ``error ...`` lines.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import sys
+import time
+from pathlib import Path
+
+from snapstore import SnapStore
+from snapstore.repo.s3 import S3Backend
+
+SHARED = [f"shared {i}\n".encode() * (50 * (i + 1)) for i in range(6)]
+LEASE = 2.0
+
+
+def tree_digest(base: Path) -> str:
+    """A digest of every file's relative path and bytes under ``base``."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in base.rglob("*") if p.is_file()):
+        digest.update(str(path.relative_to(base)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def change(tree: Path, rng: random.Random) -> None:
+    """Rewrite a few files of the tree: own random bytes or shared contents."""
+    for _ in range(rng.randint(1, 4)):
+        path = tree / f"d{rng.randint(0, 3)}" / f"f{rng.randint(0, 15)}.txt"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        data = rng.choice(SHARED) if rng.random() < 0.5 else rng.randbytes(rng.randint(1, 3000))
+        path.write_bytes(data)
+
+
+def main() -> int:
+    url, work, host, seconds, seed = sys.argv[1:6]
+    maintain = "--maintain" in sys.argv
+    rng = random.Random(int(seed))
+    work_dir = Path(work)
+    tree = work_dir / "tree"
+    tree.mkdir(parents=True, exist_ok=True)
+    log = open(work_dir / "log", "a", buffering=1)  # noqa: SIM115
+    backend = S3Backend(url, cache_dir=str(work_dir / "cache"), lease=LEASE, lock_timeout=60)
+    store = SnapStore(backend, lock_timeout=60)
+    session = f"host-{host}"
+    made: dict[str, str] = {}
+    deadline = time.monotonic() + float(seconds)
+    number = 0
+    while time.monotonic() < deadline:
+        roll = rng.random()
+        if roll < 0.5 or not made:
+            change(tree, rng)
+            name = f"n{number}"
+            number += 1
+            expected = tree_digest(tree)
+            store.create(session, name, ["."], base_dir=tree)
+            made[name] = expected
+            log.write(f"commit {name} {expected}\n")
+        elif roll < 0.7:
+            name = rng.choice(sorted(made))
+            target = work_dir / f"restore-{number}"
+            store.restore(session, name, target, backup=False)
+            if tree_digest(target) != made[name]:
+                log.write(f"error restore of {name} differs\n")
+        elif roll < 0.85:
+            name = rng.choice(sorted(made))
+            store.delete(session, name)
+            del made[name]
+            log.write(f"delete {name}\n")
+        elif maintain:
+            store.put_state("scratch", f"s{number}", number, ttl=0.01)
+            number += 1
+            store.sweep()
+            store.gc()
+    store.close()
+    log.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,96 @@
+"""Several hosts on one store at once, and hosts killed at random points: nothing that was
+acknowledged is lost or torn, and the store stays whole."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from helpers.s3server import S3Server
+
+from snapstore import SnapStore
+from snapstore.repo.s3 import S3Backend
+
+from .hostworker import tree_digest
+
+WORKER = Path(__file__).with_name("hostworker.py")
+TESTS = Path(__file__).resolve().parents[2]
+
+
+def _start(
+    server: S3Server, url: str, work: Path, host: int, seconds: float, *extra: str
+) -> subprocess.Popen[bytes]:
+    work.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, **server.env(), "PYTHONPATH": str(TESTS)}
+    command = [sys.executable, str(WORKER), url, str(work), str(host), str(seconds), str(host)]
+    return subprocess.Popen([*command, *extra], env=env, stderr=subprocess.PIPE)
+
+
+def _acknowledged(work: Path) -> tuple[dict[str, str], list[str]]:
+    """What a host's log says it committed and did not delete since, and its errors."""
+    kept: dict[str, str] = {}
+    errors = []
+    for line in (work / "log").read_text().splitlines():
+        word, _, rest = line.partition(" ")
+        if word == "commit":
+            name, digest = rest.split()
+            kept[name] = digest
+        elif word == "delete":
+            kept.pop(rest, None)
+        else:
+            errors.append(line)
+    return kept, errors
+
+
+def _check(url: str, tmp_path: Path, hosts: dict[int, Path], *, killed: bool = False) -> None:
+    backend = S3Backend(url, cache_dir=str(tmp_path / "checker"), lease=2.0, lock_timeout=60)
+    store = SnapStore(backend, lock_timeout=60)
+    for host, work in hosts.items():
+        kept, errors = _acknowledged(work)
+        assert errors == []
+        listed = {info.name for info in store.list(f"host-{host}")}
+        assert set(kept) <= listed
+        if not killed:
+            assert listed == set(kept)
+        for name, digest in kept.items():
+            target = tmp_path / f"check-{host}-{name}"
+            store.restore(f"host-{host}", name, target, backup=False)
+            assert tree_digest(target) == digest, (host, name)
+    assert store.verify(deep=True).ok
+    assert not store.gc().skipped
+    report = store.verify(deep=True)
+    assert report.ok and report.garbage == []
+    backend.leases.stop()
+
+
+def test_hosts_creating_restoring_sweeping_and_collecting_at_once_lose_nothing(
+    s3_server: S3Server, s3_url: str, tmp_path: Path
+) -> None:
+    hosts = {host: tmp_path / f"host-{host}" for host in range(3)}
+    workers = [
+        _start(s3_server, s3_url, work, host, 8, *(["--maintain"] if host == 0 else []))
+        for host, work in hosts.items()
+    ]
+    for worker in workers:
+        _, stderr = worker.communicate(timeout=120)
+        assert worker.returncode == 0, stderr.decode()
+    _check(s3_url, tmp_path, hosts)
+
+
+def test_a_host_killed_at_random_points_leaves_a_whole_store(
+    s3_server: S3Server, s3_url: str, tmp_path: Path
+) -> None:
+    rng = random.Random(int(os.environ.get("SNAPSTORE_SEED", "15")))
+    hosts = {0: tmp_path / "host-0"}
+    for round_number in range(4):
+        worker = _start(s3_server, s3_url, hosts[0], 0, 60, "--maintain")
+        time.sleep(rng.uniform(1.5, 4.0))
+        worker.send_signal(signal.SIGKILL)
+        worker.communicate(timeout=30)
+        assert worker.returncode == -signal.SIGKILL, round_number
+    _check(s3_url, tmp_path, hosts, killed=True)
