@@ -7,7 +7,6 @@ new one); commits and deletes are called with the namespace lock held.
 
 from __future__ import annotations
 
-import logging
 import warnings
 from collections.abc import Hashable, Iterator
 from typing import NamedTuple
@@ -23,12 +22,13 @@ from snapstore.format.manifest import (
 )
 from snapstore.format.names import dir_name
 from snapstore.fs.reading import UnfitFileError
+from snapstore.logs import get_logger
 from snapstore.repo.backend import Backend, Handle, Kind, ObjectInfo
 from snapstore.repo.headercache import HeaderCache
 
 HEADER_READ_BYTES = 4096
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 
 class CorruptManifestWarning(UserWarning):

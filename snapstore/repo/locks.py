@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import logging
 import os
 import time
 from collections.abc import Iterator
@@ -28,6 +27,7 @@ from typing import IO
 from snapstore.errors import LockTimeout, ReadOnlyStoreError
 from snapstore.fs.seam import LOCAL, FileSystem
 from snapstore.fs.stamps import file_id
+from snapstore.logs import get_logger
 from snapstore.repo.backend import Backend, Lock
 
 try:
@@ -35,7 +35,7 @@ try:
 except ImportError:  # pragma: no cover - Windows: no directory guards
     fcntl = None  # type: ignore[assignment]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 _POLL_START = 0.001
 _POLL_MAX = 0.05

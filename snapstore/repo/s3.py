@@ -27,7 +27,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
-import logging
 import os
 import tempfile
 import threading
@@ -37,6 +36,7 @@ from typing import IO, Any
 
 from snapstore.errors import ConcurrentWriteError, FormatError, StoreNotFoundError
 from snapstore.fs.reading import UnfitFileError
+from snapstore.logs import get_logger
 from snapstore.repo.backend import Handle, Kind, ObjectInfo, Properties
 from snapstore.repo.layout import FORMAT_TEXT, MARKER_MAX_BYTES, check_format
 from snapstore.repo.local import LocalBackend
@@ -64,7 +64,7 @@ _IMMUTABLE = {Kind.BLOB, Kind.PACK, Kind.INDEX}
 _REMOTE_LOCKS = {"gc", "namespace"}
 _INDEX_CACHE = "s3-indexes/"
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 
 def default_cache_dir(url: StoreUrl, endpoint: str | None) -> str:

@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
-import logging
 import os
 import socket
 import threading
@@ -35,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from snapstore.errors import ConcurrentWriteError, LeaseLostError, LockTimeout
+from snapstore.logs import get_logger
 from snapstore.repo.s3client import (
     client_errors,
     datetime_ns,
@@ -55,7 +55,7 @@ resolution of one second."""
 _POLL_START = 0.02
 _POLL_MAX = 0.5
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 
 @dataclass

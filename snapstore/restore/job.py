@@ -20,7 +20,6 @@ new backup; a restore that took no backup (a new target, or ``backup=False``) is
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import time
 
@@ -34,6 +33,7 @@ from snapstore.errors import (
 from snapstore.format.manifest import Manifest
 from snapstore.format.names import generated_name
 from snapstore.fs.seam import FileSystem
+from snapstore.logs import get_logger
 from snapstore.models import RestoreReport, SnapshotInfo
 from snapstore.repo.locks import target_key
 from snapstore.repo.repository import Repository
@@ -51,7 +51,7 @@ from snapstore.worktree.create import Request, refuse_store_directory, take_snap
 from snapstore.worktree.excludes import Matcher
 from snapstore.worktree.statcache import StatCache
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 
 def restore_report(plan: Plan, dry_run: bool) -> RestoreReport:

@@ -19,7 +19,6 @@ import contextlib
 import ctypes
 import gc
 import json
-import logging
 import os
 import signal
 import sys
@@ -27,6 +26,7 @@ import time
 from collections.abc import Callable
 from typing import Any, BinaryIO
 
+from snapstore.logs import get_logger
 from snapstore.service.methods import METHODS, Service
 from snapstore.service.protocol import (
     INVALID_PARAMS,
@@ -41,7 +41,7 @@ from snapstore.service.protocol import (
     response,
 )
 
-log = logging.getLogger("snapstore.service")
+log = get_logger("snapstore.service")
 
 PROGRESS_INTERVAL = 0.1
 """Seconds between two progress notifications of one call (the first and the last are always
