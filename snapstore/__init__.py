@@ -40,6 +40,7 @@ if TYPE_CHECKING:
         SnapstoreError,
         SourceChangedError,
         StoreNotFoundError,
+        UnreliableLockWarning,
         UnsafePathError,
     )
     from snapstore.models import (
@@ -53,7 +54,7 @@ if TYPE_CHECKING:
         SweepReport,
         VerifyReport,
     )
-    from snapstore.store import SnapStore, UnreliableLockWarning
+    from snapstore.store import SnapStore
 
 __version__ = "0.1.0"
 
@@ -97,7 +98,7 @@ _LAZY: dict[str, str] = {
         "snapstore.models",
     ),
     "SnapStore": "snapstore.store",
-    "UnreliableLockWarning": "snapstore.store",
+    "UnreliableLockWarning": "snapstore.errors",
 }
 """Each public name imported on first use, and the module that defines it."""
 

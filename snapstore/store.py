@@ -10,18 +10,15 @@ sharing one root: each takes the locks docs/concurrency.md lists.
 from __future__ import annotations
 
 import builtins
-import contextlib
 import dataclasses
 import os
 import time
-import warnings
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any
 
 from snapstore.compare import diff_entries, diff_plan, path_history
-from snapstore.cyclic_gc import gc_paused
 from snapstore.errors import InvalidValueError, SnapshotNotFound
 from snapstore.format.manifest import time_to_ns, ttl_seconds
 from snapstore.fs.seam import LOCAL, FileSystem
@@ -40,10 +37,8 @@ from snapstore.models import (
 )
 from snapstore.repo.backend import Backend
 from snapstore.repo.catalog import manifest_name
-from snapstore.repo.local import LocalBackend
-from snapstore.repo.locks import filesystem_type, is_untrusted_lock_filesystem, target_key
+from snapstore.repo.opening import open_backend
 from snapstore.repo.repository import LATEST, Repository
-from snapstore.repo.s3client import is_store_url, open_object_store
 from snapstore.restore.job import RestoreJob
 from snapstore.worktree.create import checkpoint_request, take_snapshot
 from snapstore.worktree.incremental import ChangeSource, IncrementalReport, take_incremental
@@ -51,10 +46,6 @@ from snapstore.worktree.incremental import ChangeSource, IncrementalReport, take
 Progress = Callable[[int, int], None]
 Duration = float | int | timedelta
 DEFAULT_UNDO_DEPTH = 10
-
-
-class UnreliableLockWarning(UserWarning):
-    """The store lives on a network or FUSE filesystem whose locks may not be honoured."""
 
 
 class SnapStore:
@@ -86,12 +77,7 @@ class SnapStore:
         self.durable = durable
         self.undo_depth = undo_depth
         self.fs = fs or LOCAL
-        if isinstance(root, str | os.PathLike):
-            path = os.fspath(root)
-            if is_store_url(path):
-                root = open_object_store(path, lock_timeout=lock_timeout)
-            else:
-                root = LocalBackend(path, fs=self.fs, durable=durable, lock_timeout=lock_timeout)
+        root = open_backend(root, fs=self.fs, durable=durable, lock_timeout=lock_timeout)
         self.repo = Repository(root, create=create)
         self._restores = RestoreJob(self.repo, self.fs, durable=durable, undo_depth=undo_depth)
         # The parts, for tools and tests that look inside.
@@ -100,15 +86,6 @@ class SnapStore:
         self.namespace_lock, self.gc_lock = self.repo.namespace_lock, self.repo.gc_lock
         self.target_locks, self.journals = self.repo.target_locks, self._restores.journals
         self.blobs_in_use = self.repo.blobs_in_use
-        local_root = root.properties.local_root
-        fs_type = None if local_root is None else filesystem_type(local_root)
-        if is_untrusted_lock_filesystem(fs_type):
-            warnings.warn(
-                f"snapstore root {self.root} is on a {fs_type} filesystem, whose locks are not "
-                "trustworthy: do not share it between processes on different machines",
-                UnreliableLockWarning,
-                stacklevel=2,
-            )
         if not self.repo.read_only:
             self._restores.recovery.recover_all()
 
@@ -184,7 +161,7 @@ class SnapStore:
             skip_unreadable=skip_unreadable,
             rehash=rehash,
         )
-        with self._snapshotting(request.base):
+        with self._restores.snapshotting(request.base):
             info, replaced = take_snapshot(self.repo, request, progress=progress)
         return dataclasses.replace(info, replaced=True) if replaced else info
 
@@ -231,29 +208,13 @@ class SnapStore:
             skip_unreadable=skip_unreadable,
             rehash=rehash,
         )
-        with self._snapshotting(request.base):
+        with self._restores.snapshotting(request.base):
             report, replaced = take_incremental(
                 self.repo, request, parent, changes, progress=progress
             )
         if replaced:
             return dataclasses.replace(report, info=dataclasses.replace(report.info, replaced=True))
         return report
-
-    @contextlib.contextmanager
-    def _snapshotting(self, base: str) -> Iterator[None]:
-        """Hold what a create of ``base`` holds: its target lock shared (after recovering an
-        interrupted restore of it) and the gc lock shared."""
-        real_base = os.path.realpath(base)
-        key = target_key(real_base)
-        if self._restores.journals.exists(key):
-            with self.repo.target_locks.restoring(real_base):
-                self._restores.recovery.recover(key)
-        with (
-            self.repo.target_locks.snapshotting(real_base),
-            self.repo.blobs_in_use(),
-            gc_paused(),
-        ):
-            yield
 
     def get(self, session: str, name: str) -> Snapshot:
         """The snapshot's header and entries; loads no blob. ``name`` may be a selector

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+from collections.abc import Iterator
 
 from snapstore.cyclic_gc import gc_paused
 from snapstore.errors import (
@@ -220,6 +221,22 @@ class RestoreJob:
                 if journal.backup is not None:
                     self.trim_backups(session)
                 return report
+
+    @contextlib.contextmanager
+    def snapshotting(self, base: str) -> Iterator[None]:
+        """Hold what a create of ``base`` holds: its target lock shared (after recovering an
+        interrupted restore of it) and the gc lock shared."""
+        real_base = os.path.realpath(base)
+        key = target_key(real_base)
+        if self.journals.exists(key):
+            with self.repo.target_locks.restoring(real_base):
+                self.recovery.recover(key)
+        with (
+            self.repo.target_locks.snapshotting(real_base),
+            self.repo.blobs_in_use(),
+            gc_paused(),
+        ):
+            yield
 
     def trim_backups(self, session: str) -> None:
         """Keep the newest ``undo_depth`` undo backups of the session (and any a pending
