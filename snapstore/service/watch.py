@@ -44,6 +44,9 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from snapstore.fs.mounts import LOCAL_FILESYSTEMS, filesystem_type
+from snapstore.fs.stamps import FileId, file_id
+from snapstore.repo.layout import MARKER_FILE
 from snapstore.service.protocol import WatchError
 
 if TYPE_CHECKING:
@@ -61,36 +64,8 @@ MAX_WATCHERS = 32
 """Watched (base directory, paths) pairs per server: each is an inotify instance, of which
 a user gets 128 by default (``fs.inotify.max_user_instances``)."""
 
-TRUSTED_FILESYSTEMS = frozenset(
-    {
-        "ext2",
-        "ext3",
-        "ext4",
-        "xfs",
-        "btrfs",
-        "tmpfs",
-        "ramfs",
-        "f2fs",
-        "zfs",
-        "bcachefs",
-        "jfs",
-        "reiserfs",
-        "nilfs2",
-        "overlay",
-        "hfsplus",
-        "vfat",
-        "exfat",
-    }
-)
-"""Local filesystems, where every change passes through this kernel and so reaches inotify.
-Changes to a network or FUSE filesystem made elsewhere are never reported."""
-
 EXCLUDE_FILES = frozenset({".snapstoreignore", ".gitignore"})
 """Names whose change changes which paths a checkpoint records: a full scan follows."""
-
-MARKER_FILE = "FORMAT"
-"""A storage root's marker (docs/format.md): a directory that gains or loses one enters or
-leaves what a checkpoint records, so its appearance rescans the directory."""
 
 # inotify(7) constants; the same on every Linux architecture.
 IN_MODIFY = 0x2
@@ -202,31 +177,16 @@ def minimal(changes: Changes) -> Changes:
     return Changes(rescan=frozenset(kept), refresh=frozenset(refresh), since_ns=changes.since_ns)
 
 
-def filesystem_of(path: str) -> str | None:
-    """The filesystem type holding ``path``, from /proc/self/mountinfo: the mount with the
-    device number of ``path`` (else the longest mount point above it); None if unknown."""
-    try:
-        info = os.stat(path)
-        with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as mounts:
-            lines = mounts.read().splitlines()
-    except OSError:
+def unreported_changes(path: str) -> str | None:
+    """Why inotify may miss changes to what lies at ``path`` (its filesystem is not a local
+    one, so changes made elsewhere never pass through this kernel), or None."""
+    fs_type = filesystem_type(path)
+    if fs_type in LOCAL_FILESYSTEMS:
         return None
-    device = f"{os.major(info.st_dev)}:{os.minor(info.st_dev)}"
-    real = os.path.realpath(path)
-    by_prefix: tuple[int, str] | None = None
-    for line in lines:
-        left, _, right = line.partition(" - ")
-        fields, tail = left.split(), right.split()
-        if len(fields) < 5 or not tail:
-            continue
-        if fields[2] == device:
-            return tail[0]
-        point = fields[4].replace("\\040", " ")
-        if (real == point or real.startswith(point.rstrip("/") + "/")) and (
-            by_prefix is None or len(point) > by_prefix[0]
-        ):
-            by_prefix = (len(point), tail[0])
-    return None if by_prefix is None else by_prefix[1]
+    return (
+        f"{path} is on a {fs_type or 'unknown'} filesystem, whose changes made elsewhere "
+        "inotify does not report"
+    )
 
 
 class _Inotify(Protocol):
@@ -270,8 +230,8 @@ class TreeWatcher:
         self._full: str | None = "the watch has just started"
         self._broken: str | None = None
         self._reset_needed = False
-        self._base_id: tuple[int, int] | None = None
-        self._store_id: tuple[int, int] | None = None
+        self._base_id: FileId | None = None
+        self._store_id: FileId | None = None
         self._thread: threading.Thread | None = None
         self._stop_r, self._stop_w = -1, -1
         self._since_ns = time.monotonic_ns()
@@ -294,17 +254,14 @@ class TreeWatcher:
             raise WatchError(f"cannot watch {self.base_dir}: {error.strerror}") from error
         if not os.path.isdir(self.base_dir):
             raise WatchError(f"cannot watch {self.base_dir}: not a directory")
-        fs_type = filesystem_of(self.base_dir)
-        if fs_type not in TRUSTED_FILESYSTEMS:
-            self._broken = (
-                f"{self.base_dir} is on a {fs_type or 'unknown'} filesystem, whose changes made "
-                "elsewhere inotify does not report"
-            )
+        unreported = unreported_changes(self.base_dir)
+        if unreported is not None:
+            self._broken = unreported
             return
         with contextlib.suppress(OSError):
             store = os.stat(self.store_root)
-            self._store_id = (store.st_dev, store.st_ino)
-        self._base_id = (base.st_dev, base.st_ino)
+            self._store_id = file_id(store)
+        self._base_id = file_id(base)
         self._stop_r, self._stop_w = os.pipe()
         with self._lock:
             self._open()
@@ -398,15 +355,12 @@ class TreeWatcher:
                 child_path = join(path, child.name)
                 with contextlib.suppress(OSError):
                     info = child.stat(follow_symlinks=False)
-                    if (info.st_dev, info.st_ino) == self._store_id:
+                    if file_id(info) == self._store_id:
                         continue
                     if self._base_id is not None and info.st_dev != self._base_id[0]:
-                        fs_type = filesystem_of(child.path)
-                        if fs_type not in TRUSTED_FILESYSTEMS:
-                            self._broken = (
-                                f"{child.path} is on a {fs_type or 'unknown'} filesystem, whose "
-                                "changes made elsewhere inotify does not report"
-                            )
+                        unreported = unreported_changes(child.path)
+                        if unreported is not None:
+                            self._broken = unreported
                             continue
                 pending.append(child_path)
 
@@ -560,14 +514,14 @@ class TreeWatcher:
         above it may have been renamed, which no watch here reports)."""
         try:
             info = os.stat(self.base_dir)
-            same = (info.st_dev, info.st_ino) == self._base_id
+            same = file_id(info) == self._base_id
         except OSError:
             same = False
         if not same:
             self._doubt(f"{self.base_dir} is no longer the directory being watched", reset=True)
             with contextlib.suppress(OSError):
                 info = os.stat(self.base_dir)
-                self._base_id = (info.st_dev, info.st_ino)
+                self._base_id = file_id(info)
 
 
 class IncrementalCreate(Protocol):

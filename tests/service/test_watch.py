@@ -17,6 +17,7 @@ from helpers.trees import write_tree
 
 from snapstore import SnapStore
 from snapstore.errors import SnapshotExistsError
+from snapstore.fs import mounts
 from snapstore.models import FileEntry, Snapshot
 from snapstore.service import watch
 from snapstore.service.watch import (
@@ -328,7 +329,7 @@ def test_a_network_filesystem_means_full_scans(
 ):
     base = tmp_path / "project"
     start_tree(base)
-    monkeypatch.setattr(watch, "filesystem_of", lambda path: "nfs4")
+    monkeypatch.setattr(watch, "filesystem_type", lambda path: "nfs4")
     watcher = watcher_factory(base, ["."])
     assert watcher.broken is not None and "nfs4" in watcher.broken
     assert watcher.drain().full == watcher.broken
@@ -489,5 +490,5 @@ def test_watched_creates_through_the_watch_set(tmp_path: Path):
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="Linux only")
-def test_filesystem_of_finds_this_one(tmp_path: Path):
-    assert watch.filesystem_of(str(tmp_path))
+def test_filesystem_type_finds_this_one(tmp_path: Path):
+    assert mounts.filesystem_type(str(tmp_path))
