@@ -38,8 +38,9 @@ from snapstore.repo.backend import Handle, Kind, ObjectInfo, Properties
 from snapstore.repo.layout import FORMAT_TEXT, MARKER_MAX_BYTES, check_format
 from snapstore.repo.local import LocalBackend
 from snapstore.repo.s3client import StoreUrl, make_client, parse_url
-from snapstore.repo.s3lease import DEFAULT_LEASE, Leases, NoLock, S3Lock
+from snapstore.repo.s3lease import DEFAULT_LEASE, Leases
 from snapstore.repo.s3listing import IMMUTABLE, ListingMemo
+from snapstore.repo.s3lock import NoLock, S3Lock
 from snapstore.repo.s3objects import BucketObjects
 from snapstore.repo.s3upload import StagedUpload, abort_upload, create_only, pending_uploads
 
