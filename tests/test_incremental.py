@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from snapstore import SnapStore
 from snapstore.errors import SnapstoreError
 from snapstore.models import SnapshotInfo
-from snapstore.worktree import incremental, ingest, statcache
+from snapstore.worktree import incremental, ingest, parentmemo, statcache
 from snapstore.worktree.incremental import ChangedPaths, IncrementalReport
 
 OLD_NS = 1_600_000_000 * 10**9
@@ -546,7 +546,7 @@ def test_the_remembered_parent_is_dropped_once_built_on(store: SnapStore, tmp_pa
         "s", "third", ["."], base_dir=base, parent=first, changes=lambda: ChangedPaths()
     )
     assert again.scan == "full"
-    assert len(incremental._REMEMBERED._values) <= incremental.MAX_REMEMBERED
+    assert len(parentmemo._REMEMBERED._values) <= parentmemo.MAX_REMEMBERED
 
 
 PATH_SETS = [["."], ["a", "c.txt", "b/a", "missing"]]

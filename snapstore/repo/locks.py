@@ -25,6 +25,8 @@ from collections.abc import Iterator
 from typing import IO
 
 from snapstore.errors import LockTimeout, ReadOnlyStoreError
+from snapstore.fs.mounts import NETWORK_FILESYSTEMS
+from snapstore.fs.mounts import filesystem_type as filesystem_type  # store.py imports it here
 from snapstore.fs.seam import LOCAL, FileSystem
 from snapstore.fs.stamps import file_id
 from snapstore.logs import get_logger
@@ -342,31 +344,6 @@ def _ancestors(real_dir: str) -> list[str]:
         found.append(parent)
         real_dir, parent = parent, os.path.dirname(parent)
     return found[::-1]
-
-
-NETWORK_FILESYSTEMS = frozenset(
-    {"nfs", "nfs4", "cifs", "smb", "smb2", "smb3", "smbfs", "9p", "afs", "ncpfs", "sshfs"}
-)
-
-
-def filesystem_type(path: str) -> str | None:
-    """The type of the filesystem holding ``path`` from /proc/mounts (Linux), else None."""
-    try:
-        with open("/proc/mounts", encoding="utf-8", errors="replace") as mounts:
-            lines = mounts.read().splitlines()
-    except OSError:
-        return None
-    real = os.path.realpath(path)
-    best, best_type = "", None
-    for line in lines:
-        fields = line.split()
-        if len(fields) < 3:
-            continue
-        mount_point = fields[1].replace("\\040", " ")
-        inside = real == mount_point or real.startswith(mount_point.rstrip("/") + "/")
-        if inside and len(mount_point) >= len(best):
-            best, best_type = mount_point, fields[2]
-    return best_type
 
 
 def is_untrusted_lock_filesystem(fs_type: str | None) -> bool:

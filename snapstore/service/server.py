@@ -27,7 +27,8 @@ from collections.abc import Callable
 from typing import Any, BinaryIO
 
 from snapstore.logs import get_logger
-from snapstore.service.methods import METHODS, Service
+from snapstore.service.context import Service
+from snapstore.service.methods import METHODS
 from snapstore.service.protocol import (
     INVALID_PARAMS,
     INVALID_REQUEST,

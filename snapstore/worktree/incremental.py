@@ -39,39 +39,30 @@ could hardly ever vouch for one; and a process that builds on remembered entries
 decoded copy of the cache after a full scan (the entries are that tree's cache now, in a
 fifth of the memory), leaving the cache file for the next process or full scan.
 
-What is remembered of a checkpoint is its root tree, the tree object of each directory, and
-its rows encoded (3.6 MB for 50,000 files). An unchanged checkpoint names the same root tree
-(its manifest is a few hundred bytes); one with changes decodes the rows, merges what it
-scanned and builds again only the tree objects of the directories above a changed path
-(``treebuild.rebuild_trees``).
+An unchanged checkpoint names its parent's root tree (its manifest is a few hundred bytes);
+one with changes decodes the parent's rows, merges what it scanned and builds again only the
+tree objects of the directories above a changed path (``treebuild.rebuild_trees``).
+
+This module runs the create and merges the rows. What is remembered of a parent is
+``parentmemo``'s; what to scan again, or why not to build on the parent at all,
+``rescanplan``'s; the change set's contract, ``changes``'.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import os
-import stat
 import time
 from bisect import bisect_left, insort
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from operator import itemgetter
 from typing import Literal
 
-import msgpack
-
-from snapstore.errors import UnsafePathError
 from snapstore.format.manifest import EntryRow
-from snapstore.format.paths import check_relative_path, printable
-from snapstore.format.tree import TreeRef
 from snapstore.format.treebuild import BuiltTrees, rebuild_trees
 from snapstore.models import SkippedPath, SnapshotInfo
 from snapstore.repo.batch import BlobBatch
-from snapstore.repo.catalog import manifest_name
-from snapstore.repo.filememo import FileMemo, backend_key
-from snapstore.repo.layout import is_store_root
 from snapstore.repo.repository import Repository
 from snapstore.worktree import statcache
+from snapstore.worktree.changes import ChangedPaths, ChangeSource
 from snapstore.worktree.create import (
     Progress,
     Recorded,
@@ -80,38 +71,25 @@ from snapstore.worktree.create import (
     store_trees,
     take_snapshot,
 )
-from snapstore.worktree.excludes import GITIGNORE, Matcher, initial_patterns
+from snapstore.worktree.excludes import Matcher, initial_patterns
 from snapstore.worktree.ingest import ingest_scan
+from snapstore.worktree.parentmemo import (
+    Committed,
+    Remembered,
+    ScanStart,
+    find_row,
+    forget,
+    path_of,
+    remember,
+    remembered,
+)
+from snapstore.worktree.rescanplan import Plan, plan_rescan, refusal
 from snapstore.worktree.scan import Scanner
 
-MAX_REMEMBERED = 32
-"""Checkpoints remembered per process to build on: one per watched tree is what a server
-needs (and it watches at most 32)."""
+__all__ = ["ChangeSource", "ChangedPaths", "IncrementalReport", "take_incremental"]
 
 INSERT_AT_MOST = 64
 """New rows inserted one by one into the merged rows; more are merged by sorting."""
-
-_path = itemgetter(0)
-
-
-@dataclass(frozen=True)
-class ChangedPaths:
-    """Every change to a base directory since ``since_ns`` (``time.monotonic_ns()`` of this
-    process), as paths relative to it (``/``-separated, ``"."`` the base itself):
-
-    every path whose entry (kind, mode, size, mtime, digest, link target) may differ, or that
-    may have appeared or disappeared, lies at or below a path of ``rescan``, or is a directory
-    of ``refresh`` (only its own entry may differ: a chmod, a name added or removed in it).
-    """
-
-    rescan: frozenset[str] = frozenset()
-    refresh: frozenset[str] = frozenset()
-    since_ns: int = 0
-
-
-ChangeSource = Callable[[], ChangedPaths | None]
-"""Called once, with the base directory locked and before anything is scanned: the changes
-since the previous checkpoint, or None when they are not known (a full scan follows)."""
 
 
 @dataclass(frozen=True)
@@ -128,77 +106,6 @@ class IncrementalReport:
     """Directories whose own entry alone was read again."""
 
 
-@dataclass(frozen=True)
-class _Remembered:
-    """A checkpoint this process committed, as the next incremental create needs it."""
-
-    info: SnapshotInfo
-    rows: bytes
-    """Its rows, sorted, encoded by ``encode_rows``."""
-    root: TreeRef
-    refs: dict[str, TreeRef]
-    """The tree object of each directory, by path ("" the base)."""
-    gitignore: bool
-    started_ns: int
-    """``time.time_ns()`` just before its scan began."""
-    started_mono_ns: int
-    """``time.monotonic_ns()`` at the same moment."""
-    racy: tuple[str, ...]
-    """Its files whose mtime lay within the racy window of ``started_ns``."""
-
-
-_REMEMBERED: FileMemo[_Remembered] = FileMemo(limit=MAX_REMEMBERED)
-
-
-@dataclass(frozen=True)
-class _Start:
-    """When a create began to look at the tree (after taking its change set)."""
-
-    wall_ns: int
-    mono_ns: int
-
-
-@dataclass
-class _Plan:
-    """What an incremental create scans: each (path, the requested path it lies in; a
-    requested path stands for itself), the paths whose parent entries (at and below) those
-    scans replace, the directories whose own entry alone is read again, and the parent's
-    rows (decoded only when something is to be replaced)."""
-
-    scans: list[tuple[str, str]]
-    replaced: list[str]
-    refresh: list[EntryRow]
-    rows: Sequence[EntryRow] = ()
-
-
-def encode_rows(rows: Sequence[EntryRow]) -> bytes:
-    """Rows kept in memory between creates: a fifth of the memory of the rows themselves,
-    and decoded, they lie together in memory (rows as a scan leaves them are spread over the
-    heap, which makes every pass over them several times slower)."""
-    data: bytes = msgpack.packb(rows, use_bin_type=True)
-    return data
-
-
-def decode_rows(data: bytes) -> tuple[EntryRow, ...]:
-    """Rows ``encode_rows`` encoded (never bytes read from a store: not validated)."""
-    rows: tuple[EntryRow, ...] = msgpack.unpackb(data, use_list=False)
-    return rows
-
-
-class _Committed:
-    """The ``committed`` callback of a create: catches the header, what was committed and
-    the version of the manifest (read under the namespace lock, so it is this create's)."""
-
-    def __init__(self, repo: Repository) -> None:
-        self.repo = repo
-        self.found: tuple[SnapshotInfo, Recorded, Hashable] | None = None
-
-    def __call__(self, info: SnapshotInfo, recorded: Recorded) -> None:
-        version = self.repo.catalog.version(info.session, info.name)
-        if version is not None:
-            self.found = (info, recorded, version)
-
-
 def take_incremental(
     repo: Repository,
     request: Request,
@@ -213,257 +120,38 @@ def take_incremental(
     ``create.take_snapshot``)."""
     repo.require_current_format()
     known = changes()
-    start = _Start(time.time_ns(), time.monotonic_ns())
-    base = _remembered(repo, parent)
+    start = ScanStart(time.time_ns(), time.monotonic_ns())
+    base = remembered(repo, parent)
     initial = initial_patterns(
         request.base, request.exclude, default_excludes=request.default_excludes
     )
-    reason = _refusal(request, parent, known, base, initial)
+    reason = refusal(request, parent, known, base, initial)
     if reason is None:
         assert known is not None and base is not None
-        plan = _plan(request, base, known, len(initial))
+        planned = plan_rescan(request, base, known, len(initial))
         built = (
-            plan if isinstance(plan, str) else _build(repo, request, base, plan, start, progress)
+            planned
+            if isinstance(planned, str)
+            else _build(repo, request, base, planned, start, progress)
         )
         if not isinstance(built, str):
-            _forget(repo, parent, built[0].info)
+            forget(repo, parent, built[0].info)
             return built
         reason = built
-    committed = _Committed(repo)
+    committed = Committed(repo)
     info, replaced = take_snapshot(repo, request, progress=progress, committed=committed)
-    _remember(repo, request, start, committed, None)
-    _forget(repo, parent, info)
+    remember(repo, request, start, committed, None)
+    forget(repo, parent, info)
     statcache.forget_decoded(repo.backend, request.base)
     return IncrementalReport(info, "full", reason), replaced
-
-
-def _remembered(repo: Repository, parent: SnapshotInfo | None) -> _Remembered | None:
-    """What this process remembers of ``parent``, if its manifest is still the one this
-    process committed."""
-    if parent is None:
-        return None
-    version = repo.catalog.version(parent.session, parent.name)
-    if version is None:
-        return None
-    handle = repo.catalog.handle(manifest_name(parent.session, parent.name))
-    found = _REMEMBERED.known(repo.backend, handle, version)
-    if found is None or found.info != dataclasses.replace(parent, replaced=False):
-        return None
-    return found
-
-
-def _remember(
-    repo: Repository,
-    request: Request,
-    start: _Start,
-    committed: _Committed,
-    scanned: Sequence[EntryRow] | None,
-    rows: bytes | None = None,
-) -> None:
-    """Remember the checkpoint just committed for the next incremental create: its rows
-    (``rows`` if already encoded), trees, and racy files, found among ``scanned``, the rows
-    this create scanned (None: all of them); its other rows came from a parent for whose
-    earlier scan they were not racy."""
-    if committed.found is None:
-        return
-    info, recorded, version = committed.found
-    racy_from_ns = start.wall_ns - statcache.RACY_NS
-    scanned = recorded.rows if scanned is None else scanned
-    racy = tuple(r[0] for r in scanned if r[1] == "file" and r[4] >= racy_from_ns)
-    remembered = _Remembered(
-        info,
-        encode_rows(recorded.rows) if rows is None else rows,
-        recorded.trees.root,
-        recorded.trees.refs,
-        request.gitignore,
-        start.wall_ns,
-        start.mono_ns,
-        racy,
-    )
-    handle = repo.catalog.handle(manifest_name(info.session, info.name))
-    _REMEMBERED.remember(repo.backend, handle, remembered, version=version)
-
-
-def _forget(repo: Repository, parent: SnapshotInfo | None, child: SnapshotInfo) -> None:
-    """Drop what is remembered of the parent once a checkpoint was built after it (the next
-    one builds on the child)."""
-    if parent is None or (parent.session, parent.name) == (child.session, child.name):
-        return
-    gone = (
-        backend_key(repo.backend),
-        repo.catalog.handle(manifest_name(parent.session, parent.name)),
-    )
-    _REMEMBERED.forget(lambda key: key != gone)
-
-
-def _refusal(
-    request: Request,
-    parent: SnapshotInfo | None,
-    known: ChangedPaths | None,
-    base: _Remembered | None,
-    initial: list[str],
-) -> str | None:
-    """Why the create cannot build on ``parent`` with ``known``, or None."""
-    if known is None:
-        return "the changes since the previous checkpoint are not known"
-    if parent is None:
-        return "no checkpoint to build on yet"
-    if request.rehash:
-        return "rehash reads everything"
-    if base is None:
-        return (
-            "the previous checkpoint was not committed by this process, or was replaced or "
-            "deleted since"
-        )
-    info = base.info
-    if info.session != request.session or info.base_dir != request.base:
-        return "the previous checkpoint is of another session or base directory"
-    if info.roots != tuple(sorted(set(request.paths))) or request.shallow:
-        return "the previous checkpoint recorded other paths"
-    if base.gitignore != request.gitignore or not _same_excludes(
-        info.excludes, initial, request.gitignore
-    ):
-        return "the exclude rules changed (options, or the base directory's .snapstoreignore)"
-    if known.since_ns > base.started_mono_ns:
-        return "the changes do not cover the whole time since the previous checkpoint's scan"
-    return None
-
-
-def _same_excludes(recorded: tuple[str, ...], initial: list[str], gitignore: bool) -> bool:
-    """Whether a scan starting with ``initial`` ends with the rules ``recorded`` (with
-    ``gitignore``, the rules of ``.gitignore`` files follow the initial ones)."""
-    if gitignore:
-        return list(recorded[: len(initial)]) == initial
-    return list(recorded) == initial
-
-
-def under(path: str, root: str) -> bool:
-    """True if ``path`` is ``root`` or lies below it (``"."`` holds everything)."""
-    return root == "." or path == root or path.startswith(root + "/")
-
-
-def _checked(paths: Iterable[str]) -> list[str] | None:
-    """``paths`` sorted, or None if one is not a path a scan records as given."""
-    checked = []
-    for path in paths:
-        if path != ".":
-            try:
-                check_relative_path(path)
-            except UnsafePathError:
-                return None
-        checked.append(path)
-    return sorted(checked)
-
-
-def _outermost(paths: Iterable[str]) -> list[str]:
-    """``paths`` without those lying below another of them."""
-    kept: list[str] = []
-    for path in sorted(paths, key=lambda p: (p.count("/"), p)):
-        if not any(under(path, other) for other in kept):
-            kept.append(path)
-    return kept
-
-
-def _find(rows: Sequence[EntryRow], path: str) -> int:
-    """The index of ``path``'s row in the sorted ``rows``, or -1."""
-    index = bisect_left(rows, path, key=_path)
-    return index if index < len(rows) and rows[index][0] == path else -1
-
-
-def _plan(
-    request: Request, base: _Remembered, known: ChangedPaths, initial_rules: int
-) -> _Plan | str:
-    """What to scan again, or why it cannot be worked out (a full scan then). Directories
-    outside the requested paths (the base, the directories on the way to a requested path)
-    have no entry to refresh."""
-    skipped = [entry.path for entry in base.info.skipped]
-    if any(printable(path) != path for path in skipped):
-        return "the previous checkpoint skipped a path whose name it could not record"
-    changed = _checked([*known.rescan, *base.racy, *skipped])
-    refresh = _checked(
-        d for d in known.refresh if d != "." and any(under(d, r) for r in request.paths)
-    )
-    if changed is None or refresh is None:
-        return "a changed path cannot be recorded as given"
-    if not changed and not refresh:
-        return _Plan([], [], [])
-    rows = decode_rows(base.rows)
-    refreshed: list[EntryRow] = []
-    for directory in refresh:
-        row = _refreshed(request.base, rows, directory)
-        if row is None:
-            changed.append(directory)
-        else:
-            refreshed.append(row)
-    replaced = [
-        path
-        for path in _outermost(changed)
-        if any(under(path, root) or under(root, path) for root in request.paths)
-    ]
-    refreshed = [row for row in refreshed if not any(under(row[0], p) for p in replaced)]
-    if request.gitignore:
-        doubt = _gitignore_doubt(base.info.excludes[initial_rules:], replaced, refreshed)
-        if doubt is not None:
-            return doubt
-    scans = _scans(replaced, request.paths)
-    if (".", ".") in scans:
-        return "the whole base directory is to be scanned again"
-    return _Plan(scans, replaced, refreshed, rows)
-
-
-def _scans(replaced: list[str], requested: list[str]) -> list[tuple[str, str]]:
-    """The scans that find what now lies at and below each replaced path: below a requested
-    path, the path itself; above one, the whole requested path. In the order of the requested
-    paths, as a full create adds them (the first row found of a path is the one kept)."""
-    scans: list[tuple[str, str]] = []
-    for path in replaced:
-        for root in requested:
-            if under(path, root):
-                scans.append((path, root))
-            elif under(root, path):
-                scans.append((root, root))
-    return list(dict.fromkeys(scans))
-
-
-def _refreshed(base_dir: str, rows: Sequence[EntryRow], directory: str) -> EntryRow | None:
-    """The new entry of a directory whose own entry alone changed, from one ``lstat``; None
-    when it must be scanned again instead (the parent does not record it as a directory, or
-    it is no longer a plain directory now)."""
-    index = _find(rows, directory)
-    if index < 0 or rows[index][1] != "dir":
-        return None
-    absolute = os.path.join(base_dir, directory)
-    try:
-        info = os.lstat(absolute)
-    except OSError:
-        return None
-    if not stat.S_ISDIR(info.st_mode) or is_store_root(absolute):
-        return None
-    return (directory, "dir", info.st_mode & 0o7777, 0, info.st_mtime_ns, None, None)
-
-
-def _gitignore_doubt(
-    read_rules: Sequence[str], replaced: list[str], refreshed: list[EntryRow]
-) -> str | None:
-    """With ``gitignore``, why the parent's rules may no longer be what a full scan reads: a
-    ``.gitignore`` among the changed paths, or a rule read from a ``.gitignore`` at or below
-    a path scanned again (such a rule names its directory first; the file may be gone)."""
-    for path in [*replaced, *(row[0] for row in refreshed)]:
-        if path.rsplit("/", 1)[-1] == GITIGNORE:
-            return f"{path} changed, and with it what is excluded"
-    for path in replaced:
-        prefix = path + "/"
-        if any(rule.removeprefix("!").startswith(prefix) for rule in read_rules):
-            return f"the rules of a .gitignore in {path} may have changed"
-    return None
 
 
 def _build(
     repo: Repository,
     request: Request,
-    base: _Remembered,
-    plan: _Plan,
-    start: _Start,
+    base: Remembered,
+    plan: Plan,
+    start: ScanStart,
     progress: Progress | None,
 ) -> tuple[IncrementalReport, bool] | str:
     """Scan the planned paths, ingest what must be read, merge with the parent's rows, store
@@ -506,30 +194,30 @@ def _build(
     except BaseException:
         batch.abort()
         raise
-    committed = _Committed(repo)
+    committed = Committed(repo)
     info, replaced = commit_recorded(repo, request, recorded, committed=committed)
-    _remember(repo, request, start, committed, new_rows)
+    remember(repo, request, start, committed, new_rows)
     report = IncrementalReport(info, "incremental", None, len(plan.scans), len(plan.refresh))
     return report, replaced
 
 
 def _commit_unchanged(
-    repo: Repository, request: Request, base: _Remembered, start: _Start
+    repo: Repository, request: Request, base: Remembered, start: ScanStart
 ) -> tuple[IncrementalReport, bool]:
     """Commit the parent's entries as they are: a manifest naming the parent's root tree,
     whose objects (and the blobs they name) the parent's manifest keeps stored."""
     info = base.info
     trees = BuiltTrees(base.root, {}, base.refs)
     recorded = Recorded((), trees, (), info.excludes, info.file_count, info.total_bytes, ())
-    committed = _Committed(repo)
+    committed = Committed(repo)
     new_info, replaced = commit_recorded(repo, request, recorded, committed=committed)
-    _remember(repo, request, start, committed, (), rows=base.rows)
+    remember(repo, request, start, committed, (), rows=base.rows)
     return IncrementalReport(new_info, "incremental"), replaced
 
 
 def _merged(
-    base: _Remembered,
-    plan: _Plan,
+    base: Remembered,
+    plan: Plan,
     new_rows: list[EntryRow],
     skipped: Sequence[SkippedPath],
 ) -> Recorded | str:
@@ -540,10 +228,13 @@ def _merged(
     info, rows = base.info, plan.rows
     spans = []
     for path in plan.replaced:
-        index = _find(rows, path)
+        index = find_row(rows, path)
         if index >= 0:
             spans.append((index, index + 1))
-        below = (bisect_left(rows, path + "/", key=_path), bisect_left(rows, path + "0", key=_path))
+        below = (
+            bisect_left(rows, path + "/", key=path_of),
+            bisect_left(rows, path + "0", key=path_of),
+        )
         spans.append(below)
     gone = [rows[i] for lo, hi in spans for i in range(lo, hi)]
     kept = _inserted(_with_refreshed(_without(rows, spans), plan.refresh), new_rows)
@@ -575,17 +266,17 @@ def _inserted(rows: list[EntryRow], new_rows: list[EntryRow]) -> list[EntryRow]:
     inserted where they belong, many by sorting again."""
     if len(new_rows) > INSERT_AT_MOST:
         rows.extend(new_rows)
-        rows.sort(key=_path)
+        rows.sort(key=path_of)
     else:
         for row in new_rows:
-            insort(rows, row, key=_path)
+            insort(rows, row, key=path_of)
     return rows
 
 
 def _with_refreshed(rows: list[EntryRow], refresh: list[EntryRow]) -> list[EntryRow]:
     """``rows`` with each refreshed directory's entry replaced (in place)."""
     for row in refresh:
-        index = _find(rows, row[0])
+        index = find_row(rows, row[0])
         if index >= 0:
             rows[index] = row
     return rows

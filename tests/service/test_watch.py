@@ -17,6 +17,7 @@ from helpers.trees import write_tree
 
 from snapstore import SnapStore
 from snapstore.errors import SnapshotExistsError
+from snapstore.fs import mounts
 from snapstore.models import FileEntry, Snapshot
 from snapstore.service import watch
 from snapstore.service.watch import (
@@ -24,8 +25,11 @@ from snapstore.service.watch import (
     TreeWatcher,
     WatchSet,
     apply_changes,
+    directories,
     entries_below,
+    inotify,
 )
+from snapstore.service.watch import changes as watch_changes
 from snapstore.worktree.incremental import ChangedPaths, ChangeSource, IncrementalReport
 
 pytestmark = pytest.mark.skipif(
@@ -301,8 +305,8 @@ def test_the_watch_limit_means_full_scans(
 ):
     base = tmp_path / "project"
     start_tree(base)
-    real = watch._new_inotify
-    monkeypatch.setattr(watch, "_new_inotify", lambda: _LimitedInotify(real(), 3))
+    real = inotify.new_inotify
+    monkeypatch.setattr(inotify, "new_inotify", lambda: _LimitedInotify(real(), 3))
     watcher = watcher_factory(base, ["."])
     assert watcher.broken is not None and "max_user_watches" in watcher.broken
     assert watcher.drain().full == watcher.broken
@@ -315,8 +319,8 @@ def test_a_new_directory_past_the_watch_limit_means_full_scans(
 ):
     base = tmp_path / "project"
     write_tree(base, {"a.txt": ""})
-    real = watch._new_inotify
-    monkeypatch.setattr(watch, "_new_inotify", lambda: _LimitedInotify(real(), 1))
+    real = inotify.new_inotify
+    monkeypatch.setattr(inotify, "new_inotify", lambda: _LimitedInotify(real(), 1))
     watcher = watcher_factory(base, ["."])
     assert watcher.drain().full == "the watch has just started"
     (base / "newdir").mkdir()
@@ -328,7 +332,7 @@ def test_a_network_filesystem_means_full_scans(
 ):
     base = tmp_path / "project"
     start_tree(base)
-    monkeypatch.setattr(watch, "filesystem_of", lambda path: "nfs4")
+    monkeypatch.setattr(directories, "filesystem_type", lambda path: "nfs4")
     watcher = watcher_factory(base, ["."])
     assert watcher.broken is not None and "nfs4" in watcher.broken
     assert watcher.drain().full == watcher.broken
@@ -339,7 +343,7 @@ def test_an_unwatchable_directory_is_rescanned_every_time(
 ):
     base = tmp_path / "project"
     start_tree(base)
-    real = watch._new_inotify
+    real = inotify.new_inotify
 
     class Denying(_LimitedInotify):
         def add_watch(self, path: str, mask: int) -> int:
@@ -347,7 +351,7 @@ def test_an_unwatchable_directory_is_rescanned_every_time(
                 raise OSError(errno.EACCES, os.strerror(errno.EACCES))
             return super().add_watch(path, mask)
 
-    monkeypatch.setattr(watch, "_new_inotify", lambda: Denying(real(), 1000))
+    monkeypatch.setattr(inotify, "new_inotify", lambda: Denying(real(), 1000))
     watcher = watcher_factory(base, ["."])
     watcher.drain()
     assert watcher.drain().rescan == {"src/pkg"}
@@ -388,7 +392,7 @@ def test_an_exclude_file_change_means_a_full_scan(
 def test_too_many_changes_mean_a_full_scan(
     tmp_path: Path, watcher_factory: Callable[..., TreeWatcher], monkeypatch: pytest.MonkeyPatch
 ):
-    monkeypatch.setattr(watch, "MAX_TRACKED", 5)
+    monkeypatch.setattr(watch_changes, "MAX_TRACKED", 5)
     base = tmp_path / "project"
     write_tree(base, {f"f{i}.txt": "" for i in range(10)})
     watcher = watcher_factory(base, ["."])
@@ -489,5 +493,5 @@ def test_watched_creates_through_the_watch_set(tmp_path: Path):
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="Linux only")
-def test_filesystem_of_finds_this_one(tmp_path: Path):
-    assert watch.filesystem_of(str(tmp_path))
+def test_filesystem_type_finds_this_one(tmp_path: Path):
+    assert mounts.filesystem_type(str(tmp_path))
