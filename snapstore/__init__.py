@@ -4,7 +4,8 @@
 storage root that several processes share. See docs/format.md and docs/concurrency.md.
 
 The library logs what it does under the ``snapstore`` logger (``snapstore.repo.locks``,
-``snapstore.maintenance.packgc``, ...) and is silent unless the application configures logging.
+``snapstore.maintenance.packgc``, ...) and is silent unless the application configures logging
+(``snapstore.logs``).
 
 The public names below are imported on first use (a module ``__getattr__``), so that
 ``import snapstore`` and ``snapstore --version`` do not pay for the store, its locks and its
@@ -13,8 +14,6 @@ definitions through the ``TYPE_CHECKING`` imports.
 """
 
 from __future__ import annotations
-
-import logging
 
 TYPE_CHECKING = False
 """``typing.TYPE_CHECKING`` without importing ``typing`` (type checkers treat the name alike)."""
@@ -41,6 +40,7 @@ if TYPE_CHECKING:
         SnapstoreError,
         SourceChangedError,
         StoreNotFoundError,
+        UnreliableLockWarning,
         UnsafePathError,
     )
     from snapstore.models import (
@@ -54,11 +54,9 @@ if TYPE_CHECKING:
         SweepReport,
         VerifyReport,
     )
-    from snapstore.store import SnapStore, UnreliableLockWarning
+    from snapstore.store import SnapStore
 
 __version__ = "0.1.0"
-
-logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 _LAZY: dict[str, str] = {
     **dict.fromkeys(
@@ -100,7 +98,7 @@ _LAZY: dict[str, str] = {
         "snapstore.models",
     ),
     "SnapStore": "snapstore.store",
-    "UnreliableLockWarning": "snapstore.store",
+    "UnreliableLockWarning": "snapstore.errors",
 }
 """Each public name imported on first use, and the module that defines it."""
 

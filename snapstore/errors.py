@@ -116,6 +116,10 @@ class InvalidValueError(SnapstoreError, ValueError):
     """A metadata or state value cannot be stored (not msgpack-encodable, or the wrong type)."""
 
 
+class UnreliableLockWarning(UserWarning):
+    """The store lives on a network or FUSE filesystem whose locks may not be honoured."""
+
+
 class InterruptedRestoreWarning(UserWarning):
     """A restore killed part-way was found, and could not be finished or rolled back now; the
     next restore into that target tries again."""

@@ -13,14 +13,12 @@ import builtins
 import dataclasses
 import os
 import time
-import warnings
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any
 
 from snapstore.compare import diff_entries, diff_plan, path_history
-from snapstore.cyclic_gc import gc_paused
 from snapstore.errors import InvalidValueError, SnapshotNotFound
 from snapstore.format.manifest import time_to_ns, ttl_seconds
 from snapstore.fs.seam import LOCAL, FileSystem
@@ -39,20 +37,15 @@ from snapstore.models import (
 )
 from snapstore.repo.backend import Backend
 from snapstore.repo.catalog import manifest_name
-from snapstore.repo.local import LocalBackend
-from snapstore.repo.locks import filesystem_type, is_untrusted_lock_filesystem, target_key
+from snapstore.repo.opening import open_backend
 from snapstore.repo.repository import LATEST, Repository
-from snapstore.repo.s3client import is_store_url, open_object_store
 from snapstore.restore.job import RestoreJob
 from snapstore.worktree.create import checkpoint_request, take_snapshot
+from snapstore.worktree.incremental import ChangeSource, IncrementalReport, take_incremental
 
 Progress = Callable[[int, int], None]
 Duration = float | int | timedelta
 DEFAULT_UNDO_DEPTH = 10
-
-
-class UnreliableLockWarning(UserWarning):
-    """The store lives on a network or FUSE filesystem whose locks may not be honoured."""
 
 
 class SnapStore:
@@ -84,12 +77,7 @@ class SnapStore:
         self.durable = durable
         self.undo_depth = undo_depth
         self.fs = fs or LOCAL
-        if isinstance(root, str | os.PathLike):
-            path = os.fspath(root)
-            if is_store_url(path):
-                root = open_object_store(path, lock_timeout=lock_timeout)
-            else:
-                root = LocalBackend(path, fs=self.fs, durable=durable, lock_timeout=lock_timeout)
+        root = open_backend(root, fs=self.fs, durable=durable, lock_timeout=lock_timeout)
         self.repo = Repository(root, create=create)
         self._restores = RestoreJob(self.repo, self.fs, durable=durable, undo_depth=undo_depth)
         # The parts, for tools and tests that look inside.
@@ -98,15 +86,6 @@ class SnapStore:
         self.namespace_lock, self.gc_lock = self.repo.namespace_lock, self.repo.gc_lock
         self.target_locks, self.journals = self.repo.target_locks, self._restores.journals
         self.blobs_in_use = self.repo.blobs_in_use
-        local_root = root.properties.local_root
-        fs_type = None if local_root is None else filesystem_type(local_root)
-        if is_untrusted_lock_filesystem(fs_type):
-            warnings.warn(
-                f"snapstore root {self.root} is on a {fs_type} filesystem, whose locks are not "
-                "trustworthy: do not share it between processes on different machines",
-                UnreliableLockWarning,
-                stacklevel=2,
-            )
         if not self.repo.read_only:
             self._restores.recovery.recover_all()
 
@@ -182,18 +161,60 @@ class SnapStore:
             skip_unreadable=skip_unreadable,
             rehash=rehash,
         )
-        real_base = os.path.realpath(request.base)
-        key = target_key(real_base)
-        if self._restores.journals.exists(key):
-            with self.repo.target_locks.restoring(real_base):
-                self._restores.recovery.recover(key)
-        with (
-            self.repo.target_locks.snapshotting(real_base),
-            self.repo.blobs_in_use(),
-            gc_paused(),
-        ):
+        with self._restores.snapshotting(request.base):
             info, replaced = take_snapshot(self.repo, request, progress=progress)
         return dataclasses.replace(info, replaced=True) if replaced else info
+
+    def create_incremental(
+        self,
+        session: str,
+        name: str | None = None,
+        paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[str] | None = None,
+        *,
+        parent: SnapshotInfo | None,
+        changes: ChangeSource,
+        base_dir: str | os.PathLike[str] = ".",
+        meta: Mapping[str, Any] | None = None,
+        ttl: Duration | None = None,
+        exclude: Iterable[str] = (),
+        default_excludes: bool = True,
+        gitignore: bool = False,
+        if_exists: str = "replace",
+        missing: str = "absent",
+        skip_unreadable: bool = False,
+        rehash: bool = False,
+        progress: Progress | None = None,
+    ) -> IncrementalReport:
+        """``create``, scanning only what changed since ``parent``, the checkpoint of the same
+        session, base directory, paths and exclude rules that this process's previous
+        ``create_incremental`` committed. ``changes()`` is called once, with the base
+        directory locked, before anything is read: it returns every path changed since
+        (``ChangedPaths``), or None if that is not known. Any doubt makes it a full create
+        (``IncrementalReport.scan`` and ``reason`` say so); what it commits is what ``create``
+        would. See ``worktree.incremental`` for why it never records a stale file."""
+        request = checkpoint_request(
+            self.repo,
+            session,
+            name,
+            paths,
+            base_dir=base_dir,
+            meta=meta,
+            ttl=ttl_seconds(ttl),
+            exclude=exclude,
+            default_excludes=default_excludes,
+            gitignore=gitignore,
+            if_exists=if_exists,
+            missing=missing,
+            skip_unreadable=skip_unreadable,
+            rehash=rehash,
+        )
+        with self._restores.snapshotting(request.base):
+            report, replaced = take_incremental(
+                self.repo, request, parent, changes, progress=progress
+            )
+        if replaced:
+            return dataclasses.replace(report, info=dataclasses.replace(report.info, replaced=True))
+        return report
 
     def get(self, session: str, name: str) -> Snapshot:
         """The snapshot's header and entries; loads no blob. ``name`` may be a selector

@@ -15,15 +15,25 @@ from snapstore.checkpoint import Checkpointer, CountedSource, FileCheckpointStor
 from snapstore.repo.locks import FileLock
 
 
-def test_import_adds_only_a_null_handler_and_configures_nothing(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "first_import",
+    ["import snapstore", "from snapstore.maintenance import packgc", "import snapstore.checkpoint"],
+)
+def test_the_library_configures_no_logging_and_prints_nothing(
+    tmp_path: Path, first_import: str
+) -> None:
     code = (
+        "import sys\n"
+        f"{first_import}\n"
+        "assert 'logging' not in sys.modules or 'snapstore.logs' in sys.modules\n"
         "import logging, snapstore\n"
         "assert logging.getLogger().handlers == [], logging.getLogger().handlers\n"
-        "handlers = logging.getLogger('snapstore').handlers\n"
-        "assert [type(h).__name__ for h in handlers] == ['NullHandler'], handlers\n"
         "store = snapstore.SnapStore('store')\n"
         "store.put_state('s', 'n', 1)\n"
         "store.gc()\n"
+        "handlers = logging.getLogger('snapstore').handlers\n"
+        "assert [type(h).__name__ for h in handlers] == ['NullHandler'], handlers\n"
+        "logging.getLogger('snapstore.maintenance.packgc').warning('must not be printed')\n"
     )
     result = subprocess.run(
         [sys.executable, "-c", code],
@@ -35,6 +45,12 @@ def test_import_adds_only_a_null_handler_and_configures_nothing(tmp_path: Path) 
     )
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""
+
+
+def test_import_snapstore_does_not_import_logging() -> None:
+    code = "import sys, snapstore\nassert 'logging' not in sys.modules, 'logging imported'\n"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
 
 
 def test_gc_logs_the_packs_it_deletes_and_the_temp_files_it_removes(

@@ -178,6 +178,30 @@ def test_other_processes_packs_are_seen(root: Path, tmp_path: Path) -> None:
     assert reader.verify().ok
 
 
+def test_the_digest_map_is_built_again_only_when_the_packs_change(
+    root: Path, tmp_path: Path
+) -> None:
+    """Every create refreshes the pack list under the gc lock; the map from digest to pack
+    is rebuilt only if an index appeared or went away (it costs a pass over every digest)."""
+    many_files(tmp_path / "p", 50)
+    store = SnapStore(root)
+    store.create("s", "a", ["."], base_dir=tmp_path / "p")
+    packs = store.blobs.packs
+    packs.refresh()
+    before = packs.by_digest()
+    packs.refresh()
+    assert packs.by_digest() is before
+    many_files(tmp_path / "q", 5, tag="other")
+    SnapStore(root).create("s", "b", ["."], base_dir=tmp_path / "q")
+    packs.refresh()
+    assert packs.by_digest() is not before
+    assert len(packs.by_digest()) > len(before)
+    store.delete("s", "b")
+    store.gc()
+    packs.refresh()
+    assert set(packs.by_digest()) == set(before)
+
+
 def _corrupt_packed_file(store: SnapStore, root: Path, digest: bytes) -> None:
     """Flip a byte of a blob stored raw in its pack."""
     (pack,) = (root / "packs").glob("*.pack")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import enum
-import logging
 from collections.abc import AsyncGenerator, Generator
 from typing import Any, TypeVar
 
@@ -16,10 +15,11 @@ from snapstore.checkpoint.sources import (
     ResumableSource,
     source_kind,
 )
+from snapstore.logs import get_logger
 
 T = TypeVar("T")
 
-logger = logging.getLogger("snapstore.checkpoint")
+logger = get_logger("snapstore.checkpoint")
 
 
 class FailurePolicy(enum.Enum):

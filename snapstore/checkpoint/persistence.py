@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import os
 import threading
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from snapstore.errors import (
     InvalidValueError,
     NotAStateSnapshotError,
 )
+from snapstore.logs import get_logger
 from snapstore.store import SnapStore
 
 CHECKPOINT_SESSION = "checkpoints"
@@ -33,7 +33,7 @@ SaveTrigger = Literal["interval", "end", "stop"]
 
 _MISSING = object()
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 
 @dataclass(frozen=True)

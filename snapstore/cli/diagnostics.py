@@ -15,8 +15,8 @@ from typing import TextIO
 import click
 
 from snapstore.cli.output import one_line
+from snapstore.logs import LIBRARY_LOGGER
 
-LIBRARY_LOGGER = "snapstore"
 _DEFAULT_SHOWWARNING = warnings.showwarning
 
 

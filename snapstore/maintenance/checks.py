@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator
 
 from snapstore.errors import CorruptBlobError, CorruptManifestError, MissingBlobError
 from snapstore.format.manifest import Manifest
+from snapstore.logs import get_logger
 from snapstore.repo.backend import Backend
 from snapstore.repo.blobs import Blobs
 from snapstore.repo.catalog import Catalog
 from snapstore.repo.repository import Repository
 from snapstore.repo.trees import Marks
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 
 def committed_manifests(catalog: Catalog) -> Iterator[Manifest | CorruptManifestError]:

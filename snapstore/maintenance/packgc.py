@@ -11,7 +11,6 @@ pack: a crash anywhere leaves at most duplicates and unindexed packs, which the 
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass, field
 
 import blake3
@@ -26,6 +25,7 @@ from snapstore.format.packfile import (
     RECORD_HEAD,
     PackIndex,
 )
+from snapstore.logs import get_logger
 from snapstore.repo.batch import PackSeries, is_small
 from snapstore.repo.blobs import Blobs
 from snapstore.repo.packs import BLOCK_BYTES
@@ -37,7 +37,7 @@ FORMAT_VERSION = 2
 """Packs of an older format are always rewritten (gc converts a format 1 store)."""
 GEOMETRIC_FACTOR = 2
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 
 @dataclass

@@ -21,7 +21,6 @@ on where the last run stopped.
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass, field
 
 from snapstore.errors import CorruptManifestError
@@ -30,11 +29,12 @@ from snapstore.format.packfile import KIND_TREE
 from snapstore.format.rows import entry_rows
 from snapstore.format.treebuild import build_trees
 from snapstore.fs.reading import UnfitFileError
+from snapstore.logs import get_logger
 from snapstore.repo.backend import Handle, Kind, Version
 from snapstore.repo.batch import BlobBatch
 from snapstore.repo.repository import Repository
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 
 @dataclass

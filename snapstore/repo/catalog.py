@@ -7,9 +7,8 @@ new one); commits and deletes are called with the namespace lock held.
 
 from __future__ import annotations
 
-import logging
 import warnings
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator
 from typing import NamedTuple
 
 from snapstore.errors import CorruptManifestError, SnapshotNotFound
@@ -23,12 +22,13 @@ from snapstore.format.manifest import (
 )
 from snapstore.format.names import dir_name
 from snapstore.fs.reading import UnfitFileError
+from snapstore.logs import get_logger
 from snapstore.repo.backend import Backend, Handle, Kind, ObjectInfo
 from snapstore.repo.headercache import HeaderCache
 
 HEADER_READ_BYTES = 4096
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 
 class CorruptManifestWarning(UserWarning):
@@ -83,6 +83,14 @@ class Catalog:
         except UnfitFileError:
             return True
         return True
+
+    def version(self, session: str, name: str) -> Hashable | None:
+        """The backend's version of the committed manifest of (session, name) (it changes
+        whenever the manifest is replaced), or None if there is none."""
+        try:
+            return self.backend.stat(self.handle(manifest_name(session, name))).version
+        except (FileNotFoundError, NotADirectoryError, UnfitFileError):
+            return None
 
     def _bytes(self, object_name: str) -> bytes:
         """A manifest's bytes; CorruptManifestError for something that is no manifest object

@@ -59,15 +59,26 @@ class FileMemo(Generic[Value]):
         self._store(key, info.version, value)
         return value
 
-    def remember(self, backend: Backend, handle: Handle, value: Value) -> None:
-        """Remember ``value`` as what the object just written decodes to."""
+    def known(self, backend: Backend, handle: Handle, version: Hashable) -> Value | None:
+        """The value remembered for the object at ``version`` (its current one, which the
+        caller has just read), or None if it was not remembered at that version."""
+        known = self._values.get((backend_key(backend), handle))
+        return known[1] if known is not None and known[0] == version else None
+
+    def remember(
+        self, backend: Backend, handle: Handle, value: Value, *, version: Hashable | None = None
+    ) -> None:
+        """Remember ``value`` as what the object just written decodes to; ``version``, the
+        object's version read right after the write (when others may replace it since),
+        else it is read now."""
         key = (backend_key(backend), handle)
-        try:
-            version = backend.stat(handle).version
-        except OSError:
-            with self._lock:
-                self._values.pop(key, None)
-            return
+        if version is None:
+            try:
+                version = backend.stat(handle).version
+            except OSError:
+                with self._lock:
+                    self._values.pop(key, None)
+                return
         self._store(key, version, value)
 
     def forget(self, keep: Callable[[Key], bool]) -> None:

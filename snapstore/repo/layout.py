@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import logging
 import os
 
 from snapstore.errors import FormatError, ReadOnlyStoreError
 from snapstore.fs.durable import ensure_dir, write_atomic
 from snapstore.fs.reading import open_regular
 from snapstore.fs.seam import FileSystem
+from snapstore.logs import get_logger
 
 FORMAT_MAJOR = 2
 READABLE_MAJORS = (1, 2)
@@ -24,7 +24,7 @@ READ_ONLY_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.EROFS})
 """What creating a file or directory fails with where this process may only read."""
 _EFFECTIVE_IDS = os.access in os.supports_effective_ids
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 
 def read_marker(root: str, *, dir_fd: int | None = None) -> bytes | None:

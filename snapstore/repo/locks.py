@@ -19,15 +19,17 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import logging
 import os
 import time
 from collections.abc import Iterator
 from typing import IO
 
 from snapstore.errors import LockTimeout, ReadOnlyStoreError
+from snapstore.fs.mounts import NETWORK_FILESYSTEMS
+from snapstore.fs.mounts import filesystem_type as filesystem_type  # store.py imports it here
 from snapstore.fs.seam import LOCAL, FileSystem
 from snapstore.fs.stamps import file_id
+from snapstore.logs import get_logger
 from snapstore.repo.backend import Backend, Lock
 
 try:
@@ -35,7 +37,7 @@ try:
 except ImportError:  # pragma: no cover - Windows: no directory guards
     fcntl = None  # type: ignore[assignment]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 _POLL_START = 0.001
 _POLL_MAX = 0.05
@@ -342,31 +344,6 @@ def _ancestors(real_dir: str) -> list[str]:
         found.append(parent)
         real_dir, parent = parent, os.path.dirname(parent)
     return found[::-1]
-
-
-NETWORK_FILESYSTEMS = frozenset(
-    {"nfs", "nfs4", "cifs", "smb", "smb2", "smb3", "smbfs", "9p", "afs", "ncpfs", "sshfs"}
-)
-
-
-def filesystem_type(path: str) -> str | None:
-    """The type of the filesystem holding ``path`` from /proc/mounts (Linux), else None."""
-    try:
-        with open("/proc/mounts", encoding="utf-8", errors="replace") as mounts:
-            lines = mounts.read().splitlines()
-    except OSError:
-        return None
-    real = os.path.realpath(path)
-    best, best_type = "", None
-    for line in lines:
-        fields = line.split()
-        if len(fields) < 3:
-            continue
-        mount_point = fields[1].replace("\\040", " ")
-        inside = real == mount_point or real.startswith(mount_point.rstrip("/") + "/")
-        if inside and len(mount_point) >= len(best):
-            best, best_type = mount_point, fields[2]
-    return best_type
 
 
 def is_untrusted_lock_filesystem(fs_type: str | None) -> bool:

@@ -95,7 +95,8 @@ class PackSet:
         with self._lock:
             indexed, packed = self._listed()
             forget_indexes(self.backend, indexed)
-            for gone in set(self._indexes) - indexed:
+            before = set(self._indexes)
+            for gone in before - indexed:
                 del self._indexes[gone]
             self._broken = {}
             self._damaged = {}
@@ -114,7 +115,8 @@ class PackSet:
             for pack_id in indexed & (set(self._indexes) - packed):
                 del self._indexes[pack_id]
                 self._broken[pack_id] = f"pack {pack_id} is missing (its index is there)"
-            self._rebuild()
+            if set(self._indexes) != before or not self._loaded:
+                self._rebuild()
             self._loaded = True
 
     def _rebuild(self) -> None:

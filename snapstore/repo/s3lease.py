@@ -15,7 +15,8 @@ conditional write on its own version), and considers itself fenced once ``lease 
 seconds of its own monotonic clock pass since its last successful renewal: then every write
 it attempts raises LeaseLostError. Another host breaks a lease only after the server says it
 expired plus a grace period, by a conditional delete of exactly the version it saw. See
-docs/object-storage.md for the argument.
+docs/object-storage.md for the argument. The store's locks over these leases (waiting,
+timeouts) are ``s3lock``'s.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
-import logging
 import os
 import socket
 import threading
@@ -34,7 +34,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from snapstore.errors import ConcurrentWriteError, LeaseLostError, LockTimeout
+from snapstore.errors import ConcurrentWriteError, LeaseLostError
+from snapstore.logs import get_logger
 from snapstore.repo.s3client import (
     client_errors,
     datetime_ns,
@@ -52,10 +53,8 @@ UNSUPPORTED = {"NotImplemented", "501"}
 GRACE_NS = 2_000_000_000
 """Added to a lease before another host breaks it: ``Last-Modified`` and ``Date`` have a
 resolution of one second."""
-_POLL_START = 0.02
-_POLL_MAX = 0.5
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 
 @dataclass
@@ -327,98 +326,3 @@ def _renew_loop(ref: weakref.ReferenceType[Leases], stop: threading.Event) -> No
         except Exception:  # the next round tries again; check() fences if it never succeeds
             logger.exception("renewing leases failed")
         del leases
-
-
-class S3Lock:
-    """One named lock of the store over ``Leases`` (see the module docstring)."""
-
-    def __init__(self, leases: Leases, name: str, label: str, timeout: float) -> None:
-        self.leases = leases
-        self.lock_name = name
-        self.name = label
-        self.timeout = timeout
-
-    def _deadline(self, timeout: float | None) -> tuple[float, float]:
-        limit = self.timeout if timeout is None else timeout
-        return limit, time.monotonic() + limit
-
-    def _acquired(self) -> None:
-        if self.leases.on_acquire is not None:
-            self.leases.on_acquire(self.lock_name)
-
-    @contextlib.contextmanager
-    def shared(self, timeout: float | None = None) -> Iterator[None]:
-        """Hold the lock together with other shared holders."""
-        limit, deadline = self._deadline(timeout)
-        delay = _POLL_START
-        while True:
-            key = self.leases.try_shared(self.lock_name)
-            if key is not None:
-                break
-            if time.monotonic() + delay > deadline:
-                raise LockTimeout(self.name, limit)
-            time.sleep(delay)
-            delay = min(delay * 2, _POLL_MAX)
-        self._acquired()
-        with self.leases.holding(key):
-            yield
-
-    @contextlib.contextmanager
-    def exclusive(self, timeout: float | None = None) -> Iterator[None]:
-        """Hold the lock alone: claim it, then wait for the shared holders to leave."""
-        limit, deadline = self._deadline(timeout)
-        delay = _POLL_START
-        while True:
-            key = self.leases.try_exclusive_claim(self.lock_name)
-            if key is not None:
-                break
-            if time.monotonic() + delay > deadline:
-                raise LockTimeout(self.name, limit)
-            time.sleep(delay)
-            delay = min(delay * 2, _POLL_MAX)
-        with self.leases.holding(key):
-            delay = _POLL_START
-            while not self.leases.drained(self.lock_name):
-                if time.monotonic() + delay > deadline:
-                    raise LockTimeout(self.name, limit)
-                time.sleep(delay)
-                delay = min(delay * 2, _POLL_MAX)
-            self._acquired()
-            yield
-
-    @contextlib.contextmanager
-    def exclusive_if_free(self) -> Iterator[bool]:
-        """Hold the lock alone if nobody holds it now (yields True), else yield False."""
-        key = self.leases.try_exclusive_claim(self.lock_name)
-        if key is None:
-            yield False
-            return
-        with self.leases.holding(key):
-            if not self.leases.drained(self.lock_name):
-                yield False
-                return
-            self._acquired()
-            yield True
-
-
-class NoLock:
-    """A lock that excludes nothing, for a name whose job another lock already does."""
-
-    def __init__(self, name: str, timeout: float) -> None:
-        self.name = name
-        self.timeout = timeout
-
-    @contextlib.contextmanager
-    def shared(self, timeout: float | None = None) -> Iterator[None]:
-        """Nothing to take."""
-        yield
-
-    @contextlib.contextmanager
-    def exclusive(self, timeout: float | None = None) -> Iterator[None]:
-        """Nothing to take."""
-        yield
-
-    @contextlib.contextmanager
-    def exclusive_if_free(self) -> Iterator[bool]:
-        """Always free."""
-        yield True

@@ -20,9 +20,9 @@ new backup; a restore that took no backup (a new target, or ``backup=False``) is
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import time
+from collections.abc import Iterator
 
 from snapstore.cyclic_gc import gc_paused
 from snapstore.errors import (
@@ -34,6 +34,7 @@ from snapstore.errors import (
 from snapstore.format.manifest import Manifest
 from snapstore.format.names import generated_name
 from snapstore.fs.seam import FileSystem
+from snapstore.logs import get_logger
 from snapstore.models import RestoreReport, SnapshotInfo
 from snapstore.repo.locks import target_key
 from snapstore.repo.repository import Repository
@@ -51,7 +52,7 @@ from snapstore.worktree.create import Request, refuse_store_directory, take_snap
 from snapstore.worktree.excludes import Matcher
 from snapstore.worktree.statcache import StatCache
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 
 def restore_report(plan: Plan, dry_run: bool) -> RestoreReport:
@@ -220,6 +221,22 @@ class RestoreJob:
                 if journal.backup is not None:
                     self.trim_backups(session)
                 return report
+
+    @contextlib.contextmanager
+    def snapshotting(self, base: str) -> Iterator[None]:
+        """Hold what a create of ``base`` holds: its target lock shared (after recovering an
+        interrupted restore of it) and the gc lock shared."""
+        real_base = os.path.realpath(base)
+        key = target_key(real_base)
+        if self.journals.exists(key):
+            with self.repo.target_locks.restoring(real_base):
+                self.recovery.recover(key)
+        with (
+            self.repo.target_locks.snapshotting(real_base),
+            self.repo.blobs_in_use(),
+            gc_paused(),
+        ):
+            yield
 
     def trim_backups(self, session: str) -> None:
         """Keep the newest ``undo_depth`` undo backups of the session (and any a pending

@@ -25,7 +25,8 @@ from pydantic import Field
 import snapstore
 from snapstore.errors import SnapstoreError
 from snapstore.service import shapes
-from snapstore.service.methods import Service
+from snapstore.service.context import Service
+from snapstore.service.methods import target_diff_document
 
 T = TypeVar("T")
 
@@ -151,12 +152,7 @@ class CheckpointTools:
     async def diff_checkpoint(self, session: Session, name: Name = "latest") -> dict[str, Any]:
         """What a restore would change."""
 
-        def diff() -> dict[str, Any]:
-            store = self.service.store()
-            target = store.get(session, name).info.base_dir
-            return shapes.diff_document(session, name, target, store.diff(session, name))
-
-        return await self._run(diff)
+        return await self._run(lambda: target_diff_document(self.service.store(), session, name))
 
     async def restore_checkpoint(
         self,

@@ -2,148 +2,43 @@
 
 Each method takes the keyword parameters of the API method of the same name (``create`` takes
 ``session``, ``name``, ``paths``, ``base_dir``, ...), checks their JSON types before calling
-the library (a wrong type is a JSON-RPC ``invalid params`` error, not a library error half-way
-through), and returns the document ``--json`` prints for the matching command
-(``snapstore.service.shapes``). Values the library itself refuses (an unknown ``if_exists``,
-a name that is too long) raise its own errors, reported with their codes.
+the library (``snapstore.service.params``), and returns the document ``--json`` prints for the
+matching command (``snapstore.service.shapes``). Values the library itself refuses (an unknown
+``if_exists``, a name that is too long) raise its own errors, reported with their codes.
 """
 
 from __future__ import annotations
 
-import os
-import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import snapstore
-from snapstore.repo.s3client import is_store_url
 from snapstore.service import shapes
-from snapstore.service.protocol import (
-    INVALID_PARAMS,
-    PROTOCOL_VERSION,
-    RpcError,
-    StoreNotFound,
+from snapstore.service.context import Service
+from snapstore.service.params import (
+    Param,
+    anything,
+    checked_arguments,
+    count,
+    flag,
+    invalid,
+    mapping,
+    moment,
+    optional_text,
+    optional_texts,
+    paths,
+    seconds,
+    text,
+    texts,
 )
+from snapstore.service.protocol import PROTOCOL_VERSION
 
 if TYPE_CHECKING:
     from snapstore import SnapStore
-    from snapstore.service.watch import WatchSet
 
 Progress = Callable[[int, int], None]
-Check = Callable[[str, Any], Any]
-_MISSING = object()
-
-
-def _invalid(message: str) -> RpcError:
-    return RpcError(INVALID_PARAMS, message)
-
-
-def text(name: str, value: Any) -> str:
-    """A string."""
-    if not isinstance(value, str):
-        raise _invalid(f"{name} must be a string, not {_json_type(value)}")
-    return value
-
-
-def optional_text(name: str, value: Any) -> str | None:
-    """A string or null."""
-    return None if value is None else text(name, value)
-
-
-def texts(name: str, value: Any) -> list[str]:
-    """An array of strings."""
-    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-        raise _invalid(f"{name} must be an array of strings")
-    return value
-
-
-def optional_texts(name: str, value: Any) -> list[str] | None:
-    """An array of strings, or null."""
-    return None if value is None else texts(name, value)
-
-
-def paths(name: str, value: Any) -> list[str]:
-    """One path as a string, or an array of them."""
-    if isinstance(value, str):
-        return [value]
-    return texts(name, value)
-
-
-def flag(name: str, value: Any) -> bool:
-    """true or false."""
-    if not isinstance(value, bool):
-        raise _invalid(f"{name} must be true or false, not {_json_type(value)}")
-    return value
-
-
-def seconds(name: str, value: Any) -> float | None:
-    """A number of seconds, or null."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise _invalid(f"{name} must be a number of seconds or null, not {_json_type(value)}")
-    return float(value)
-
-
-def count(name: str, value: Any) -> int | None:
-    """A non-negative integer, or null."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise _invalid(f"{name} must be a non-negative integer or null")
-    return value
-
-
-def mapping(name: str, value: Any) -> dict[str, Any] | None:
-    """A JSON object, or null."""
-    if value is None:
-        return None
-    if not isinstance(value, dict):
-        raise _invalid(f"{name} must be an object or null, not {_json_type(value)}")
-    return value
-
-
-def anything(name: str, value: Any) -> Any:
-    """Any JSON value."""
-    return value
-
-
-def moment(name: str, value: Any) -> datetime | None:
-    """An ISO 8601 time with its UTC offset, or null."""
-    if value is None:
-        return None
-    try:
-        parsed = datetime.fromisoformat(text(name, value))
-    except ValueError:
-        raise _invalid(f"{name} must be an ISO 8601 time, got {value!r}") from None
-    if parsed.tzinfo is None:
-        raise _invalid(f"{name} must carry its UTC offset (such as +00:00 or Z)")
-    return parsed
-
-
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    return "an object"
-
-
-@dataclass(frozen=True)
-class Param:
-    """One named parameter: how to check it, and its default when it is left out
-    (``_MISSING``: required)."""
-
-    check: Check
-    default: Any = _MISSING
+_ABSENT = object()
 
 
 @dataclass(frozen=True)
@@ -155,80 +50,19 @@ class Method:
     progress: bool = False
 
     def arguments(self, name: str, params: Mapping[str, Any]) -> dict[str, Any]:
-        """The checked arguments, defaults filled in; ``invalid params`` for an unknown name,
-        a missing required one or a wrong type. ``progress`` and ``_meta`` are the
-        protocol's, not the method's, and are left out."""
-        given = {key: value for key, value in params.items() if key not in ("progress", "_meta")}
-        unknown = sorted(set(given) - set(self.params))
-        if unknown:
-            known = ", ".join(self.params) or "none"
-            raise _invalid(f"unknown parameter {unknown[0]!r} for {name} (parameters: {known})")
-        arguments = {}
-        for key, param in self.params.items():
-            if key in given:
-                arguments[key] = param.check(key, given[key])
-            elif param.default is _MISSING:
-                raise _invalid(f"{name} needs the parameter {key!r}")
-            else:
-                arguments[key] = param.default
-        return arguments
+        """The checked arguments of a request for this method called ``name``, defaults
+        filled in (``params.checked_arguments``)."""
+        return checked_arguments(name, self.params, params)
 
 
-class Service:
-    """What one server keeps between calls: one ``SnapStore`` (opened at the first call that
-    needs it, closed by ``close``) and the directories it watches."""
-
-    def __init__(self, root: str | os.PathLike[str], *, lock_timeout: float = 30.0) -> None:
-        text = os.fspath(root)
-        self.root = text if is_store_url(text) else os.path.abspath(text)
-        self.lock_timeout = lock_timeout
-        self._store: SnapStore | None = None
-        self._opening = threading.Lock()
-        self._watches: WatchSet | None = None
-
-    def store(self, *, create: bool = False) -> SnapStore:
-        """The open store; only methods that write new data (``create``, ``put_state``) may
-        create a missing one, as on the command line."""
-        with self._opening:
-            return self._open(create)
-
-    def _open(self, create: bool) -> SnapStore:
-        if self._store is None:
-            from snapstore import SnapStore
-            from snapstore.errors import StoreNotFoundError
-
-            try:
-                self._store = SnapStore(self.root, lock_timeout=self.lock_timeout, create=create)
-            except StoreNotFoundError:
-                raise StoreNotFound(
-                    f"no store at '{self.root}' (start the server with --root DIR, or call "
-                    "create or put_state to make a new one)"
-                ) from None
-        return self._store
-
-    def store_exists(self) -> bool:
-        """Whether there is a store at the root (opening it if there is)."""
-        try:
-            self.store()
-        except StoreNotFound:
-            return False
-        return True
-
-    @property
-    def watches(self) -> WatchSet:
-        """The directories this server watches (set up at the first watch)."""
-        if self._watches is None:
-            from snapstore.service.watch import WatchSet
-
-            self._watches = WatchSet(str(self.root))
-        return self._watches
-
-    def close(self) -> None:
-        """Stop every watch and release the store's open files."""
-        if self._watches is not None:
-            self._watches.close()
-        if self._store is not None:
-            self._store.close()
+def target_diff_document(
+    store: SnapStore, session: str, name: str, target: str | None = None
+) -> dict[str, Any]:
+    """The ``diff`` document of what a restore of (session, name) into ``target`` would
+    change; by default into the snapshot's base directory, which the document names."""
+    if target is None:
+        target = store.get(session, name).info.base_dir
+    return shapes.diff_document(session, name, target, store.diff(session, name, target=target))
 
 
 def _initialize(service: Service, args: dict[str, Any], _: Progress | None) -> Any:
@@ -287,12 +121,10 @@ def _diff(service: Service, args: dict[str, Any], _: Progress | None) -> Any:
     session, name, other, target = args["session"], args["name"], args["other"], args["target"]
     if other is not None:
         if target is not None:
-            raise _invalid("diff takes other (a second snapshot) or target, not both")
+            raise invalid("diff takes other (a second snapshot) or target, not both")
         report = store.diff(session, name, other)
         return shapes.snapshots_diff_document(session, name, other, report)
-    if target is None:
-        target = store.get(session, name).info.base_dir
-    return shapes.diff_document(session, name, target, store.diff(session, name, target=target))
+    return target_diff_document(store, session, name, target)
 
 
 def _history(service: Service, args: dict[str, Any], _: Progress | None) -> Any:
@@ -334,10 +166,8 @@ def _verify(service: Service, args: dict[str, Any], progress: Progress | None) -
 
 def _get_state(service: Service, args: dict[str, Any], _: Progress | None) -> Any:
     session, name, default = args["session"], args["name"], args["default"]
-    value = (
-        service.store().get_state(session, name, _MISSING) if service.store_exists() else _MISSING
-    )
-    found = value is not _MISSING
+    value = service.store().get_state(session, name, _ABSENT) if service.store_exists() else _ABSENT
+    found = value is not _ABSENT
     return shapes.state_document(session, name, found, value if found else default)
 
 

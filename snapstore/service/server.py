@@ -19,7 +19,6 @@ import contextlib
 import ctypes
 import gc
 import json
-import logging
 import os
 import signal
 import sys
@@ -27,7 +26,9 @@ import time
 from collections.abc import Callable
 from typing import Any, BinaryIO
 
-from snapstore.service.methods import METHODS, Service
+from snapstore.logs import get_logger
+from snapstore.service.context import Service
+from snapstore.service.methods import METHODS
 from snapstore.service.protocol import (
     INVALID_PARAMS,
     INVALID_REQUEST,
@@ -41,7 +42,7 @@ from snapstore.service.protocol import (
     response,
 )
 
-log = logging.getLogger("snapstore.service")
+log = get_logger("snapstore.service")
 
 PROGRESS_INTERVAL = 0.1
 """Seconds between two progress notifications of one call (the first and the last are always
@@ -51,6 +52,24 @@ sent), so a 50,000-file checkpoint does not send 50,000 lines."""
 RELEASE_AFTER = 0.25
 """A call that took longer than this (seconds) probably built large structures (a 50,000-file
 checkpoint holds every entry): once it is answered, the server hands the freed memory back."""
+
+
+M_MMAP_THRESHOLD = -3
+"""glibc's ``mallopt`` parameter: the size from which an allocation gets a mapping of its own."""
+
+MMAP_THRESHOLD_BYTES = 256 << 10
+
+
+def keep_large_buffers_apart() -> None:
+    """Serve every allocation over 256 KiB from a mapping of its own, given back to the system
+    as soon as it is freed. glibc otherwise raises that threshold whenever such a buffer is
+    freed (up to 32 MiB) and keeps later ones in its heap, which it rarely shrinks: a watched
+    checkpoint of a 50,000-file tree decodes and encodes buffers of several MB, and an idle
+    server kept what they took (10 MB more after 15 such checkpoints). Linux only; elsewhere
+    nothing changes."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None).mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)
 
 
 def release_memory() -> None:
@@ -229,6 +248,7 @@ def run(root: str | os.PathLike[str], *, lock_timeout: float = 30.0) -> int:
     SIGINT is ignored: a Ctrl-C typed at the client's terminal reaches the whole process
     group, and the client, not the server, decides when to stop (by closing stdin)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    keep_large_buffers_apart()
     sys.stdout.flush()
     out_fd = os.dup(1)
     os.dup2(2, 1)

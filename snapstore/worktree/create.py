@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
@@ -27,7 +27,7 @@ from snapstore.format.names import encode_name, generated_name
 from snapstore.format.packfile import KIND_TREE
 from snapstore.format.tree import FileAttrs
 from snapstore.format.treebuild import BuiltTrees, build_trees
-from snapstore.models import SnapshotInfo
+from snapstore.models import SkippedPath, SnapshotInfo
 from snapstore.repo.batch import BlobBatch
 from snapstore.repo.layout import is_store_root
 from snapstore.repo.repository import Repository
@@ -134,15 +134,42 @@ def checkpoint_request(
     )
 
 
+def store_trees(trees: BuiltTrees, batch: BlobBatch) -> None:
+    """Store each tree object of ``trees`` through ``batch``, unless it already is."""
+    for digest, data in trees.objects.items():
+        batch.add(digest, data, KIND_TREE)
+
+
 def _store_trees(rows: list[EntryRow], attrs: dict[str, FileAttrs], batch: BlobBatch) -> BuiltTrees:
     """The snapshot's tree objects, each stored through ``batch`` unless it already is."""
     try:
         trees = build_trees(rows, attrs)
     except ValueError as error:
         raise SourceChangedError(f"the tree changed while it was snapshotted: {error}") from None
-    for digest, data in trees.objects.items():
-        batch.add(digest, data, KIND_TREE)
+    store_trees(trees, batch)
     return trees
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """What a create recorded, ready to commit: the rows (sorted, each path once) and the
+    tree objects recording them, the paths it could not record, the exclude rules it ran
+    with, the totals, the rows of the blobs (files, extent maps and their pieces, trees) the
+    commit must find stored, and the attributes of the file rows that have any, by path."""
+
+    rows: Sequence[EntryRow]
+    trees: BuiltTrees
+    skipped: Sequence[SkippedPath]
+    excludes: tuple[str, ...]
+    file_count: int
+    total_bytes: int
+    unverified: Sequence[EntryRow]
+    attrs: Mapping[str, FileAttrs]
+
+
+Committed = Callable[[SnapshotInfo, Recorded], None]
+"""Called with the header and what was just committed, still under the namespace lock (so
+the manifest is the one this create wrote)."""
 
 
 def take_snapshot(
@@ -150,6 +177,7 @@ def take_snapshot(
     request: Request,
     *,
     progress: Progress | None = None,
+    committed: Committed | None = None,
 ) -> tuple[SnapshotInfo, bool]:
     """Scan, ingest and commit ``request``; returns the committed header and whether it
     replaced an existing snapshot of the same name. The gc lock must be held shared.
@@ -182,7 +210,12 @@ def take_snapshot(
             scanner.add(path, recursive=path not in request.shallow)
         scanned = scanner.result
         rows, attrs = ingest_scan(
-            scanned, batch, cache, skip_unreadable=request.skip_unreadable, progress=progress
+            scanned,
+            batch,
+            cache,
+            racy_from_ns=cache.trust_before_ns,
+            skip_unreadable=request.skip_unreadable,
+            progress=progress,
         )
         trees = _store_trees(rows, attrs, batch)
         batch.finish()
@@ -190,11 +223,42 @@ def take_snapshot(
         batch.abort()
         raise
     file_rows = [row for row in rows if row[1] == "file"]
+    recorded = Recorded(
+        rows,
+        trees,
+        scanned.skipped,
+        tuple(excludes.patterns),
+        len(file_rows),
+        sum(map(itemgetter(3), file_rows)),
+        [*plain_file_rows(file_rows, attrs), *batch.counted, *trees.rows()],
+        attrs,
+    )
+    info, replaced = commit_recorded(repo, request, recorded, committed=committed)
+    if not backup:
+        cache.save(keep_unseen=request.paths != ["."] or bool(request.shallow))
+    return info, replaced
+
+
+def plain_file_rows(file_rows: list[EntryRow], attrs: Mapping[str, FileAttrs]) -> list[EntryRow]:
+    """The file rows whose digests name blobs of their bytes (not extent maps, whose pieces
+    and map the batch counted)."""
+    return [row for row in file_rows if "extents" not in attrs.get(row[0], ())]
+
+
+def commit_recorded(
+    repo: Repository,
+    request: Request,
+    recorded: Recorded,
+    *,
+    committed: Committed | None = None,
+) -> tuple[SnapshotInfo, bool]:
+    """Commit what a create recorded as (session, name), under the namespace lock, after
+    checking that every blob of ``recorded.unverified`` is stored; the header, and whether it
+    replaced a snapshot. The gc lock must be held shared (since the blobs were claimed)."""
     with repo.namespace_lock.exclusive():
         if request.if_exists == "error" and repo.catalog.exists(request.session, request.name):
             raise SnapshotExistsError(request.session, request.name)
-        plain = [row for row in file_rows if "extents" not in attrs.get(row[0], ())]
-        missing = repo.blobs.first_missing([*plain, *batch.counted, *trees.rows()])
+        missing = repo.blobs.first_missing(recorded.unverified)
         if missing is not None:
             path, _, _, _, _, digest, _ = missing
             assert digest is not None
@@ -207,17 +271,17 @@ def take_snapshot(
             kind="files",
             created_at=ns_to_time(created_ns),
             expires_at=None if expires_ns is None else ns_to_time(expires_ns),
-            file_count=len(file_rows),
-            total_bytes=sum(map(itemgetter(3), file_rows)),
+            file_count=recorded.file_count,
+            total_bytes=recorded.total_bytes,
             meta=request.meta,
             base_dir=request.base,
-            skipped=tuple(sorted(scanned.skipped, key=lambda s: s.path)),
+            skipped=tuple(sorted(recorded.skipped, key=lambda s: s.path)),
             roots=tuple(sorted({p for p in request.paths if p not in request.shallow})),
             backup_of=request.backup_of,
-            excludes=tuple(excludes.patterns),
+            excludes=recorded.excludes,
         )
-        data = encode(info, created_ns=created_ns, expires_ns=expires_ns, tree=trees.root)
+        data = encode(info, created_ns=created_ns, expires_ns=expires_ns, tree=recorded.trees.root)
         replaced = repo.catalog.commit(request.session, request.name, data)
-    if not backup:
-        cache.save(keep_unseen=request.paths != ["."] or bool(request.shallow))
+        if committed is not None:
+            committed(info, recorded)
     return info, replaced

@@ -216,14 +216,16 @@ def _ingest_extents(
 def ingest_scan(
     scanned: ScanResult,
     batch: BlobBatch,
-    cache: StatCache,
+    cache: StatCache | None,
     *,
+    racy_from_ns: int,
     skip_unreadable: bool,
     progress: Callable[[int, int], None] | None = None,
 ) -> tuple[list[EntryRow], dict[str, FileAttrs]]:
     """All the manifest rows of a scan, sorted by path, after reading and storing through
     ``batch`` every file the scan could not reuse, and the attributes of the file rows that
-    have any (holes, hard links), by path.
+    have any (holes, hard links), by path. Each digest is recorded in ``cache``, if given. A
+    file changed at or after ``racy_from_ns`` is read twice (see ``ingest_file``).
 
     An unreadable file raises, or with ``skip_unreadable`` is added to ``scanned.skipped``.
     ``scanned.to_read`` is consumed, each file's stat freed once its row exists. Of the links
@@ -232,7 +234,8 @@ def ingest_scan(
     to_read, scanned.to_read = scanned.to_read, []
     to_read.sort(key=itemgetter(0), reverse=True)  # packs hold blobs in path order
     rows = scanned.rows
-    attrs: dict[str, FileAttrs] = {path: {"extents": True} for path in cache.reused_extents}
+    reused = cache.reused_extents if cache is not None else ()
+    attrs: dict[str, FileAttrs] = {path: {"extents": True} for path in reused}
     links = scanned.links
     read_inodes: dict[FileId, IngestedFile] = {}
     total = len(to_read)
@@ -242,7 +245,7 @@ def ingest_scan(
         stored = None if key is None else read_inodes.get(key)
         if stored is None or version(stored.stat) != version(info):
             try:
-                stored = ingest_file(batch, absolute, info, racy_from_ns=cache.trust_before_ns)
+                stored = ingest_file(batch, absolute, info, racy_from_ns=racy_from_ns)
             except OSError as error:
                 if not skip_unreadable:
                     raise
@@ -250,7 +253,8 @@ def ingest_scan(
                 continue
             if key is not None:
                 read_inodes[key] = stored
-        cache.record(path, stored.stat, stored.digest, stored.extents)
+        if cache is not None:
+            cache.record(path, stored.stat, stored.digest, stored.extents)
         if stored.extents:
             attrs[path] = {"extents": True}
         rows.append((path, "file", stored.mode, stored.size, stored.mtime_ns, stored.digest, None))

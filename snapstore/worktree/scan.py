@@ -170,6 +170,62 @@ class Scanner:
         self._add_found(relative, absolute, info, pending if recursive else None)
         self._walk(pending)
 
+    def add_below(self, relative: str, root: str) -> bool:
+        """Record ``relative``, a path strictly below the requested directory ``root``, and
+        what is below it, exactly as a walk of ``root`` would: nothing if it is gone, or it or
+        a directory on the way is excluded, a storage root or a restore temp file. False,
+        recording nothing, if ``root`` or a directory on the way is no longer a directory or
+        has become a storage root: a walk would not reach ``relative`` at all, or ``add``
+        would refuse ``root``, and the caller's picture of the tree is out of date."""
+        self.result.overlapping = True
+        self._added = True
+        within = "" if root == "." else root + "/"
+        steps = relative[len(within) :].split("/")
+        directories = [within + "/".join(steps[:depth]) for depth in range(1, len(steps))]
+        for directory in [root, *directories] if root != "." else directories:
+            absolute = os.path.join(self.base_dir, directory)
+            try:
+                info = os.lstat(absolute)
+            except FileNotFoundError:
+                return directory != root
+            if not stat.S_ISDIR(info.st_mode):
+                return False
+            stored = (info.st_dev, info.st_ino) in self.exclude_dirs or is_store_root(absolute)
+            if directory == root:
+                if stored:
+                    return False
+            elif (
+                stored
+                or self.excludes(directory, True)
+                or directory.rsplit("/", 1)[-1].startswith(TEMP_PREFIX)
+            ):
+                return True
+        return self._add_below_found(relative)
+
+    def _add_below_found(self, relative: str) -> bool:
+        """The last step of ``add_below``: ``relative`` itself, its directory checked."""
+        absolute = os.path.join(self.base_dir, relative)
+        try:
+            info = os.lstat(absolute)
+        except FileNotFoundError:
+            return True
+        except NotADirectoryError:
+            return False
+        except OSError as error:
+            self._problem(relative, error.strerror or str(error))
+            return True
+        try:
+            check_relative_path(relative)
+        except UnsafePathError as error:
+            self._problem(relative, str(error))
+            return True
+        if self.excludes(relative, stat.S_ISDIR(info.st_mode)):
+            return True
+        pending: _Pending = []
+        self._add_found(relative, absolute, info, pending)
+        self._walk(pending)
+        return True
+
     def _add_found(
         self, relative: str, absolute: str, info: os.stat_result, pending: _Pending | None
     ) -> None:

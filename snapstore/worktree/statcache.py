@@ -153,6 +153,14 @@ class StatCache:
             _DECODED.remember(self.backend, self.handle, entries)
 
 
+def forget_decoded(backend: Backend, base_dir: str) -> None:
+    """Drop this process's decoded copy of the base directory's cache (the next scan reads
+    the cache file again). A long-lived process that keeps what it needs of a large tree in
+    another form saves the memory (about 20 MB for 50,000 files)."""
+    handle = Handle(Kind.CACHE, cache_name(base_dir))
+    _DECODED.forget(lambda key: key[1] != handle)
+
+
 def _recorded_stat(info: os.stat_result) -> tuple[int, int, int, int, int]:
     """The stat fields an entry records, in its order: size, mtime, ctime, inode, device."""
     return (info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino, info.st_dev)

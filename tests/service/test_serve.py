@@ -376,9 +376,11 @@ def test_watched_creates_and_the_watch_methods(server: Server, project: Path):
     assert first["watch"]["scan"] == "full"
     (project / "src/app.py").write_text("edited\n")
     second = server.call("create", {"session": "s", "name": "n", **watch, "watch": True})
-    assert second["watch"]["scan"] == "full" and second["watch"]["reason"]
     if support["available"]:
-        assert second["watch"]["rescanned"] == 1
+        assert second["watch"]["scan"] == "incremental" and second["watch"]["reason"] is None
+        assert second["watch"]["rescanned"] >= 1
+    else:
+        assert second["watch"]["scan"] == "full" and second["watch"]["reason"]
     read = server.call("read", {"session": "s", "name": "n", "path": "src/app.py"})
     assert base64.b64decode(read["base64"]) == b"edited\n"
     assert server.call("unwatch", watch) == {"stopped": True}

@@ -17,6 +17,7 @@ from helpers.trees import write_tree
 
 from snapstore import SnapStore
 from snapstore.errors import SnapshotExistsError
+from snapstore.fs import mounts
 from snapstore.models import FileEntry, Snapshot
 from snapstore.service import watch
 from snapstore.service.watch import (
@@ -24,8 +25,12 @@ from snapstore.service.watch import (
     TreeWatcher,
     WatchSet,
     apply_changes,
+    directories,
     entries_below,
+    inotify,
 )
+from snapstore.service.watch import changes as watch_changes
+from snapstore.worktree.incremental import ChangedPaths, ChangeSource, IncrementalReport
 
 pytestmark = pytest.mark.skipif(
     not watch.watch_support()["available"], reason="inotify (Linux and the watch extra) needed"
@@ -223,7 +228,7 @@ def test_every_kind_of_change_is_reported(
             changes,
         )
         if mutate is nothing:
-            assert changes == Changes()
+            assert not changes.rescan and not changes.refresh
         if mutate is overwrite_same_size:
             assert changes.rescan == {"src/app.py"} and not changes.refresh
         if mutate is edit_after_recreate and paths != ["."]:
@@ -246,7 +251,8 @@ def test_an_mmap_write_is_seen_only_when_the_mapping_is_released(
         mapped[:5] = b"hello"
         mapped.flush()
         assert (base / "mapped.bin").read_bytes()[:5] == b"hello"
-        assert watcher.drain() == Changes()
+        unreleased = watcher.drain()
+        assert unreleased.full is None and not unreleased.rescan and not unreleased.refresh
     finally:
         mapped.close()
     assert watcher.drain().rescan == {"mapped.bin"}
@@ -299,8 +305,8 @@ def test_the_watch_limit_means_full_scans(
 ):
     base = tmp_path / "project"
     start_tree(base)
-    real = watch._new_inotify
-    monkeypatch.setattr(watch, "_new_inotify", lambda: _LimitedInotify(real(), 3))
+    real = inotify.new_inotify
+    monkeypatch.setattr(inotify, "new_inotify", lambda: _LimitedInotify(real(), 3))
     watcher = watcher_factory(base, ["."])
     assert watcher.broken is not None and "max_user_watches" in watcher.broken
     assert watcher.drain().full == watcher.broken
@@ -313,8 +319,8 @@ def test_a_new_directory_past_the_watch_limit_means_full_scans(
 ):
     base = tmp_path / "project"
     write_tree(base, {"a.txt": ""})
-    real = watch._new_inotify
-    monkeypatch.setattr(watch, "_new_inotify", lambda: _LimitedInotify(real(), 1))
+    real = inotify.new_inotify
+    monkeypatch.setattr(inotify, "new_inotify", lambda: _LimitedInotify(real(), 1))
     watcher = watcher_factory(base, ["."])
     assert watcher.drain().full == "the watch has just started"
     (base / "newdir").mkdir()
@@ -326,7 +332,7 @@ def test_a_network_filesystem_means_full_scans(
 ):
     base = tmp_path / "project"
     start_tree(base)
-    monkeypatch.setattr(watch, "filesystem_of", lambda path: "nfs4")
+    monkeypatch.setattr(directories, "filesystem_type", lambda path: "nfs4")
     watcher = watcher_factory(base, ["."])
     assert watcher.broken is not None and "nfs4" in watcher.broken
     assert watcher.drain().full == watcher.broken
@@ -337,7 +343,7 @@ def test_an_unwatchable_directory_is_rescanned_every_time(
 ):
     base = tmp_path / "project"
     start_tree(base)
-    real = watch._new_inotify
+    real = inotify.new_inotify
 
     class Denying(_LimitedInotify):
         def add_watch(self, path: str, mask: int) -> int:
@@ -345,7 +351,7 @@ def test_an_unwatchable_directory_is_rescanned_every_time(
                 raise OSError(errno.EACCES, os.strerror(errno.EACCES))
             return super().add_watch(path, mask)
 
-    monkeypatch.setattr(watch, "_new_inotify", lambda: Denying(real(), 1000))
+    monkeypatch.setattr(inotify, "new_inotify", lambda: Denying(real(), 1000))
     watcher = watcher_factory(base, ["."])
     watcher.drain()
     assert watcher.drain().rescan == {"src/pkg"}
@@ -386,7 +392,7 @@ def test_an_exclude_file_change_means_a_full_scan(
 def test_too_many_changes_mean_a_full_scan(
     tmp_path: Path, watcher_factory: Callable[..., TreeWatcher], monkeypatch: pytest.MonkeyPatch
 ):
-    monkeypatch.setattr(watch, "MAX_TRACKED", 5)
+    monkeypatch.setattr(watch_changes, "MAX_TRACKED", 5)
     base = tmp_path / "project"
     write_tree(base, {f"f{i}.txt": "" for i in range(10)})
     watcher = watcher_factory(base, ["."])
@@ -415,29 +421,41 @@ def test_the_store_inside_the_project_is_not_watched(
 
 
 def test_watched_creates_through_the_watch_set(tmp_path: Path):
-    """The watch set tracks the checkpoint to build on, hands the hook exactly the changes
-    since it, and falls back to a full create after a failure."""
+    """The watch set tracks the checkpoint to build on, hands the library exactly the changes
+    since it (drained when the library asks), and builds on nothing after a failure."""
     base = tmp_path / "project"
     start_tree(base)
     store = SnapStore(tmp_path / "store", durable=False)
-    calls: list[Changes] = []
+    calls: list[ChangedPaths | None] = []
 
-    def checking_hook(
+    def checking_create(
         store: SnapStore,
         arguments: dict[str, Any],
         parent: Any,
-        changes: Changes,
+        changes: ChangeSource,
         progress: Any,
-    ) -> Any:
-        calls.append(changes)
-        previous = store.get(parent.session, parent.name)
-        info = store.create(**arguments)
-        full = store.get(info.session, info.name)
-        expected = as_rows(full.entries)
-        assert as_rows(incremental_result(previous, changes, full)) == expected
-        return info
+    ) -> IncrementalReport:
+        def recording() -> ChangedPaths | None:
+            calls.append(changes())
+            return calls[-1]
 
-    watches = WatchSet(str(tmp_path / "store"), incremental=checking_hook)
+        report = store.create_incremental(
+            **arguments, parent=parent, changes=recording, progress=progress
+        )
+        known = calls[-1]
+        if report.scan == "incremental":
+            assert known is not None and parent is not None
+            previous = store.get(parent.session, f"{parent.name}-copy")
+            store.create("s", "full", arguments["paths"], base_dir=arguments["base_dir"])
+            full = store.get("s", "full")
+            expected = as_rows(full.entries)
+            found = Changes(rescan=known.rescan, refresh=known.refresh)
+            assert as_rows(incremental_result(previous, found, full)) == expected
+            assert as_rows(store.get(report.info.session, report.info.name).entries) == expected
+        store.create("s", f"{report.info.name}-copy", arguments["paths"], base_dir=base)
+        return report
+
+    watches = WatchSet(str(tmp_path / "store"), incremental=checking_create)
     arguments = {
         "session": "s",
         "name": "n",
@@ -451,10 +469,11 @@ def test_watched_creates_through_the_watch_set(tmp_path: Path):
     try:
         _, status = watches.create(store, dict(arguments), None)
         assert status["scan"] == "full" and status["active"] is True
+        assert status["reason"] == "the watch has just started"
         (base / "src/app.py").write_text("edited\n")
         _, status = watches.create(store, dict(arguments), None)
-        assert status["scan"] == "incremental" and status["rescanned"] == 1
-        assert calls[-1].rescan == {"src/app.py"}
+        assert status["scan"] == "incremental" and status["rescanned"] >= 1
+        assert calls[-1] is not None and calls[-1].rescan == {"src/app.py"}
         _, status = watches.create(store, {**arguments, "rehash": True}, None)
         assert status["scan"] == "full" and status["reason"] == "rehash reads everything"
         with pytest.raises(SnapshotExistsError):
@@ -462,10 +481,11 @@ def test_watched_creates_through_the_watch_set(tmp_path: Path):
         (base / "README.md").write_text("edited\n")
         _, status = watches.create(store, dict(arguments), None)
         assert status["scan"] == "full"
-        assert status["reason"] == "no checkpoint of this watch to build on yet"
+        assert status["reason"] == "no checkpoint to build on yet"
         (base / "README.md").write_text("edited again\n")
         _, status = watches.create(store, dict(arguments), None)
-        assert status["scan"] == "incremental" and calls[-1].rescan == {"README.md"}
+        assert status["scan"] == "incremental"
+        assert calls[-1] is not None and calls[-1].rescan == {"README.md"}
         assert watches.stop(["README.md", "src"], str(base)) is True
         assert watches.stop(["README.md", "src"], str(base)) is False
     finally:
@@ -473,5 +493,5 @@ def test_watched_creates_through_the_watch_set(tmp_path: Path):
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="Linux only")
-def test_filesystem_of_finds_this_one(tmp_path: Path):
-    assert watch.filesystem_of(str(tmp_path))
+def test_filesystem_type_finds_this_one(tmp_path: Path):
+    assert mounts.filesystem_type(str(tmp_path))

@@ -90,10 +90,10 @@ def test_a_persistent_commit_failure_keeps_the_old_snapshot(
 def test_a_large_upload_cut_off_mid_part_is_never_visible(
     host: Host, proxy: FaultProxy, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from snapstore.repo import s3
+    from snapstore.repo import s3upload
 
-    monkeypatch.setattr(s3, "MULTIPART_BYTES", 6 << 20)
-    monkeypatch.setattr(s3, "PART_BYTES", 5 << 20)
+    monkeypatch.setattr(s3upload, "MULTIPART_BYTES", 6 << 20)
+    monkeypatch.setattr(s3upload, "PART_BYTES", 5 << 20)
     backend = host(endpoint=proxy.endpoint, timeout=2.0)
     proxy.add(lambda r: is_put(r) and "partNumber=2" in r.path, "drop", times=100)
     staged = backend.stage(Kind.BLOB)

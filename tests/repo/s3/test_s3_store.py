@@ -185,10 +185,10 @@ def test_a_restore_reads_neighbouring_blobs_together(
 def test_a_large_object_goes_up_in_parts_and_reads_back_whole(
     host: Host, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from snapstore.repo import s3
+    from snapstore.repo import s3upload
 
-    monkeypatch.setattr(s3, "MULTIPART_BYTES", 6 << 20)
-    monkeypatch.setattr(s3, "PART_BYTES", 5 << 20)
+    monkeypatch.setattr(s3upload, "MULTIPART_BYTES", 6 << 20)
+    monkeypatch.setattr(s3upload, "PART_BYTES", 5 << 20)
     backend = host()
     data = bytes(range(256)) * (28 << 10)
     staged = backend.stage(Kind.BLOB)
