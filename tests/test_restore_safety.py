@@ -148,6 +148,21 @@ def test_skipped_special_files_are_left_alone_by_restores(store: SnapStore, tmp_
         server.close()
 
 
+def test_a_special_file_at_a_recorded_path_is_replaced_and_not_reported_kept(
+    store: SnapStore, tmp_path: Path
+) -> None:
+    """The snapshot records a file where the target now holds a FIFO: the restore puts the
+    file back, and the report does not call the path left alone."""
+    project = tmp_path / "proj"
+    write_tree(project, {"a.txt": "a", "b.txt": "b"})
+    store.create("s", "n", ["."], base_dir=project)
+    (project / "a.txt").unlink()
+    os.mkfifo(project / "a.txt")
+    report = store.restore("s", "n")
+    assert (project / "a.txt").read_text() == "a"
+    assert report.kept == [] and "a.txt" in report.written
+
+
 def test_an_undecodable_name_is_skipped_and_left_alone(store: SnapStore, tmp_path: Path) -> None:
     project = tmp_path / "proj"
     write_tree(project, {"a.txt": "a"})

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Container, Iterable
 from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Literal, NamedTuple
@@ -288,8 +288,12 @@ class _Target:
             actions.extend(self.removals(child[0], kind_of(info), plan))
         return actions
 
-    def children(self, directory: str, plan: Plan) -> list[tuple[str, os.stat_result]]:
-        """What ``directory`` holds that may be removed; what must stay goes to ``plan.kept``."""
+    def children(
+        self, directory: str, plan: Plan, recorded: Container[str] = ()
+    ) -> list[tuple[str, os.stat_result]]:
+        """What ``directory`` holds that may be removed, leaving out the paths in
+        ``recorded`` (never looked at: the plan decides them); what must stay goes to
+        ``plan.kept``."""
         absolute = self.prefix + directory if directory else self.prefix
         try:
             with os.scandir(absolute) as listing:
@@ -299,6 +303,8 @@ class _Target:
         removable = []
         for child in found:
             path = f"{directory}/{child.name}" if directory else child.name
+            if path in recorded:
+                continue
             info = child.stat(follow_symlinks=False)
             kind = kind_of(info)
             if (
@@ -408,9 +414,8 @@ def _add_extras(
     for directory in sorted(complete):
         if not ready_dirs.get(directory):
             continue
-        for path, info in view.children(directory, plan):
-            if path not in recorded:
-                plan.actions.extend(view.removals(path, kind_of(info), plan))
+        for path, info in view.children(directory, plan, recorded):
+            plan.actions.extend(view.removals(path, kind_of(info), plan))
 
 
 def _decide(
