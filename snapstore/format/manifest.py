@@ -30,7 +30,7 @@ from snapstore.format.rows import (
     rows_need_no_row_checks,
 )
 from snapstore.format.tree import DIGEST_BYTES, MAX_TREE_BYTES, TreeRef
-from snapstore.models import FileEntry, SkippedPath, SnapshotInfo, SnapshotKind
+from snapstore.models import FileEntry, SkippedPath, SnapshotInfo, SnapshotKind, frozen_from_fields
 
 __all__ = [
     "MAX_ENTRIES",
@@ -252,22 +252,60 @@ def _decode_info(header: Any, version: int) -> tuple[SnapshotInfo, int, int | No
         isinstance(excludes, list) and all(isinstance(p, str) for p in excludes),
         "excludes is not a list of strings",
     )
-    info = SnapshotInfo(
-        session=header["session"],
-        name=header["name"],
-        kind=kind,
-        created_at=ns_to_time(created_ns),
-        expires_at=None if expires_ns is None else ns_to_time(expires_ns),
-        file_count=header["file_count"],
-        total_bytes=header["total_bytes"],
-        meta=header["meta"],
-        base_dir=header["base_dir"],
-        skipped=tuple(skipped),
-        roots=tuple(roots),
-        backup_of=backup_of,
-        excludes=tuple(excludes),
+    info = _snapshot_info(
+        header["session"],
+        header["name"],
+        kind,
+        created_ns,
+        expires_ns,
+        header["file_count"],
+        header["total_bytes"],
+        header["meta"],
+        header["base_dir"],
+        tuple(skipped),
+        tuple(roots),
+        backup_of,
+        tuple(excludes),
     )
     return info, created_ns, expires_ns
+
+
+def _snapshot_info(
+    session: str,
+    name: str,
+    kind: SnapshotKind,
+    created_ns: int,
+    expires_ns: int | None,
+    file_count: int,
+    total_bytes: int,
+    meta: dict[str, Any],
+    base_dir: str,
+    skipped: tuple[SkippedPath, ...],
+    roots: tuple[str, ...],
+    backup_of: str | None,
+    excludes: tuple[str, ...],
+) -> SnapshotInfo:
+    """The SnapshotInfo of header fields already validated (built without its __init__:
+    listings build one per snapshot)."""
+    return frozen_from_fields(
+        SnapshotInfo,
+        {
+            "session": session,
+            "name": name,
+            "kind": kind,
+            "created_at": ns_to_time(created_ns),
+            "expires_at": None if expires_ns is None else ns_to_time(expires_ns),
+            "file_count": file_count,
+            "total_bytes": total_bytes,
+            "meta": meta,
+            "base_dir": base_dir,
+            "skipped": skipped,
+            "roots": roots,
+            "backup_of": backup_of,
+            "excludes": excludes,
+            "replaced": False,
+        },
+    )
 
 
 class Header(NamedTuple):
@@ -303,6 +341,63 @@ class Header(NamedTuple):
     def ahead_ns(self) -> int:
         """How far the recorded creation time lies ahead of the manifest file's own time."""
         return self.created_ns - self.order_ns
+
+
+def header_values(header: Header) -> list[Any]:
+    """A header's fields as one list in a fixed order: the compact form caches keep of a
+    header decoded here (``header_from_values`` reads it back)."""
+    info = header.info
+    return [
+        info.session,
+        info.name,
+        info.kind,
+        header.created_ns,
+        header.expires_ns,
+        info.file_count,
+        info.total_bytes,
+        info.meta,
+        info.base_dir,
+        [[s.path, s.error] for s in info.skipped],
+        list(info.roots),
+        info.backup_of,
+        list(info.excludes),
+    ]
+
+
+def header_from_values(values: list[Any]) -> Header:
+    """The Header whose ``header_values`` these are (not validated again: they were when
+    their manifest was decoded; a cache that holds them checks its own integrity)."""
+    (
+        session,
+        name,
+        kind,
+        created_ns,
+        expires_ns,
+        file_count,
+        total_bytes,
+        meta,
+        base_dir,
+        skipped,
+        roots,
+        backup_of,
+        excludes,
+    ) = values
+    info = _snapshot_info(
+        session,
+        name,
+        kind,
+        created_ns,
+        expires_ns,
+        file_count,
+        total_bytes,
+        meta,
+        base_dir,
+        tuple(SkippedPath(path, error) for path, error in skipped) if skipped else (),
+        tuple(roots),
+        backup_of,
+        tuple(excludes),
+    )
+    return Header(info, created_ns, expires_ns, created_ns)
 
 
 def decode_header(data: bytes, file_size: int) -> Header:

@@ -18,8 +18,7 @@ from typing import Any
 import msgpack
 
 from snapstore.format.envelope import seal, unseal
-from snapstore.format.manifest import Header, ns_to_time
-from snapstore.models import SkippedPath, SnapshotInfo, frozen_from_fields
+from snapstore.format.manifest import Header, header_from_values, header_values
 from snapstore.repo.backend import Backend, Handle, Kind
 from snapstore.repo.filememo import backend_key
 
@@ -43,63 +42,6 @@ def _packed(version: Hashable) -> bytes:
         return b""
     assert isinstance(packed, bytes)
     return packed
-
-
-def _fields(header: Header) -> list[Any]:
-    info = header.info
-    return [
-        info.session,
-        info.name,
-        info.kind,
-        header.created_ns,
-        header.expires_ns,
-        info.file_count,
-        info.total_bytes,
-        info.meta,
-        info.base_dir,
-        [[s.path, s.error] for s in info.skipped],
-        list(info.roots),
-        info.backup_of,
-        list(info.excludes),
-    ]
-
-
-def _header(fields: list[Any]) -> Header:
-    (
-        session,
-        name,
-        kind,
-        created_ns,
-        expires_ns,
-        count,
-        total,
-        meta,
-        base,
-        skipped,
-        roots,
-        backup_of,
-        excludes,
-    ) = fields
-    info = frozen_from_fields(
-        SnapshotInfo,
-        {
-            "session": session,
-            "name": name,
-            "kind": kind,
-            "created_at": ns_to_time(created_ns),
-            "expires_at": None if expires_ns is None else ns_to_time(expires_ns),
-            "file_count": count,
-            "total_bytes": total,
-            "meta": meta,
-            "base_dir": base,
-            "skipped": tuple(SkippedPath(p, e) for p, e in skipped) if skipped else (),
-            "roots": tuple(roots),
-            "backup_of": backup_of,
-            "excludes": tuple(excludes),
-            "replaced": False,
-        },
-    )
-    return Header(info, created_ns, expires_ns, created_ns)
 
 
 class HeaderCache:
@@ -141,7 +83,7 @@ class HeaderCache:
             return None
         try:
             fields = msgpack.unpackb(stored[len(prefix) :], raw=False)
-            header = _header(fields).with_file_time(written_ns)
+            header = header_from_values(fields).with_file_time(written_ns)
         except Exception:  # an entry that does not decode is only a cache miss
             return None
         with _DECODED_LOCK:
@@ -150,7 +92,7 @@ class HeaderCache:
 
     def put(self, handle: Handle, version: Hashable, header: Header) -> None:
         """Remember the header just decoded from the manifest ``handle``."""
-        fields = msgpack.packb(_fields(header), use_bin_type=True)
+        fields = msgpack.packb(header_values(header), use_bin_type=True)
         with _DECODED_LOCK:
             _DECODED[(self._owner, handle.name)] = (version, header)
         with self._lock:
