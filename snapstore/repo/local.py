@@ -124,6 +124,7 @@ class LocalBackend:
         self._local = threading.local()
         self._fds: OrderedDict[str, int] = OrderedDict()
         self._fds_lock = threading.Lock()
+        self._kind_dirs = {kind: os.path.join(self.root, name) for kind, name in _DIRS.items()}
 
     # ------------------------------------------------------------------ layout
 
@@ -132,20 +133,20 @@ class LocalBackend:
         kind, name = handle.kind, handle.name
         if kind is Kind.MARKER:
             return os.path.join(self.root, MARKER_FILE)
-        directory = os.path.join(self.root, _DIRS[kind])
+        directory = self._kind_dirs[kind]
+        if kind is Kind.MANIFEST:  # joined by hand: list() asks for 10,000 of these at once
+            return f"{directory}/{name}/{MANIFEST_FILE}"
         if kind is Kind.BLOB:
-            return os.path.join(directory, name[:2], name[2:])
+            return f"{directory}/{name[:2]}/{name[2:]}"
         if kind is Kind.PACK:
-            return os.path.join(directory, name + PACK_SUFFIX)
+            return f"{directory}/{name}{PACK_SUFFIX}"
         if kind is Kind.INDEX:
-            return os.path.join(directory, name + INDEX_SUFFIX)
-        if kind is Kind.MANIFEST:
-            return os.path.join(directory, name, MANIFEST_FILE)
-        return os.path.join(directory, name)
+            return f"{directory}/{name}{INDEX_SUFFIX}"
+        return f"{directory}/{name}"
 
     def kind_dir(self, kind: Kind) -> str:
         """The directory holding the objects of ``kind``."""
-        return os.path.join(self.root, _DIRS[kind])
+        return self._kind_dirs[kind]
 
     def describe(self, handle: Handle) -> str:
         return self.path(handle)
