@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from snapstore.format.manifest import EntryRow
 from snapstore.format.treebuild import build_trees, rebuild_trees
+from snapstore.worktree.treememo import differences
 
 NAMES = ["a", "a-b", "a.b", "b", "c0"]
 """Names that sort around ``/`` ("a-b" and "a.b" come between "a" and "a/...")."""
@@ -106,3 +107,40 @@ def test_an_unchanged_directory_is_not_built_again():
     rebuilt = rebuild_trees(rows, old.refs, ["b/y"])
     assert rebuilt.refs["a"] == old.refs["a"]
     assert set(rebuilt.objects) == {rebuilt.refs["b"].digest, rebuilt.root.digest}
+
+
+def _with_holes(data: st.DataObject, rows: list[EntryRow]) -> dict[str, dict[str, bool]]:
+    """Attributes for some of the file rows (as a file with holes has)."""
+    files = [row[0] for row in rows if row[1] == "file"]
+    chosen = data.draw(st.lists(st.sampled_from(files), unique=True)) if files else []
+    return {path: {"extents": True} for path in chosen}
+
+
+@settings(max_examples=1000, deadline=None)
+@given(data=st.data())
+def test_what_differs_between_two_builds_is_all_a_rebuild_needs(data: st.DataObject):
+    """From any earlier build (another tree, or this one edited), rebuilding what
+    ``differences`` names gives what a full build gives: what a process that creates again
+    commits is what a new process would commit."""
+    before = data.draw(forests())
+    if data.draw(st.booleans()):
+        after = data.draw(forests())
+    else:
+        kept = [row for row in before if data.draw(st.integers(0, 4))]
+        after = sorted(
+            {row[0]: row for row in kept + data.draw(forests())}.values(), key=itemgetter(0)
+        )
+    before_attrs, after_attrs = _with_holes(data, before), _with_holes(data, after)
+    try:
+        old = build_trees(before, before_attrs)
+        full = build_trees(after, after_attrs)
+    except ValueError:
+        return
+    changed, touched = differences(before, after, before_attrs, after_attrs)
+    rebuilt = rebuild_trees(after, old.refs, changed, touched, after_attrs)
+    assert rebuilt.root == full.root
+    assert rebuilt.refs == full.refs
+    if before == after and before_attrs == after_attrs:
+        assert (changed, touched) == ([], []) and rebuilt.objects == {
+            full.root.digest: full.objects[full.root.digest]
+        }

@@ -148,8 +148,11 @@ def rebuild_trees(
     keeps its earlier object. ``objects`` holds the objects built now. ``attrs`` and
     ValueError as for ``build_trees``."""
     changed = list(changed)
+    gone = set(changed)
     refs = {
-        path: ref for path, ref in previous.items() if not any(_under(path, c) for c in changed)
+        path: ref
+        for path, ref in previous.items()
+        if not gone or (path not in gone and gone.isdisjoint(_above(path, "")))
     }
     dirty = _dirty(rows, changed)
     for path in touched:
@@ -176,10 +179,6 @@ def _recorded_kind(rows: Sequence[EntryRow], path: str) -> str | None:
     """The kind ``rows`` record ``path`` as, or None if they do not record it."""
     index = bisect_left(rows, path, key=_row_path)
     return rows[index][1] if index < len(rows) and rows[index][0] == path else None
-
-
-def _under(path: str, top: str) -> bool:
-    return path == top or path.startswith(top + "/")
 
 
 def _above(path: str, top: str) -> list[str]:

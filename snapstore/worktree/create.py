@@ -26,11 +26,12 @@ from snapstore.format.manifest import EntryRow, encode, expiry_ns, ns_to_time
 from snapstore.format.names import encode_name, generated_name
 from snapstore.format.packfile import KIND_TREE
 from snapstore.format.tree import FileAttrs
-from snapstore.format.treebuild import BuiltTrees, build_trees
+from snapstore.format.treebuild import BuiltTrees
 from snapstore.models import SkippedPath, SnapshotInfo
 from snapstore.repo.batch import BlobBatch
 from snapstore.repo.layout import is_store_root
 from snapstore.repo.repository import Repository
+from snapstore.worktree import treememo
 from snapstore.worktree.excludes import Matcher, check_patterns, initial_patterns
 from snapstore.worktree.ingest import ingest_scan
 from snapstore.worktree.scan import Scanner, relative_to_base
@@ -140,10 +141,18 @@ def store_trees(trees: BuiltTrees, batch: BlobBatch) -> None:
         batch.add(digest, data, KIND_TREE)
 
 
-def _store_trees(rows: list[EntryRow], attrs: dict[str, FileAttrs], batch: BlobBatch) -> BuiltTrees:
-    """The snapshot's tree objects, each stored through ``batch`` unless it already is."""
+def _store_trees(
+    repo: Repository,
+    request: Request,
+    rows: list[EntryRow],
+    attrs: dict[str, FileAttrs],
+    batch: BlobBatch,
+) -> BuiltTrees:
+    """The snapshot's tree objects (built again only where they differ from this process's
+    previous create of the base directory: ``treememo``), each stored through ``batch``
+    unless it already is."""
     try:
-        trees = build_trees(rows, attrs)
+        trees = treememo.build(repo, request.base, rows, attrs, remember=request.backup_of is None)
     except ValueError as error:
         raise SourceChangedError(f"the tree changed while it was snapshotted: {error}") from None
     store_trees(trees, batch)
@@ -217,7 +226,7 @@ def take_snapshot(
             skip_unreadable=request.skip_unreadable,
             progress=progress,
         )
-        trees = _store_trees(rows, attrs, batch)
+        trees = _store_trees(repo, request, rows, attrs, batch)
         batch.finish()
     except BaseException:
         batch.abort()
@@ -242,6 +251,8 @@ def take_snapshot(
 def plain_file_rows(file_rows: list[EntryRow], attrs: Mapping[str, FileAttrs]) -> list[EntryRow]:
     """The file rows whose digests name blobs of their bytes (not extent maps, whose pieces
     and map the batch counted)."""
+    if not attrs:
+        return file_rows
     return [row for row in file_rows if "extents" not in attrs.get(row[0], ())]
 
 

@@ -1,0 +1,153 @@
+"""A process that creates again builds only the tree objects of what changed, and commits
+exactly what a new process would: the same root tree, every object stored."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from helpers.trees import write_tree
+
+from snapstore import SnapStore
+from snapstore.format.tree import TreeRef
+from snapstore.worktree import treememo
+
+
+@pytest.fixture(autouse=True)
+def fresh_memo() -> Iterator[None]:
+    treememo.forget_all()
+    yield
+    treememo.forget_all()
+
+
+@pytest.fixture
+def full_builds(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many rows each full build (not a rebuild) was given."""
+    counted: list[int] = []
+    real = treememo.build_trees
+
+    def counting(rows: object, attrs: object = None) -> object:
+        counted.append(len(rows))  # type: ignore[arg-type]
+        return real(rows, attrs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(treememo, "build_trees", counting)
+    return counted
+
+
+def root_of(store: SnapStore, name: str) -> TreeRef:
+    tree = store.repo.catalog.read("s", name).tree
+    assert tree is not None
+    return tree
+
+
+def as_new_process(store: SnapStore, base: Path, name: str) -> TreeRef:
+    """The root a process that remembers nothing commits for the same tree."""
+    saved = dict(treememo._BUILT)
+    treememo.forget_all()
+    store.create("s", name, ["."], base_dir=base)
+    treememo._BUILT.update(saved)
+    return root_of(store, name)
+
+
+def grow(base: Path) -> None:
+    write_tree(base / "new/deep/er", {"x.txt": "x", "y.txt": "y"})
+
+
+def shrink(base: Path) -> None:
+    shutil.rmtree(base / "src/pkg")
+
+
+def file_to_dir(base: Path) -> None:
+    (base / "docs/guide.md").unlink()
+    write_tree(base / "docs/guide.md", {"inside.txt": "now a directory"})
+
+
+def dir_to_file(base: Path) -> None:
+    shutil.rmtree(base / "src")
+    (base / "src").write_text("now a file")
+
+
+def empty_dir(base: Path) -> None:
+    (base / "src/pkg/mod.py").unlink()
+
+
+def edit(base: Path) -> None:
+    (base / "src/app.py").write_text("print('edited')\n")
+
+
+def mode_only(base: Path) -> None:
+    os.chmod(base / "src/app.py", 0o600)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [grow, shrink, file_to_dir, dir_to_file, empty_dir, edit, mode_only],
+    ids=lambda change: change.__name__,
+)
+def test_a_create_after_a_change_commits_what_a_new_process_commits(
+    tmp_path: Path, change: Callable[[Path], None], full_builds: list[int]
+) -> None:
+    base = tmp_path / "p"
+    write_tree(
+        base,
+        {
+            "README.md": "readme\n",
+            "src/app.py": "print('app')\n",
+            "src/pkg/mod.py": "x = 1\n",
+            "docs/guide.md": "guide\n",
+            **{f"lib/m{i}.py": f"m = {i}\n" for i in range(40)},
+        },
+    )
+    store = SnapStore(tmp_path / "store", durable=False)
+    store.create("s", "before", ["."], base_dir=base)
+    change(base)
+    store.create("s", "after", ["."], base_dir=base)
+    assert len(full_builds) == 1  # the first create only
+    assert root_of(store, "after") == as_new_process(store, base, "fresh")
+    assert store.verify(deep=True).ok
+
+
+def test_an_unchanged_tree_builds_nothing_again(tmp_path: Path, full_builds: list[int]):
+    base = tmp_path / "p"
+    write_tree(base, {f"d{i}/f{j}.txt": f"{i}-{j}" for i in range(5) for j in range(5)})
+    store = SnapStore(tmp_path / "store", durable=False)
+    first = store.create("s", "one", ["."], base_dir=base)
+    second = store.create("s", "two", ["."], base_dir=base)
+    assert len(full_builds) == 1
+    assert root_of(store, "one") == root_of(store, "two")
+    assert (first.file_count, first.total_bytes) == (second.file_count, second.total_bytes)
+
+
+def test_remembered_objects_collected_meanwhile_are_built_again(
+    tmp_path: Path, full_builds: list[int]
+):
+    """Another process deleted the snapshot and collected its objects: the next create
+    must not name them (it finds them missing and builds everything)."""
+    base = tmp_path / "p"
+    write_tree(base, {"a/x.txt": "x", "b/y.txt": "y"})
+    store = SnapStore(tmp_path / "store", durable=False)
+    store.create("s", "one", ["."], base_dir=base)
+    store.delete("s", "one")
+    assert store.gc().blobs_deleted > 0
+    store.create("s", "two", ["."], base_dir=base)
+    assert len(full_builds) == 2
+    assert store.verify(deep=True).ok
+    target = tmp_path / "out"
+    store.restore("s", "two", target)
+    assert (target / "a/x.txt").read_text() == "x"
+
+
+def test_an_undo_backup_does_not_replace_what_is_remembered(tmp_path: Path, full_builds: list[int]):
+    base = tmp_path / "p"
+    write_tree(base, {"a/x.txt": "x", **{f"b/m{i}.txt": str(i) for i in range(40)}})
+    store = SnapStore(tmp_path / "store", durable=False)
+    store.create("s", "one", ["."], base_dir=base)
+    (base / "a/x.txt").write_text("edited")
+    report = store.restore("s", "one")
+    assert report.backup is not None
+    store.create("s", "two", ["."], base_dir=base)
+    assert len(full_builds) == 2  # the first create and the backup; "two" was a rebuild
+    assert root_of(store, "two") == as_new_process(store, base, "fresh")
