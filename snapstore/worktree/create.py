@@ -147,12 +147,14 @@ def _store_trees(
     rows: list[EntryRow],
     attrs: dict[str, FileAttrs],
     batch: BlobBatch,
+    *,
+    remember: bool,
 ) -> BuiltTrees:
     """The snapshot's tree objects (built again only where they differ from this process's
-    previous create of the base directory: ``treememo``), each stored through ``batch``
-    unless it already is."""
+    previous create of the base directory: ``treememo``; ``remember`` these for the next),
+    each stored through ``batch`` unless it already is."""
     try:
-        trees = treememo.build(repo, request.base, rows, attrs, remember=request.backup_of is None)
+        trees = treememo.build(repo, request.base, rows, attrs, remember=remember)
     except ValueError as error:
         raise SourceChangedError(f"the tree changed while it was snapshotted: {error}") from None
     store_trees(trees, batch)
@@ -187,9 +189,12 @@ def take_snapshot(
     *,
     progress: Progress | None = None,
     committed: Committed | None = None,
+    remember_trees: bool = True,
 ) -> tuple[SnapshotInfo, bool]:
     """Scan, ingest and commit ``request``; returns the committed header and whether it
     replaced an existing snapshot of the same name. The gc lock must be held shared.
+    ``remember_trees``: keep the tree objects for the next create of the base directory in
+    this process (``treememo``; an incremental create remembers its own).
 
     An undo backup (``backup_of`` set) records special files as skipped rather than failing,
     and leaves the stat cache alone (its files are about to be replaced)."""
@@ -226,7 +231,9 @@ def take_snapshot(
             skip_unreadable=request.skip_unreadable,
             progress=progress,
         )
-        trees = _store_trees(repo, request, rows, attrs, batch)
+        trees = _store_trees(
+            repo, request, rows, attrs, batch, remember=remember_trees and not backup
+        )
         batch.finish()
     except BaseException:
         batch.abort()

@@ -143,7 +143,9 @@ def take_incremental(
             return built
         reason = built
     committed = Committed(repo)
-    info, replaced = take_snapshot(repo, request, progress=progress, committed=committed)
+    info, replaced = take_snapshot(
+        repo, request, progress=progress, committed=committed, remember_trees=False
+    )
     remember(repo, request, start, committed, None)
     forget(repo, parent, info)
     statcache.forget_decoded(repo.backend, request.base)
