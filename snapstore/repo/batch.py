@@ -95,7 +95,7 @@ class BlobBatch:
         if digest in self._added:
             return True
         index = self._packed.get(digest)
-        if index is not None and index.entries[digest][2] == size:
+        if index is not None and index.size_of(digest) == size:
             if not self._counts_on_packs:
                 self._counts_on_packs = True
                 self.storage.backend.note_existing(Handle(Kind.PACK, index.pack_id))
