@@ -20,7 +20,7 @@ from typing import Any
 
 from snapstore.compare import diff_entries, diff_plan, path_history
 from snapstore.errors import InvalidValueError, SnapshotNotFound
-from snapstore.format.manifest import time_to_ns, ttl_seconds
+from snapstore.format.times import time_to_ns, ttl_seconds
 from snapstore.fs.seam import LOCAL, FileSystem
 from snapstore.maintenance.gc import collect
 from snapstore.maintenance.sweep import sweep

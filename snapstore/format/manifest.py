@@ -9,17 +9,16 @@ reading the body. See docs/format.md.
 
 from __future__ import annotations
 
-import math
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
-from typing import Any, NamedTuple
+from typing import Any
 
 import blake3
 import msgpack
 
 from snapstore.errors import CorruptManifestError, InvalidValueError, UnsafePathError
+from snapstore.format.header import Header, snapshot_info
 from snapstore.format.paths import check_relative_path
 from snapstore.format.rows import (
     MAX_ENTRIES,
@@ -30,7 +29,7 @@ from snapstore.format.rows import (
     rows_need_no_row_checks,
 )
 from snapstore.format.tree import DIGEST_BYTES, MAX_TREE_BYTES, TreeRef
-from snapstore.models import FileEntry, SkippedPath, SnapshotInfo, SnapshotKind, frozen_from_fields
+from snapstore.models import FileEntry, SkippedPath, SnapshotInfo, SnapshotKind
 
 __all__ = [
     "MAX_ENTRIES",
@@ -50,9 +49,6 @@ CHECKSUM_BYTES = 16
 MAX_HEADER_BYTES = 16 * 1024 * 1024
 MAX_BODY_BYTES = 1 << 30
 MAX_MANIFEST_BYTES = PRELUDE.size + MAX_HEADER_BYTES + MAX_BODY_BYTES
-CLOCK_TOLERANCE_NS = 60_000_000_000
-"""How far a recorded creation time may lie ahead of its manifest file's modification time
-before the file's time is trusted instead (clocks of hosts sharing a store differ a little)."""
 SNAPSHOT_KINDS: tuple[SnapshotKind, ...] = ("files", "state")
 
 
@@ -96,19 +92,6 @@ def _unpack(data: bytes, what: str) -> Any:
         return msgpack.unpackb(data, raw=False, strict_map_key=True, use_list=True)
     except Exception as error:
         raise CorruptManifestError(f"{what} does not decode: {error}") from None
-
-
-def time_to_ns(moment: datetime) -> int:
-    """Nanoseconds since the epoch of an aware datetime."""
-    if moment.tzinfo is None:
-        raise InvalidValueError(f"datetime {moment!r} must be timezone-aware")
-    delta = moment - datetime(1970, 1, 1, tzinfo=UTC)
-    return (delta.days * 86400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
-
-
-def ns_to_time(ns: int) -> datetime:
-    """An aware UTC datetime from nanoseconds since the epoch."""
-    return datetime.fromtimestamp(ns / 1e9, tz=UTC)
 
 
 def encode(
@@ -252,7 +235,7 @@ def _decode_info(header: Any, version: int) -> tuple[SnapshotInfo, int, int | No
         isinstance(excludes, list) and all(isinstance(p, str) for p in excludes),
         "excludes is not a list of strings",
     )
-    info = _snapshot_info(
+    info = snapshot_info(
         header["session"],
         header["name"],
         kind,
@@ -268,136 +251,6 @@ def _decode_info(header: Any, version: int) -> tuple[SnapshotInfo, int, int | No
         tuple(excludes),
     )
     return info, created_ns, expires_ns
-
-
-def _snapshot_info(
-    session: str,
-    name: str,
-    kind: SnapshotKind,
-    created_ns: int,
-    expires_ns: int | None,
-    file_count: int,
-    total_bytes: int,
-    meta: dict[str, Any],
-    base_dir: str,
-    skipped: tuple[SkippedPath, ...],
-    roots: tuple[str, ...],
-    backup_of: str | None,
-    excludes: tuple[str, ...],
-) -> SnapshotInfo:
-    """The SnapshotInfo of header fields already validated (built without its __init__:
-    listings build one per snapshot)."""
-    return frozen_from_fields(
-        SnapshotInfo,
-        {
-            "session": session,
-            "name": name,
-            "kind": kind,
-            "created_at": ns_to_time(created_ns),
-            "expires_at": None if expires_ns is None else ns_to_time(expires_ns),
-            "file_count": file_count,
-            "total_bytes": total_bytes,
-            "meta": meta,
-            "base_dir": base_dir,
-            "skipped": skipped,
-            "roots": roots,
-            "backup_of": backup_of,
-            "excludes": excludes,
-            "replaced": False,
-        },
-    )
-
-
-class Header(NamedTuple):
-    """A manifest's header as ``list()`` reads it: info plus raw timestamps (a named tuple:
-    a listing makes one per snapshot).
-
-    ``order_ns`` is what ordering and ages go by: the recorded creation time, unless it lies
-    more than ``CLOCK_TOLERANCE_NS`` after the manifest file's own modification time (set by
-    the filesystem when it was written), which then replaces it. A writer whose clock ran
-    ahead (or a forged header) cannot make a snapshot look newer than it was written; small
-    differences (file times are coarser than the clock) keep the finer recorded order.
-    """
-
-    info: SnapshotInfo
-    created_ns: int
-    expires_ns: int | None
-    order_ns: int = 0
-
-    def with_file_time(self, mtime_ns: int) -> Header:
-        """This header, ordered as its file's modification time ``mtime_ns`` allows."""
-        if self.created_ns <= mtime_ns + CLOCK_TOLERANCE_NS:
-            return self
-        return self._replace(order_ns=mtime_ns)
-
-    @property
-    def effective_expires_ns(self) -> int | None:
-        """The expiry, moved back as far as the creation time was (see ``order_ns``)."""
-        if self.expires_ns is None:
-            return None
-        return self.expires_ns - (self.created_ns - self.order_ns)
-
-    @property
-    def ahead_ns(self) -> int:
-        """How far the recorded creation time lies ahead of the manifest file's own time."""
-        return self.created_ns - self.order_ns
-
-
-def header_values(header: Header) -> list[Any]:
-    """A header's fields as one list in a fixed order: the compact form caches keep of a
-    header decoded here (``header_from_values`` reads it back)."""
-    info = header.info
-    return [
-        info.session,
-        info.name,
-        info.kind,
-        header.created_ns,
-        header.expires_ns,
-        info.file_count,
-        info.total_bytes,
-        info.meta,
-        info.base_dir,
-        [[s.path, s.error] for s in info.skipped],
-        list(info.roots),
-        info.backup_of,
-        list(info.excludes),
-    ]
-
-
-def header_from_values(values: list[Any]) -> Header:
-    """The Header whose ``header_values`` these are (not validated again: they were when
-    their manifest was decoded; a cache that holds them checks its own integrity)."""
-    (
-        session,
-        name,
-        kind,
-        created_ns,
-        expires_ns,
-        file_count,
-        total_bytes,
-        meta,
-        base_dir,
-        skipped,
-        roots,
-        backup_of,
-        excludes,
-    ) = values
-    info = _snapshot_info(
-        session,
-        name,
-        kind,
-        created_ns,
-        expires_ns,
-        file_count,
-        total_bytes,
-        meta,
-        base_dir,
-        tuple(SkippedPath(path, error) for path, error in skipped) if skipped else (),
-        tuple(roots),
-        backup_of,
-        tuple(excludes),
-    )
-    return Header(info, created_ns, expires_ns, created_ns)
 
 
 def decode_header(data: bytes, file_size: int) -> Header:
@@ -448,23 +301,3 @@ def decode(data: bytes) -> Manifest:
         "manifest does not name a valid root tree",
     )
     return Manifest(info, tree=TreeRef(digest, size))
-
-
-def ttl_seconds(ttl: float | int | timedelta | None) -> float | None:
-    """A TTL given as seconds or a timedelta, as seconds."""
-    if ttl is None:
-        return None
-    if isinstance(ttl, timedelta):
-        return ttl.total_seconds()
-    if isinstance(ttl, bool) or not isinstance(ttl, int | float):
-        raise InvalidValueError(f"ttl must be seconds or a timedelta, not {type(ttl).__name__}")
-    return float(ttl)
-
-
-def expiry_ns(created_ns: int, ttl_seconds: float | None) -> int | None:
-    """The expiry time for a TTL, or None for no TTL."""
-    if ttl_seconds is None:
-        return None
-    if not math.isfinite(ttl_seconds) or ttl_seconds <= 0:
-        raise InvalidValueError(f"ttl must be a positive number of seconds, got {ttl_seconds!r}")
-    return created_ns + int(ttl_seconds * 1e9)

@@ -12,9 +12,9 @@ from collections.abc import Hashable, Iterator
 from typing import NamedTuple
 
 from snapstore.errors import CorruptManifestError, SnapshotNotFound
+from snapstore.format.header import Header
 from snapstore.format.manifest import (
     MAX_MANIFEST_BYTES,
-    Header,
     Manifest,
     decode,
     decode_header,

@@ -18,7 +18,7 @@ from typing import Any
 import msgpack
 
 from snapstore.format.envelope import seal, unseal
-from snapstore.format.manifest import Header, header_from_values, header_values
+from snapstore.format.header import Header, header_from_values, header_values
 from snapstore.repo.backend import Backend, Handle, Kind
 from snapstore.repo.filememo import backend_key
 

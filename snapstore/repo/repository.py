@@ -24,8 +24,9 @@ from snapstore.errors import (
     ReadOnlyStoreError,
     SnapshotNotFound,
 )
-from snapstore.format.manifest import Manifest, encode, expiry_ns, ns_to_time
+from snapstore.format.manifest import Manifest, encode
 from snapstore.format.names import encode_name
+from snapstore.format.times import expiry_ns, ns_to_time
 from snapstore.fs.stamps import FileId, file_id
 from snapstore.models import FileEntry, SnapshotInfo
 from snapstore.repo.backend import Backend, Handle, Kind

@@ -22,9 +22,10 @@ from snapstore.errors import (
     SourceChangedError,
     UnsafePathError,
 )
-from snapstore.format.manifest import EntryRow, encode, expiry_ns, ns_to_time
+from snapstore.format.manifest import EntryRow, encode
 from snapstore.format.names import encode_name, generated_name
 from snapstore.format.packfile import KIND_TREE
+from snapstore.format.times import expiry_ns, ns_to_time
 from snapstore.format.tree import FileAttrs
 from snapstore.format.treebuild import BuiltTrees
 from snapstore.models import SkippedPath, SnapshotInfo

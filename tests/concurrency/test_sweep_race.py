@@ -16,7 +16,7 @@ from helpers.trees import write_tree
 
 from snapstore import SnapStore
 from snapstore.errors import SnapshotNotFound
-from snapstore.format.manifest import time_to_ns
+from snapstore.format.times import time_to_ns
 
 TTL = 0.6
 SESSION = "shared"

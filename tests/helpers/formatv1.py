@@ -13,7 +13,8 @@ import blake3
 
 from snapstore import SnapStore
 from snapstore.format import packfile
-from snapstore.format.manifest import encode, time_to_ns
+from snapstore.format.manifest import encode
+from snapstore.format.times import time_to_ns
 
 
 def _v1_pack(blobs: dict[bytes, bytes]) -> tuple[bytes, bytes]:

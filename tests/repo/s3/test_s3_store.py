@@ -16,7 +16,8 @@ from helpers.trees import write_tree
 
 from snapstore import ConcurrentWriteError, SnapStore
 from snapstore.errors import SnapshotExistsError, StoreNotFoundError
-from snapstore.format.manifest import encode, ns_to_time
+from snapstore.format.manifest import encode
+from snapstore.format.times import ns_to_time
 from snapstore.models import SnapshotInfo
 from snapstore.repo.backend import Handle, Kind, ObjectInfo
 from snapstore.repo.catalog import manifest_name
