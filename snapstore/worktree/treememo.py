@@ -100,9 +100,14 @@ def build(
     with _LOCK:
         previous = _BUILT.get(key)
     trees = None
-    if previous is not None and _all_stored(repo, previous.refs):
+    most = len(rows) // 4
+    if (
+        previous is not None
+        and abs(len(previous.rows) - len(rows)) <= most  # else more than ``most`` differ
+        and _all_stored(repo, previous.refs)
+    ):
         changed, touched = differences(previous.rows, rows, previous.attrs, attrs)
-        if len(changed) + len(touched) <= len(rows) // 4:
+        if len(changed) + len(touched) <= most:
             trees = rebuild_trees(rows, previous.refs, changed, touched, attrs)
     if trees is None:
         trees = build_trees(rows, attrs)
