@@ -14,7 +14,7 @@ from snapstore.errors import SnapshotNotFound
 from snapstore.format.paths import check_relative_path
 from snapstore.models import DiffReport, FileEntry, PathVersion, SnapshotInfo
 from snapstore.repo.repository import Repository
-from snapstore.restore.plan import Plan
+from snapstore.restore.actions import Plan
 
 
 def _state(entry: FileEntry | None) -> tuple[object, ...] | None:

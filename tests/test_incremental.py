@@ -645,3 +645,29 @@ def test_hard_links_mean_a_full_scan(store: SnapStore, tmp_path: Path):
     assert report.scan == "full" and report.reason == "the previous checkpoint records hard links"
     chain.check(report)
     assert store.read("s", "n", "src/app.py") == b"print('through the link')\n"
+
+
+def test_a_file_linked_from_outside_the_tree_is_looked_at_again_when_written_there(
+    store: SnapStore, tmp_path: Path, reads: list[str], monkeypatch: pytest.MonkeyPatch
+):
+    """A write through a link outside the tree changes a file of the tree, but no watch of
+    the tree sees it: the parent's files with several links are looked at again whenever
+    their inode changed since the parent's scan began."""
+    monkeypatch.setattr(statcache, "RACY_NS", 100_000_000)
+    base = make_tree(tmp_path)
+    outside = tmp_path / "outside.py"
+    os.link(base / "src/app.py", outside)
+    age(base)
+    time.sleep(0.15)
+    chain = Chain(store, base, ["."])
+    chain.create(known=False)
+    time.sleep(0.15)
+    reads.clear()
+    unchanged = chain.create()
+    assert unchanged.scan == "incremental" and reads == []
+    outside.write_text("print('written outside')\n")
+    report = chain.create()
+    assert report.scan == "full", "the file was rescanned, and has several links"
+    assert report.reason == "a changed path is a file with several hard links"
+    assert store.read("s", "n", "src/app.py") == b"print('written outside')\n"
+    chain.check(report)

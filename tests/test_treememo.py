@@ -151,3 +151,15 @@ def test_an_undo_backup_does_not_replace_what_is_remembered(tmp_path: Path, full
     store.create("s", "two", ["."], base_dir=base)
     assert len(full_builds) == 2  # the first create and the backup; "two" was a rebuild
     assert root_of(store, "two") == as_new_process(store, base, "fresh")
+
+
+def test_the_oldest_trees_are_forgotten_beyond_the_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(treememo, "MAX_REMEMBERED_ROWS", 25)
+    store = SnapStore(tmp_path / "store", durable=False)
+    for name in ("a", "b", "c"):
+        write_tree(tmp_path / name, {f"f{i}.txt": str(i) for i in range(10)})
+        store.create("s", name, ["."], base_dir=tmp_path / name)
+    remembered = [base for _, base in treememo._BUILT]
+    assert remembered == [str(tmp_path / "b"), str(tmp_path / "c")]

@@ -20,7 +20,7 @@ from snapstore import SnapStore
 from snapstore.errors import InterruptedRestoreWarning, RestoreError, SourceChangedError
 from snapstore.repo.backend import Handle, Kind
 from snapstore.repo.local import LocalBackend
-from snapstore.restore.plan import Plan
+from snapstore.restore.actions import Plan
 
 KILLED = 77
 

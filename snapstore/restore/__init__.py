@@ -9,8 +9,9 @@ that was killed.
 
 from snapstore.errors import PathNotInSnapshotError
 from snapstore.format.paths import select_entries
+from snapstore.restore.actions import Action, Keep, Plan
 from snapstore.restore.apply import apply_plan, remove_tree
-from snapstore.restore.plan import Action, Keep, Plan, complete_dirs, make_plan
+from snapstore.restore.plan import complete_dirs, make_plan
 
 __all__ = [
     "Action",

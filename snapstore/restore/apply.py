@@ -22,7 +22,7 @@ from snapstore.fs.seam import FileSystem
 from snapstore.repo.layout import MARKER_FILE, is_store_root
 from snapstore.repo.loose import BlobSource
 from snapstore.repo.prefetch import ReadAhead, read_ahead
-from snapstore.restore.plan import Action, Plan, wanted_mode
+from snapstore.restore.actions import Action, Plan, wanted_mode
 from snapstore.restore.writes import StagedFiles
 
 Progress = Callable[[int, int], None]

@@ -38,15 +38,10 @@ from snapstore.logs import get_logger
 from snapstore.models import RestoreReport, SnapshotInfo
 from snapstore.repo.locks import target_key
 from snapstore.repo.repository import Repository
+from snapstore.restore.actions import Excluded, Keep, Plan
 from snapstore.restore.apply import Progress, apply_plan, remove_tree
 from snapstore.restore.journal import Journal, JournalDir
-from snapstore.restore.plan import (
-    Excluded,
-    Keep,
-    Plan,
-    complete_dirs,
-    make_plan,
-)
+from snapstore.restore.plan import complete_dirs, make_plan
 from snapstore.restore.recovery import Recovery
 from snapstore.worktree.create import Request, refuse_store_directory, take_snapshot
 from snapstore.worktree.excludes import Matcher

@@ -19,7 +19,7 @@ from snapstore.fs.stamps import FileId, file_id
 from snapstore.models import FileEntry
 
 if TYPE_CHECKING:
-    from snapstore.restore.plan import Action
+    from snapstore.restore.actions import Action
 
 _IN_PLACE = ("unchanged", "chmod")
 

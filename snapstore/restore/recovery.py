@@ -25,9 +25,10 @@ from snapstore.errors import (
 from snapstore.format.names import generated_name
 from snapstore.fs.durable import TEMP_PREFIX
 from snapstore.repo.locks import target_key
+from snapstore.restore.actions import Action, Plan
 from snapstore.restore.apply import DirHandles, apply_plan
 from snapstore.restore.journal import CorruptJournalError, Journal
-from snapstore.restore.plan import Action, Plan, make_plan
+from snapstore.restore.plan import make_plan
 
 if TYPE_CHECKING:
     from snapstore.restore.job import RestoreJob

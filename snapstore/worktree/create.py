@@ -167,7 +167,9 @@ class Recorded:
     """What a create recorded, ready to commit: the rows (sorted, each path once) and the
     tree objects recording them, the paths it could not record, the exclude rules it ran
     with, the totals, the rows of the blobs (files, extent maps and their pieces, trees) the
-    commit must find stored, and the attributes of the file rows that have any, by path."""
+    commit must find stored, the attributes of the file rows that have any, by path, and the
+    files that had several links when scanned (a write through a link outside the tree
+    changes them without any change inside it)."""
 
     rows: Sequence[EntryRow]
     trees: BuiltTrees
@@ -177,6 +179,7 @@ class Recorded:
     total_bytes: int
     unverified: Sequence[EntryRow]
     attrs: Mapping[str, FileAttrs]
+    linked: Sequence[str] = ()
 
 
 Committed = Callable[[SnapshotInfo, Recorded], None]
@@ -249,6 +252,7 @@ def take_snapshot(
         sum(map(itemgetter(3), file_rows)),
         [*plain_file_rows(file_rows, attrs), *batch.counted, *trees.rows()],
         attrs,
+        tuple(scanned.links),
     )
     info, replaced = commit_recorded(repo, request, recorded, committed=committed)
     if not backup:

@@ -23,7 +23,8 @@ Why such a checkpoint never records a stale file:
 - **The stat cache's racy rule applies to the parent**: a file whose modification time lay
   within ``statcache.RACY_NS`` of the moment its checkpoint's scan began may have changed
   again within the same timestamp tick; it is scanned and read again. So are the paths the
-  parent could not record.
+  parent could not record, and its files with several links whose inode changed since its
+  scan began (a write through a link outside the tree is seen by no watch of the tree).
 - **Any doubt means a full scan**, under the same locks: changes unknown (the watch's queue
   overflowed, it missed events, it was just armed), ``rehash``, another session, base
   directory, requested paths or exclude rules (a ``.snapstoreignore`` that changed, or with
@@ -217,7 +218,7 @@ def _commit_unchanged(
     info = base.info
     trees = BuiltTrees(base.root, {}, base.refs)
     recorded = Recorded(
-        (), trees, (), info.excludes, info.file_count, info.total_bytes, (), base.attrs
+        (), trees, (), info.excludes, info.file_count, info.total_bytes, (), base.attrs, base.linked
     )
     committed = Committed(repo)
     new_info, replaced = commit_recorded(repo, request, recorded, committed=committed)
@@ -263,7 +264,10 @@ def _merged(
     file_count = info.file_count - len(gone_files) + len(new_files)
     total_bytes = info.total_bytes - sum(r[3] for r in gone_files) + sum(r[3] for r in new_files)
     unverified = [*plain_file_rows(new_files, new_attrs), *counted, *trees.rows()]
-    return Recorded(kept, trees, skipped, info.excludes, file_count, total_bytes, unverified, attrs)
+    linked = tuple(path for path in base.linked if path not in gone_paths)
+    return Recorded(
+        kept, trees, skipped, info.excludes, file_count, total_bytes, unverified, attrs, linked
+    )
 
 
 def _without(rows: Sequence[EntryRow], spans: list[tuple[int, int]]) -> list[EntryRow]:

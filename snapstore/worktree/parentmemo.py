@@ -54,6 +54,8 @@ class Remembered:
     """Its files whose mtime lay within the racy window of ``started_ns``."""
     attrs: Mapping[str, FileAttrs]
     """The attributes of its file rows that have any (holes), by path."""
+    linked: tuple[str, ...]
+    """Its files that had several links when scanned."""
 
 
 _REMEMBERED: FileMemo[Remembered] = FileMemo(limit=MAX_REMEMBERED)
@@ -144,6 +146,7 @@ def remember(
         start.mono_ns,
         racy,
         recorded.attrs,
+        tuple(recorded.linked),
     )
     handle = repo.catalog.handle(manifest_name(info.session, info.name))
     _REMEMBERED.remember(repo.backend, handle, memo, version=version)

@@ -20,6 +20,7 @@ from snapstore.format.manifest import EntryRow
 from snapstore.format.paths import check_relative_path, printable
 from snapstore.models import SnapshotInfo
 from snapstore.repo.layout import is_store_root
+from snapstore.worktree import statcache
 from snapstore.worktree.changes import ChangedPaths, outermost, under
 from snapstore.worktree.create import Request
 from snapstore.worktree.excludes import GITIGNORE
@@ -104,7 +105,7 @@ def plan_rescan(
     skipped = [entry.path for entry in base.info.skipped]
     if any(printable(path) != path for path in skipped):
         return "the previous checkpoint skipped a path whose name it could not record"
-    changed = _checked([*known.rescan, *base.racy, *skipped])
+    changed = _checked([*known.rescan, *base.racy, *skipped, *_changed_links(request.base, base)])
     refresh = _checked(
         d for d in known.refresh if d != "." and any(under(d, r) for r in request.paths)
     )
@@ -134,6 +135,24 @@ def plan_rescan(
     if (".", ".") in scans:
         return "the whole base directory is to be scanned again"
     return Plan(scans, replaced, refreshed, rows)
+
+
+def _changed_links(base_dir: str, base: Remembered) -> list[str]:
+    """The parent's files with several links that changed since its scan began, or are
+    gone: a write through a link outside the tree changes the file without any event in it.
+    The inode's change time tells (a write sets it, and nothing sets it back), within the
+    racy window."""
+    since_ns = base.started_ns - statcache.RACY_NS
+    changed = []
+    for path in base.linked:
+        try:
+            info = os.lstat(os.path.join(base_dir, path))
+        except OSError:
+            changed.append(path)
+            continue
+        if info.st_ctime_ns >= since_ns:
+            changed.append(path)
+    return changed
 
 
 def _scans(replaced: list[str], requested: list[str]) -> list[tuple[str, str]]:

@@ -10,7 +10,8 @@ its index.
 The remembered objects are used only after they are found stored, under the gc lock the
 create holds shared (so none can go before the commit); an undo backup neither uses nor
 replaces what is remembered. Memory: the previous rows (about 17 MB for 50,000 files) per
-base directory, for at most ``MAX_REMEMBERED`` of them.
+base directory, for at most ``MAX_REMEMBERED`` of them and ``MAX_REMEMBERED_ROWS`` rows in
+all (the oldest are dropped first).
 """
 
 from __future__ import annotations
@@ -30,6 +31,9 @@ from snapstore.repo.repository import Repository
 
 MAX_REMEMBERED = 8
 """Base directories whose last build a process remembers."""
+MAX_REMEMBERED_ROWS = 200_000
+"""Rows remembered in all (about 70 MB): a server checkpointing several large trees keeps
+the most recent."""
 
 
 @dataclass(frozen=True)
@@ -96,9 +100,14 @@ def build(
     with _LOCK:
         previous = _BUILT.get(key)
     trees = None
-    if previous is not None and _all_stored(repo, previous.refs):
+    most = len(rows) // 4
+    if (
+        previous is not None
+        and abs(len(previous.rows) - len(rows)) <= most  # else more than ``most`` differ
+        and _all_stored(repo, previous.refs)
+    ):
         changed, touched = differences(previous.rows, rows, previous.attrs, attrs)
-        if len(changed) + len(touched) <= len(rows) // 4:
+        if len(changed) + len(touched) <= most:
             trees = rebuild_trees(rows, previous.refs, changed, touched, attrs)
     if trees is None:
         trees = build_trees(rows, attrs)
@@ -106,7 +115,9 @@ def build(
         with _LOCK:
             _BUILT[key] = _Built(rows, attrs, trees.refs)
             _BUILT.move_to_end(key)
-            while len(_BUILT) > MAX_REMEMBERED:
+            while len(_BUILT) > MAX_REMEMBERED or (
+                len(_BUILT) > 1 and sum(len(b.rows) for b in _BUILT.values()) > MAX_REMEMBERED_ROWS
+            ):
                 _BUILT.popitem(last=False)
     return trees
 

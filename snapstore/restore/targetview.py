@@ -1,0 +1,163 @@
+"""The target directory as a restore's plan sees it: each path's current kind (one ``lstat``,
+remembered), whether the directories on the way to a path are ready, to be created, kept or
+unsafe, what a directory holds that may be removed, and whether a file already holds an
+entry's bytes."""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Container
+
+from snapstore.format.paths import printable
+from snapstore.fs.sparse import extents_digest
+from snapstore.fs.stamps import file_id
+from snapstore.models import FileEntry
+from snapstore.repo.layout import MARKER_FILE, is_store_root
+from snapstore.repo.loose import new_hasher
+from snapstore.restore.actions import Action, CurrentKind, Keep, Plan, kind_of
+
+READY = "ready"
+FRESH = "fresh"
+KEPT = "kept"
+Chain = str | tuple[str, CurrentKind]
+
+
+def same_content(path: str, entry: FileEntry) -> bool:
+    """True if the regular file at ``path`` hashes to the entry's digest, computed as the
+    entry's was (of its extent map, for a file with holes; never blocks on a FIFO put there
+    since the plan looked)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
+        if entry.extents:
+            return extents_digest(fd, entry.size) == entry.digest
+        hasher = new_hasher(entry.size)
+        while chunk := os.read(fd, 1 << 20):
+            hasher.update(chunk)
+    finally:
+        os.close(fd)
+    return hasher.digest() == entry.digest
+
+
+class TargetView:
+    """The target as planning sees it: lstat results and the state of each directory chain,
+    each looked up once."""
+
+    def __init__(self, target: str, keep: Keep) -> None:
+        self.prefix = os.path.join(target, "")
+        self.keep = keep
+        self.stats: dict[str, os.stat_result | None] = {}
+        self.chains: dict[str, Chain] = {"": READY}
+        self.fresh: set[str] = set()
+        self._kept_dirs: dict[str, bool] = {}
+
+    def is_kept_dir(self, path: str, info: os.stat_result) -> bool:
+        """True if the directory ``path`` (lstat ``info``) is itself to be left alone."""
+        known = self._kept_dirs.get(path)
+        if known is None:
+            known = self.keep.leaves(path, True) or self.keep.holds_store(self.prefix + path, info)
+            self._kept_dirs[path] = known
+        return known
+
+    def current_of(self, path: str) -> CurrentKind | None:
+        if path not in self.stats:
+            try:
+                self.stats[path] = os.lstat(self.prefix + path)
+            except FileNotFoundError:
+                self.stats[path] = None
+        info = self.stats[path]
+        return None if info is None else kind_of(info)
+
+    def chain_of(self, directory: str) -> Chain:
+        """Whether ``directory`` and its ancestors are plain directories in the target now
+        (ready), will be created by this plan (fresh), are or lie in a path to leave alone
+        (kept), or hold a non-directory (unsafe). Ancestors are judged outermost first, so
+        the first problem up the path wins."""
+        pending = []
+        while directory not in self.chains:
+            pending.append(directory)
+            directory = directory.rpartition("/")[0]
+        state = self.chains[directory]
+        for directory in reversed(pending):
+            if state == READY:
+                kind = self.current_of(directory) if directory not in self.fresh else None
+                info = self.stats.get(directory)
+                if kind is None:
+                    state = FRESH
+                elif kind != "dir":
+                    state = (directory, kind)
+                elif info is not None and self.is_kept_dir(directory, info):
+                    state = KEPT
+            self.chains[directory] = state
+        return state
+
+    def holds_kept(self, path: str) -> bool:
+        """True if the directory ``path`` in the target is, or holds at any depth, a path to
+        leave alone (a storage root, a skipped, excluded or special file)."""
+        pending = [path]
+        while pending:
+            directory = pending.pop()
+            absolute = self.prefix + directory
+            try:
+                with os.scandir(absolute) as listing:
+                    children = list(listing)
+            except OSError:
+                continue
+            if any(child.name == MARKER_FILE for child in children) and is_store_root(absolute):
+                return True
+            for child in children:
+                child_path = f"{directory}/{child.name}"
+                info = child.stat(follow_symlinks=False)
+                kind = kind_of(info)
+                if kind == "other" or self.keep.leaves(child_path, kind == "dir"):
+                    return True
+                if kind == "dir":
+                    if file_id(info) in self.keep.store_roots:
+                        return True
+                    pending.append(child_path)
+        return False
+
+    def removals(self, path: str, current: CurrentKind, plan: Plan) -> list[Action]:
+        """The actions that remove ``path`` from the target: one, or, for a directory that
+        holds something to leave alone, one per removable thing in it (the directory stays)."""
+        if current != "dir" or not self.holds_kept(path):
+            return [Action(FileEntry(path, "absent"), "remove", current)]
+        actions: list[Action] = []
+        for child in self.children(path, plan):
+            info = child[1]
+            actions.extend(self.removals(child[0], kind_of(info), plan))
+        return actions
+
+    def children(
+        self, directory: str, plan: Plan, recorded: Container[str] = ()
+    ) -> list[tuple[str, os.stat_result]]:
+        """What ``directory`` holds that may be removed, leaving out the paths in
+        ``recorded`` (never looked at: the plan decides them); what must stay goes to
+        ``plan.kept``."""
+        absolute = self.prefix + directory if directory else self.prefix
+        try:
+            with os.scandir(absolute) as listing:
+                found = list(listing)
+        except FileNotFoundError:
+            return []
+        removable = []
+        for child in found:
+            path = f"{directory}/{child.name}" if directory else child.name
+            if path in recorded:
+                continue
+            info = child.stat(follow_symlinks=False)
+            kind = kind_of(info)
+            if (
+                kind == "other"
+                or self.keep.leaves(path, kind == "dir")
+                or (kind == "dir" and self.keep.holds_store(self.prefix + path, info))
+            ):
+                plan.kept.append(printable(path))
+                continue
+            removable.append((path, info))
+        return removable
