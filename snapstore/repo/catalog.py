@@ -151,16 +151,14 @@ class Catalog:
             raise CorruptManifestError("it sits in a directory its names do not map to")
         return header
 
-    def _cached_header(self, object_name: str, info: ObjectInfo | None) -> Header:
-        """The header of a manifest whose listing gave ``info`` (None: it is no object),
-        decoded again only if the object's version changed."""
+    def _decoded_header(self, object_name: str, info: ObjectInfo | None) -> Header:
+        """The header of a manifest whose listing gave ``info`` (None: it is no object)
+        and the header cache did not know, decoded now and remembered."""
         handle = self.handle(object_name)
         if info is None:
             raise CorruptManifestError(f"{self.backend.describe(handle)} is not a regular file")
-        header = self.header_cache.get(handle, info.version, info.written_ns)
-        if header is None:
-            header = self._checked_header(object_name)
-            self.header_cache.put(handle, info.version, header)
+        header = self._checked_header(object_name)
+        self.header_cache.put(handle, info.version, header)
         return header
 
     def manifests(
@@ -174,12 +172,21 @@ class Catalog:
         """
         prefix = "" if session is None else dir_name(session, "session") + "/"
         listed = self.backend.infos(Kind.MANIFEST, prefix) if cached else None
+        known = (
+            self.header_cache.known(
+                {name: (info.version, info.written_ns) for name, info in listed.items() if info}
+            )
+            if listed
+            else {}
+        )
         for object_name in self.names(session) if listed is None else sorted(listed):
             try:
                 if listed is None:
                     header = self._checked_header(object_name)
                 else:
-                    header = self._cached_header(object_name, listed[object_name])
+                    header = known.get(object_name) or self._decoded_header(
+                        object_name, listed[object_name]
+                    )
             except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
                 continue
             except CorruptManifestError as error:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
 from typing import Any
 
 import msgpack
@@ -67,28 +67,36 @@ class HeaderCache:
             stored.update(self._stored)
             self._stored = stored
 
-    def get(self, handle: Handle, version: Hashable, written_ns: int) -> Header | None:
-        """The header recorded for the manifest ``handle`` if it still has ``version``
-        (written at ``written_ns``)."""
-        key = (self._owner, handle.name)
-        known = _DECODED.get(key)
-        if known is not None and known[0] == version:
-            return known[1]
+    def known(self, listed: Mapping[str, tuple[Hashable, int]]) -> dict[str, Header]:
+        """The headers recorded for the manifests ``listed`` (object name -> version and
+        time written) that still have those versions: one pass for a whole listing."""
+        owner = self._owner
+        found: dict[str, Header] = {}
+        decoded: dict[tuple[str, str], tuple[Hashable, Header]] = {}
         with self._lock:
             if not self._loaded:
                 self._load()
-            stored = self._stored.get(handle.name)
-        prefix = _packed(version)
-        if type(stored) is not bytes or not prefix or not stored.startswith(prefix):
-            return None
-        try:
-            fields = msgpack.unpackb(stored[len(prefix) :], raw=False)
-            header = header_from_values(fields).with_file_time(written_ns)
-        except Exception:  # an entry that does not decode is only a cache miss
-            return None
-        with _DECODED_LOCK:
-            _DECODED[key] = (version, header)
-        return header
+            stored_entries = self._stored
+            for name, (version, written_ns) in listed.items():
+                known = _DECODED.get((owner, name))
+                if known is not None and known[0] == version:
+                    found[name] = known[1]
+                    continue
+                stored = stored_entries.get(name)
+                prefix = _packed(version)
+                if type(stored) is not bytes or not prefix or not stored.startswith(prefix):
+                    continue
+                try:
+                    fields = msgpack.unpackb(stored[len(prefix) :], raw=False)
+                    header = header_from_values(fields).with_file_time(written_ns)
+                except Exception:  # an entry that does not decode is only a cache miss
+                    continue
+                found[name] = header
+                decoded[(owner, name)] = (version, header)
+        if decoded:
+            with _DECODED_LOCK:
+                _DECODED.update(decoded)
+        return found
 
     def put(self, handle: Handle, version: Hashable, header: Header) -> None:
         """Remember the header just decoded from the manifest ``handle``."""
