@@ -21,6 +21,9 @@ READY = "ready"
 FRESH = "fresh"
 KEPT = "kept"
 Chain = str | tuple[str, CurrentKind]
+"""What the directories on the way to a path are: all plain directories now (``READY``), one
+to be created by the plan (``FRESH``), one to leave alone (``KEPT``), or (that directory, what
+it is instead) when one is not a directory."""
 
 
 def same_content(path: str, entry: FileEntry) -> bool:

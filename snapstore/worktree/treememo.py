@@ -8,10 +8,10 @@ what differs (``treebuild.rebuild_trees``), as git keeps the trees of unchanged 
 its index.
 
 The remembered objects are used only after they are found stored, under the gc lock the
-create holds shared (so none can go before the commit); an undo backup neither uses nor
-replaces what is remembered. Memory: the previous rows (about 17 MB for 50,000 files) per
-base directory, for at most ``MAX_REMEMBERED`` of them and ``MAX_REMEMBERED_ROWS`` rows in
-all (the oldest are dropped first).
+create holds shared (so none can go before the commit); an undo backup (a few paths of the
+tree) does not replace what is remembered. Memory: the previous rows (about 17 MB for
+50,000 files) per base directory, for at most ``MAX_REMEMBERED`` of them and
+``MAX_REMEMBERED_ROWS`` rows in all (the oldest are dropped first).
 """
 
 from __future__ import annotations
