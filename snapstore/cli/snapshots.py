@@ -233,7 +233,13 @@ def backups(settings: Settings, session: str) -> None:
 def _entry_row(entry: FileEntry) -> list[str]:
     """One line of the entries table of ``show``."""
     present = entry.kind != "absent"
-    path = f"{entry.path} -> {entry.target}" if entry.kind == "symlink" else entry.path
+    path = entry.path
+    if entry.kind == "symlink":
+        path = f"{path} -> {entry.target}"
+    if entry.link is not None:
+        path = f"{path} (hard link of {entry.link})"
+    if entry.extents:
+        path = f"{path} (holes)"
     return [
         entry.kind,
         f"{entry.mode & 0o7777:04o}" if present else "-",

@@ -374,3 +374,16 @@ def test_cat_missing_path(cli: Cli, project: Path) -> None:
     assert result.code == ExitCode.NOT_FOUND
     assert result.stdout == ""
     assert "nope.txt" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_show_marks_hard_links_and_files_with_holes(cli: Cli, project: Path) -> None:
+    os.link(project / "README.md", project / "src" / "README-link.md")
+    with open(project / "disk.img", "wb") as image:
+        image.truncate(64 << 20)
+    cli.run("create", "s1", ".", "--name", "n1", "--base", str(project))
+    lines = cli.run("show", "s1", "n1").stdout.splitlines()
+    assert any(line.endswith("src/README-link.md (hard link of README.md)") for line in lines)
+    [image_line] = [line for line in lines if "disk.img" in line]
+    kept_holes = os.lstat(project / "disk.img").st_blocks * 512 < 64 << 20
+    assert image_line.endswith("(holes)") == kept_holes
+    assert "64.0 MiB" in image_line
