@@ -112,6 +112,11 @@ class StoreNotFoundError(SnapstoreError, FileNotFoundError):
     """There is no store at the root, and it was opened with ``create=False``."""
 
 
+class FileTooLargeError(SnapstoreError):
+    """A file with holes is too large to be read into memory whole (``SnapStore.read``): a
+    restore writes it with its holes instead."""
+
+
 class InvalidValueError(SnapstoreError, ValueError):
     """A metadata or state value cannot be stored (not msgpack-encodable, or the wrong type)."""
 

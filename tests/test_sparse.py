@@ -14,7 +14,7 @@ from helpers.seam import FailingOperation
 
 import snapstore.fs.sparse as sparse
 from snapstore import CorruptManifestError, RestoreError, SnapStore
-from snapstore.errors import CorruptBlobError, MissingBlobError
+from snapstore.errors import CorruptBlobError, FileTooLargeError, MissingBlobError
 from snapstore.format.extents import (
     BLOCK_BYTES,
     PIECE_BYTES,
@@ -343,3 +343,32 @@ def test_entries_rebuilt_into_trees_keep_their_attributes() -> None:
     with pytest.raises(ValueError, match="format 1"):
         entry_rows(entries)
     assert entry_rows(entries[2:]) == [("c", "file", 0o644, 10, 0, digest, None)]
+
+
+@pytest.mark.parametrize("size", [1 << 40, (1 << 62) + 7], ids=["1 TiB", "2^62"])
+def test_a_huge_size_claimed_for_a_file_with_holes_allocates_nothing(
+    store: SnapStore, size: int
+) -> None:
+    """A forged row claims a file with holes of any size: the map is checked before any
+    memory is set aside for the holes, and a map that does agree still gets a typed error."""
+    _install_hostile(store, encode_map(100, []), size, [])
+    with pytest.raises(CorruptManifestError):  # the map records another size
+        store.read("s", "bad", "f.bin")
+    _install_hostile(store, encode_map(size, []), size, [])
+    with pytest.raises(FileTooLargeError):
+        store.read("s", "bad", "f.bin")
+
+
+def test_a_file_with_holes_over_the_read_limit_is_refused_by_read_not_by_restore(
+    store: SnapStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from snapstore.repo import contents
+
+    monkeypatch.setattr(contents, "MAX_READ_WITH_HOLES", 1 << 20)
+    base = tmp_path / "project"
+    make_sparse(base / "disk.img", 4 * MIB, {MIB: b"data"})
+    store.create("s", "one", ["."], base_dir=base)
+    with pytest.raises(FileTooLargeError, match="restore it instead"):
+        store.read("s", "one", "disk.img")
+    store.restore("s", "one", tmp_path / "out")
+    assert (tmp_path / "out" / "disk.img").read_bytes() == expected_bytes(4 * MIB, {MIB: b"data"})

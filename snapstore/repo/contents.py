@@ -10,10 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from snapstore.errors import CorruptBlobError
+from snapstore.errors import CorruptBlobError, FileTooLargeError
 from snapstore.format.extents import MAX_MAP_BYTES, CorruptExtentMapError, Extent, decode_map
 from snapstore.models import FileEntry
 from snapstore.repo.loose import BlobSource
+
+MAX_READ_WITH_HOLES = 1 << 30
+"""The largest file with holes ``read_content`` materializes (its holes become zeros in
+memory, so a few kilobytes in the store could otherwise ask for any amount)."""
 
 
 def load_map(blobs: BlobSource, digest: bytes, file_size: int) -> list[Extent]:
@@ -42,7 +46,11 @@ def pieces(blobs: BlobSource, entry: FileEntry) -> Iterator[tuple[int, bytes]]:
                 f"blob {entry.digest.hex()} holds {offset} bytes, not the {entry.size} recorded"
             )
         return
-    for extent in load_map(blobs, entry.digest, entry.size):
+    yield from _map_pieces(blobs, load_map(blobs, entry.digest, entry.size))
+
+
+def _map_pieces(blobs: BlobSource, extents: list[Extent]) -> Iterator[tuple[int, bytes]]:
+    for extent in extents:
         data = blobs.read(extent.digest, extent.length)
         if len(data) != extent.length:
             raise CorruptBlobError(
@@ -52,11 +60,18 @@ def pieces(blobs: BlobSource, entry: FileEntry) -> Iterator[tuple[int, bytes]]:
 
 
 def read_content(blobs: BlobSource, entry: FileEntry) -> bytes:
-    """The file's whole bytes, verified (a file with holes gets zeros in them)."""
+    """The file's whole bytes, verified (a file with holes gets zeros in them; its map is
+    checked first, and FileTooLargeError refuses one over ``MAX_READ_WITH_HOLES``)."""
     assert entry.digest is not None
     if not entry.extents:
         return blobs.read(entry.digest, entry.size)
+    extents = load_map(blobs, entry.digest, entry.size)
+    if entry.size > MAX_READ_WITH_HOLES:
+        raise FileTooLargeError(
+            f"{entry.path!r} is a file with holes of {entry.size} bytes, too large to read "
+            f"into memory (at most {MAX_READ_WITH_HOLES}); restore it instead"
+        )
     content = bytearray(entry.size)
-    for offset, data in pieces(blobs, entry):
+    for offset, data in _map_pieces(blobs, extents):
         content[offset : offset + len(data)] = data
     return bytes(content)
