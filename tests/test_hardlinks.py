@@ -299,3 +299,33 @@ def test_a_linked_file_is_read_once_and_a_sparse_group_stays_sparse(
     assert (target / "disk.img").read_bytes() == (base / "disk.img").read_bytes()
     if os.lstat(base / "disk.img").st_blocks * 512 < (1 << 20):
         assert os.lstat(target / "disk.img").st_blocks * 512 < (1 << 20)
+
+
+def test_a_file_replaced_between_the_scan_and_its_read_is_not_recorded_as_a_link(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An editor saves a.txt atomically, with the same bytes, after the scan saw it linked
+    to b.txt: they are two files now, and a restore must not make them one again."""
+    from snapstore.worktree import ingest
+
+    base = tmp_path / "p"
+    write_tree(base, {"a.txt": "same\n"})
+    os.link(base / "a.txt", base / "b.txt")
+    real = ingest.ingest_file
+    saved: list[str] = []
+
+    def saving_first(batch: Any, path: str, *args: Any, **options: Any) -> Any:
+        if path.endswith("a.txt") and not saved:
+            saved.append(path)
+            (base / "a.tmp").write_text("same\n")
+            os.replace(base / "a.tmp", base / "a.txt")
+        return real(batch, path, *args, **options)
+
+    monkeypatch.setattr(ingest, "ingest_file", saving_first)
+    store = SnapStore(tmp_path / "store", durable=False)
+    store.create("s", "one", ["."], base_dir=base)
+    assert saved
+    entries = {entry.path: entry for entry in store.get("s", "one").entries}
+    assert entries["a.txt"].link is None and entries["b.txt"].link is None
+    store.restore("s", "one", tmp_path / "out")
+    assert inode(tmp_path / "out" / "a.txt") != inode(tmp_path / "out" / "b.txt")

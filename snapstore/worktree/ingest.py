@@ -26,7 +26,7 @@ from snapstore.format.extents import Extent, encode_map, map_digest
 from snapstore.format.manifest import EntryRow
 from snapstore.format.tree import FileAttrs
 from snapstore.fs.sparse import has_holes, read_pieces
-from snapstore.fs.stamps import FileId, version
+from snapstore.fs.stamps import FileId, file_id, version
 from snapstore.models import SkippedPath
 from snapstore.repo.batch import BlobBatch, is_small
 from snapstore.repo.loose import CHUNK_BYTES, new_hasher
@@ -251,7 +251,9 @@ def ingest_scan(
                     raise
                 scanned.skipped.append(SkippedPath(path, error.strerror or str(error)))
                 continue
-            if key is not None:
+            if key is not None and file_id(stored.stat) != key:
+                del links[path]  # replaced since the scan: no longer a link of the others
+            elif key is not None:
                 read_inodes[key] = stored
         if cache is not None:
             cache.record(path, stored.stat, stored.digest, stored.extents)
