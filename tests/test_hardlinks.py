@@ -329,3 +329,41 @@ def test_a_file_replaced_between_the_scan_and_its_read_is_not_recorded_as_a_link
     assert entries["a.txt"].link is None and entries["b.txt"].link is None
     store.restore("s", "one", tmp_path / "out")
     assert inode(tmp_path / "out" / "a.txt") != inode(tmp_path / "out" / "b.txt")
+
+
+def _peer_setup(tmp_path: Path) -> tuple[Path, Path]:
+    """A snapshot recording d/a and d/b as two files; in the target now, d/a is a hard link
+    of d/b (and d's mode differs, so the restore's last step is a chmod of d)."""
+    base, root = tmp_path / "project", tmp_path / "store"
+    write_tree(base, {"d/a": "new\n", "d/b": "old\n"})
+    SnapStore(root).create("s", "one", ["."], base_dir=base)
+    (base / "d/a").unlink()
+    os.link(base / "d/b", base / "d/a")
+    os.chmod(base / "d", 0o700)
+    return base, root
+
+
+def test_a_rollback_links_again_what_the_restore_unlinked(tmp_path: Path) -> None:
+    """The restore replaces d/a (publishing it breaks its link to d/b), then fails on its
+    last step: putting the target back makes d/a and d/b one file again."""
+    probe = FailingOperation("fchmod", OSError(5, "EIO"), nth=0)
+    _, probe_root = _peer_setup(tmp_path / "probe")
+    SnapStore(probe_root, fs=probe).restore("s", "one")
+    base, root = _peer_setup(tmp_path / "failing")
+    failing = SnapStore(root, fs=FailingOperation("fchmod", OSError(5, "EIO"), nth=probe.matched))
+    with pytest.raises(RestoreError) as raised:
+        failing.restore("s", "one")
+    assert raised.value.rolled_back
+    assert read_files(base / "d") == {"a": b"old\n", "b": b"old\n"}
+    assert inode(base / "d/a") == inode(base / "d/b")
+
+
+def test_undo_links_again_what_the_restore_unlinked(tmp_path: Path) -> None:
+    base, root = _peer_setup(tmp_path)
+    store = SnapStore(root)
+    store.restore("s", "one")
+    assert read_files(base / "d") == {"a": b"new\n", "b": b"old\n"}
+    assert inode(base / "d/a") != inode(base / "d/b")
+    store.undo("s")
+    assert read_files(base / "d") == {"a": b"old\n", "b": b"old\n"}
+    assert inode(base / "d/a") == inode(base / "d/b")

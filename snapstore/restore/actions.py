@@ -49,6 +49,10 @@ class Plan:
     linked: set[str] = field(default_factory=set)
     """The hard-link groups the plan writes, by the ``link`` their members name: the first
     of each written becomes a file, the others links of it."""
+    link_peers: set[str] = field(default_factory=set)
+    """Recorded paths the plan leaves as they are that are, in the target, hard links of a
+    file it replaces: the undo backup keeps them too, so that putting the target back makes
+    them one file again."""
 
     @property
     def changes(self) -> list[Action]:
@@ -70,6 +74,9 @@ class Plan:
                 covered.add(path)
                 if action.current == "dir":
                     recursive.add(path)
+        for path in sorted(self.link_peers - covered):
+            if not any(parent in covered for parent in parents(path)):
+                paths.append(path)
         return paths, recursive
 
     def written_dirs(self) -> list[str]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from operator import attrgetter
 
 from snapstore.errors import UnsafePathError
@@ -22,6 +22,7 @@ from snapstore.format.paths import (
     nearest_listed_ancestor,
     printable,
 )
+from snapstore.fs.stamps import file_id
 from snapstore.models import FileEntry
 from snapstore.restore.actions import (
     Action,
@@ -147,8 +148,35 @@ def make_plan(
     _add_extras(plan, view, entries, complete)
     plan.actions.sort(key=attrgetter("entry.path"))
     plan.linked = settle_links(plan.actions, view.stats)
+    plan.link_peers = _link_peers(plan, view.stats)
     plan.kept = sorted(set(plan.kept))
     return plan
+
+
+def _link_peers(plan: Plan, stats: Mapping[str, os.stat_result | None]) -> set[str]:
+    """The recorded paths that share an inode, in the target, with a file the plan replaces
+    or removes, and are not changed themselves (see ``Plan.link_peers``)."""
+    replaced = [
+        info
+        for action in plan.changes
+        if action.current == "file"
+        and action.operation != "chmod"
+        and (info := stats.get(action.entry.path)) is not None
+        and info.st_nlink > 1
+    ]
+    if not replaced:
+        return set()
+    wanted = {file_id(info) for info in replaced}
+    changed = {action.entry.path for action in plan.changes}
+    return {
+        path
+        for path, info in stats.items()
+        if info is not None
+        and path not in changed
+        and stat.S_ISREG(info.st_mode)
+        and info.st_nlink > 1
+        and file_id(info) in wanted
+    }
 
 
 def _left_alone(view: TargetView, path: str, current: CurrentKind, info: os.stat_result) -> bool:
