@@ -18,7 +18,7 @@ from snapstore.format.manifest import encode
 from snapstore.format.packfile import KIND_DATA, KIND_TREE
 from snapstore.format.tree import encode_tree, tree_ref
 from snapstore.fs.seam import FileSystem
-from snapstore.models import SnapshotInfo
+from snapstore.models import FileEntry, SnapshotInfo
 from snapstore.repo.batch import BlobBatch
 
 
@@ -367,3 +367,18 @@ def test_undo_links_again_what_the_restore_unlinked(tmp_path: Path) -> None:
     store.undo("s")
     assert read_files(base / "d") == {"a": b"old\n", "b": b"old\n"}
     assert inode(base / "d/a") == inode(base / "d/b")
+
+
+def test_a_link_group_is_read_ahead_once(tmp_path: Path) -> None:
+    """Read-ahead (object storage) asks for the blobs a restore reads, in its order: of a
+    link group only the first member's, so the queue never waits for a blob nobody asks for."""
+    from snapstore.restore.actions import Action
+    from snapstore.restore.apply import files_in_order
+
+    digest = b"d" * 32
+    first = FileEntry("a/x", "file", 0o644, 5, 0, digest)
+    second = FileEntry("b/y", "file", 0o644, 5, 0, digest, link="a/x")
+    alone = FileEntry("c/z", "file", 0o644, 5, 0, digest)
+    changes = [Action(entry, "create", None) for entry in (first, second, alone)]
+    assert files_in_order(changes, {"a/x"}) == [(digest, 5), (digest, 5)]
+    assert files_in_order(changes, set()) == [(digest, 5)] * 3

@@ -14,7 +14,7 @@ import contextlib
 import os
 import stat
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Set
 
 from snapstore.errors import UnsafePathError
 from snapstore.fs.durable import discard, ensure_dir, temp_name
@@ -199,7 +199,7 @@ def apply_plan(
     modes of directories (last, so a read-only directory can still be filled)."""
     changes = plan.changes
     handles = DirHandles(fs, plan.target, durable=durable)
-    source = read_ahead(blobs, _files_in_order(changes))
+    source = read_ahead(blobs, files_in_order(changes, plan.linked))
     staged = StagedFiles(fs, source, handles, durable=durable, linked=plan.linked)
     try:
         for action in sorted(changes, key=lambda a: a.entry.path, reverse=True):
@@ -245,15 +245,22 @@ def apply_plan(
             source.close()
 
 
-def _files_in_order(changes: list[Action]) -> list[tuple[bytes, int]]:
-    """The blobs a plan's changes write, in the order ``apply_plan`` writes them."""
-    return [
-        (a.entry.digest, a.entry.size)
-        for a in changes
-        if a.operation not in ("remove", "chmod")
-        and a.entry.kind == "file"
-        and a.entry.digest is not None
-    ]
+def files_in_order(changes: list[Action], linked: Set[str]) -> list[tuple[bytes, int]]:
+    """The blobs a plan's changes read, in the order ``apply_plan`` reads them: of a link
+    group it writes (``linked``), only its first member's (the others become links)."""
+    wanted: list[tuple[bytes, int]] = []
+    groups_read: set[str] = set()
+    for action in changes:
+        entry = action.entry
+        if action.operation in ("remove", "chmod") or entry.kind != "file" or not entry.digest:
+            continue
+        group = entry.link or entry.path
+        if group in linked:
+            if group in groups_read:
+                continue
+            groups_read.add(group)
+        wanted.append((entry.digest, entry.size))
+    return wanted
 
 
 def _set_dir_modes(
