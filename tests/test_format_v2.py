@@ -136,6 +136,7 @@ HOSTILE_ROOTS = {
     "parent without a subtree": [("f", "parent", 0, 0, 0, None, None)],
     "dir naming a tree of no size": [("f", "dir", 0o755, 0, 0, DIGEST, None)],
     "bad mode": [("f", "file", 0o17777, 3, 0, DIGEST, None)],
+    "a size no file can have": [("f", "file", 0o644, 2**63, 0, DIGEST, None)],
     "short row": [("f", "file", 0o644)],
 }
 

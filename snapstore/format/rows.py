@@ -54,7 +54,7 @@ def rows_need_no_row_checks(rows: list[Any]) -> bool:
         return False
     for column, low, high in (
         (modes, 0, 0o7777),
-        (sizes, 0, 2**64 - 1),
+        (sizes, 0, 2**63 - 1),
         (mtimes, -(2**63), 2**63 - 1),
     ):
         # type() is int: msgpack decodes integers as plain int, never bool or a subclass.
@@ -84,7 +84,7 @@ def check_entry_row(raw: Any) -> None:
     _require(kind in ENTRY_KINDS, f"entry {path!r} has unknown kind {kind!r}")
     # type() is int: msgpack decodes integers as plain int, never bool or a subclass.
     _require(type(mode) is int and 0 <= mode <= 0o7777, f"entry {path!r} has bad mode")
-    _require(type(size) is int and 0 <= size < 2**64, f"entry {path!r} has bad size")
+    _require(type(size) is int and 0 <= size < 2**63, f"entry {path!r} has bad size")
     _require(
         type(mtime_ns) is int and -(2**63) <= mtime_ns < 2**63, f"entry {path!r} has bad mtime"
     )

@@ -104,7 +104,7 @@ def _rows_look_valid(rows: list[Any]) -> bool:
         return False
     for column, low, high in (
         (modes, 0, 0o7777),
-        (sizes, 0, 2**64 - 1),
+        (sizes, 0, 2**63 - 1),
         (mtimes, -(2**63), 2**63 - 1),
     ):
         if set(map(type, column)) != {int} or min(column) < low or max(column) > high:
@@ -170,7 +170,7 @@ def check_tree_row(raw: Any) -> None:
     _require(kind in TREE_KINDS, f"tree row {name!r} has unknown kind {kind!r}")
     # type() is int: msgpack decodes integers as plain int, never bool or a subclass.
     _require(type(mode) is int and 0 <= mode <= 0o7777, f"tree row {name!r} has a bad mode")
-    _require(type(size) is int and 0 <= size < 2**64, f"tree row {name!r} has a bad size")
+    _require(type(size) is int and 0 <= size < 2**63, f"tree row {name!r} has a bad size")
     _require(
         type(mtime_ns) is int and -(2**63) <= mtime_ns < 2**63, f"tree row {name!r} has bad mtime"
     )
