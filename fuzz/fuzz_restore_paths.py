@@ -22,7 +22,7 @@ from pathlib import Path
 from snapstore.errors import UnsafePathError
 from snapstore.format.paths import check_relative_path, parents
 from snapstore.models import FileEntry
-from snapstore.restore import make_plan
+from snapstore.restore.plan import make_plan
 
 KINDS = {"f": "file", "d": "dir", "l": "symlink", "a": "absent"}
 DIGEST = bytes(32)

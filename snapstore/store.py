@@ -5,6 +5,9 @@ pipeline to ``worktree.create``, restores and undos to ``restore.job``, sweeps, 
 to ``maintenance``, reads and listings to ``repo.repository``. Every public method is safe to
 call from any number of threads sharing one ``SnapStore``, and from any number of processes
 sharing one root: each takes the locks docs/concurrency.md lists.
+
+Those modules are imported when an operation first needs them, so a process that only lists
+or reads (a command line run) does not load the create, restore and gc code.
 """
 
 from __future__ import annotations
@@ -12,19 +15,16 @@ from __future__ import annotations
 import builtins
 import dataclasses
 import os
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from snapstore.compare import diff_entries, diff_plan, path_history
 from snapstore.errors import InvalidValueError, SnapshotNotFound
 from snapstore.format.times import time_to_ns, ttl_seconds
 from snapstore.fs.seam import LOCAL, FileSystem
-from snapstore.maintenance.gc import collect
-from snapstore.maintenance.sweep import sweep
-from snapstore.maintenance.verify import verify
 from snapstore.models import (
     DiffReport,
     GcReport,
@@ -39,9 +39,11 @@ from snapstore.repo.backend import Backend
 from snapstore.repo.catalog import manifest_name
 from snapstore.repo.opening import open_backend
 from snapstore.repo.repository import LATEST, Repository
-from snapstore.restore.job import RestoreJob
-from snapstore.worktree.create import checkpoint_request, take_snapshot
-from snapstore.worktree.incremental import ChangeSource, IncrementalReport, take_incremental
+from snapstore.restore.journal import JournalDir
+
+if TYPE_CHECKING:
+    from snapstore.restore.job import RestoreJob
+    from snapstore.worktree.incremental import ChangeSource, IncrementalReport
 
 Progress = Callable[[int, int], None]
 Duration = float | int | timedelta
@@ -79,15 +81,28 @@ class SnapStore:
         self.fs = fs or LOCAL
         root = open_backend(root, fs=self.fs, durable=durable, lock_timeout=lock_timeout)
         self.repo = Repository(root, create=create)
-        self._restores = RestoreJob(self.repo, self.fs, durable=durable, undo_depth=undo_depth)
+        self._restore_job: RestoreJob | None = None
+        self._restore_job_lock = threading.Lock()
         # The parts, for tools and tests that look inside.
         self.backend, self.root, self.read_only = root, self.repo.root, self.repo.read_only
         self.blobs, self.catalog = self.repo.blobs, self.repo.catalog
         self.namespace_lock, self.gc_lock = self.repo.namespace_lock, self.repo.gc_lock
-        self.target_locks, self.journals = self.repo.target_locks, self._restores.journals
+        self.target_locks, self.journals = self.repo.target_locks, JournalDir(root)
         self.blobs_in_use = self.repo.blobs_in_use
-        if not self.repo.read_only:
+        if not self.repo.read_only and self.journals.pending():
             self._restores.recovery.recover_all()
+
+    @property
+    def _restores(self) -> RestoreJob:
+        """Restores, undos and their recovery (made on first use)."""
+        with self._restore_job_lock:
+            if self._restore_job is None:
+                from snapstore.restore.job import RestoreJob
+
+                self._restore_job = RestoreJob(
+                    self.repo, self.fs, durable=self.durable, undo_depth=self.undo_depth
+                )
+            return self._restore_job
 
     def __repr__(self) -> str:
         return f"SnapStore({self.root!r})"
@@ -145,6 +160,8 @@ class SnapStore:
         (session, name), if any, stays as it was. Waits for a restore into ``base_dir`` (or a
         directory holding it) to finish. ``SnapshotInfo.replaced`` says whether it replaced one.
         """
+        from snapstore.worktree.create import checkpoint_request, take_snapshot
+
         request = checkpoint_request(
             self.repo,
             session,
@@ -192,6 +209,9 @@ class SnapStore:
         (``ChangedPaths``), or None if that is not known. Any doubt makes it a full create
         (``IncrementalReport.scan`` and ``reason`` say so); what it commits is what ``create``
         would. See ``worktree.incremental`` for why it never records a stale file."""
+        from snapstore.worktree.create import checkpoint_request
+        from snapstore.worktree.incremental import take_incremental
+
         request = checkpoint_request(
             self.repo,
             session,
@@ -329,6 +349,8 @@ class SnapStore:
         without ``other``, what a restore of ``name`` into ``target`` (default: its base dir)
         would change. Every path is listed on its own: a directory added or removed comes with
         everything in it."""
+        from snapstore.compare import diff_entries, diff_plan
+
         if isinstance(other, os.PathLike):
             raise InvalidValueError("diff compares two snapshots; pass a directory as target=")
         if other is not None:
@@ -342,6 +364,8 @@ class SnapStore:
         """The checkpoints of a session (oldest first) in which ``path`` changed: where it first
         appears, and each where its kind, mode, size, digest or link target differs from the
         checkpoint before (an entry of None: gone from that one on). Reads manifests only."""
+        from snapstore.compare import path_history
+
         return path_history(self.repo, session, path)
 
     # ----------------------------------------------------------------- delete and sweep
@@ -372,6 +396,8 @@ class SnapStore:
         a clock running ahead cannot push into the future; snapshots whose recorded time is
         ahead of their file's are reported in ``SweepReport.future_stamped``.
         """
+        from snapstore.maintenance.sweep import sweep
+
         now_ns = time_to_ns(now) if now is not None else time.time_ns()
         return sweep(
             self.repo, ttl=ttl_seconds(ttl), keep_last=keep_last, now_ns=now_ns, dry_run=dry_run
@@ -386,6 +412,8 @@ class SnapStore:
         it meanwhile), then reports that it was skipped. A corrupt manifest stops blob
         deletion (its references are unknown).
         """
+        from snapstore.maintenance.gc import collect
+
         return collect(self.repo, dry_run=dry_run)
 
     def upgrade(self) -> GcReport:
@@ -393,7 +421,7 @@ class SnapStore:
         every format 1 manifest and pack (every gc does so as it goes; this is the way to
         do it now). Crash-safe at every step; a run that is stopped is taken up by the next
         (see docs/format.md, "Converting a format 1 store")."""
-        return collect(self.repo, dry_run=False)
+        return self.gc()
 
     @property
     def format_version(self) -> int:
@@ -404,6 +432,8 @@ class SnapStore:
         """Check every committed snapshot (undo backups too): manifests decode, referenced
         blobs exist (and, with ``deep``, hash right). Temp files and unreferenced blobs are
         listed as garbage."""
+        from snapstore.maintenance.verify import verify
+
         return verify(self.repo, deep=deep, progress=progress)
 
     # ----------------------------------------------------------------- state values

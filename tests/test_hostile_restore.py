@@ -33,7 +33,7 @@ from snapstore import (
 )
 from snapstore.format.manifest import CHECKSUM_BYTES, MAGIC, PRELUDE, encode, entry_rows
 from snapstore.models import FileEntry, SnapshotInfo
-from snapstore.restore import make_plan
+from snapstore.restore.plan import make_plan
 
 PAYLOAD = b"pwned\n"
 

@@ -6,7 +6,6 @@ import contextlib
 import os
 import select
 import sys
-import traceback
 from collections.abc import Iterator, Sequence
 from typing import Any, NoReturn
 
@@ -248,13 +247,21 @@ def run(args: Sequence[str]) -> int:
         return _fail(type(cause).__name__, _describe(cause), json_output, exit_code_for(cause))
     except (SnapstoreError, OSError) as error:
         if debug:
-            traceback.print_exc()
+            _print_traceback()
         return _fail(type(error).__name__, _describe(error), json_output, exit_code_for(error))
     except Exception as error:
         if debug:
-            traceback.print_exc()
+            _print_traceback()
         message = f"internal error: {type(error).__name__}: {_describe(error)} (rerun with --debug)"
         return _fail(type(error).__name__, message, json_output, ExitCode.ERROR)
+
+
+def _print_traceback() -> None:
+    """The traceback of the error being handled, on stderr (``--debug``); ``traceback`` is
+    imported only then, as a run that succeeds never needs it."""
+    import traceback
+
+    traceback.print_exc()
 
 
 def main(argv: Sequence[str] | None = None) -> NoReturn:

@@ -10,8 +10,6 @@ them is raised as a typed error here, never swallowed.
 
 from __future__ import annotations
 
-import calendar
-import email.utils
 import errno
 import os
 from dataclasses import dataclass
@@ -140,6 +138,9 @@ def client_errors() -> tuple[type[BaseException], ...]:
 
 def http_time_ns(value: str | None) -> int | None:
     """An HTTP date (``Date``, ``Last-Modified``) in nanoseconds since the epoch."""
+    import calendar  # here: local stores never pay for email's imports
+    import email.utils
+
     if not value:
         return None
     parsed = email.utils.parsedate_tz(value)

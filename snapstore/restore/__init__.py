@@ -6,21 +6,3 @@ out through directory descriptors, ``writes`` publishes restored files in flushe
 undo backup, the journal, the rollback), and ``recovery`` finishes or rolls back a restore
 that was killed.
 """
-
-from snapstore.errors import PathNotInSnapshotError
-from snapstore.format.paths import select_entries
-from snapstore.restore.actions import Action, Keep, Plan
-from snapstore.restore.apply import apply_plan, remove_tree
-from snapstore.restore.plan import complete_dirs, make_plan
-
-__all__ = [
-    "Action",
-    "Keep",
-    "PathNotInSnapshotError",
-    "Plan",
-    "apply_plan",
-    "complete_dirs",
-    "make_plan",
-    "remove_tree",
-    "select_entries",
-]
