@@ -132,7 +132,11 @@ class Recovery:
 
     def _changed_since(self, journal: Journal, rollback: Plan) -> bool:
         """True if some path the rollback would change holds neither its state before the
-        interrupted restore nor the one that restore was writing (someone changed it since)."""
+        interrupted restore nor the one that restore was writing (someone changed it since).
+
+        A directory the rollback removes was made by the interrupted restore: everything in
+        it must be what that restore wrote, so its whole subtree is compared, and anything
+        else found in it counts as changed."""
         try:
             restoring = self.repo.files_manifest(journal.session, journal.restoring)
         except (SnapshotNotFound, CorruptManifestError):
@@ -144,11 +148,27 @@ class Recovery:
             for path in changed
         ):
             return True
-        check = make_plan(
-            [recorded[path] for path in changed if path in recorded],
-            journal.target,
-            keep_special_bits=journal.keep_special_bits,
+        cleared = tuple(
+            action.entry.path + "/"
+            for action in rollback.changes
+            if action.clears_existing and action.current == "dir"
         )
+        to_check = {path for path in changed if path in recorded}
+        if cleared:
+            to_check.update(path for path in recorded if path.startswith(cleared))
+        try:
+            check = make_plan(
+                [recorded[path] for path in to_check],
+                journal.target,
+                complete=[
+                    path
+                    for path in to_check
+                    if recorded[path].kind == "dir" and (path + "/").startswith(cleared)
+                ],
+                keep_special_bits=journal.keep_special_bits,
+            )
+        except SnapstoreError:
+            return True
         return any(not _still_as_restoring(action) for action in check.actions)
 
     def _keep_current(self, journal: Journal, plan: Plan, restoring: str) -> None:
