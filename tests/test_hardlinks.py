@@ -382,3 +382,42 @@ def test_a_link_group_is_read_ahead_once(tmp_path: Path) -> None:
     changes = [Action(entry, "create", None) for entry in (first, second, alone)]
     assert files_in_order(changes, {"a/x"}) == [(digest, 5), (digest, 5)]
     assert files_in_order(changes, set()) == [(digest, 5)] * 3
+
+
+def test_a_mode_change_never_reaches_a_link_outside_the_target(tmp_path: Path) -> None:
+    """A target file with the snapshot's bytes but another mode, hard-linked from outside
+    the target (a ``cp -al`` copy, a package store): the restore writes it again rather than
+    changing the mode of the shared inode, so the outside file keeps its mode."""
+    base, root = tmp_path / "p", tmp_path / "store"
+    write_tree(base, {"a.txt": "same\n"})
+    (base / "a.txt").chmod(0o644)
+    store = SnapStore(root)
+    store.create("s", "one", ["."], base_dir=base)
+    outside = tmp_path / "secret.txt"
+    outside.write_text("same\n")
+    outside.chmod(0o600)
+    (base / "a.txt").unlink()
+    os.link(outside, base / "a.txt")
+    report = store.restore("s", "one")
+    assert report.written == ["a.txt"]
+    assert (base / "a.txt").stat().st_mode & 0o777 == 0o644
+    assert outside.stat().st_mode & 0o777 == 0o600
+    assert inode(base / "a.txt") != inode(outside)
+    store.undo("s")  # the link outside is not the snapshot's to put back; the mode is
+    assert (base / "a.txt").stat().st_mode & 0o777 == 0o600
+
+
+def test_a_recorded_link_group_whole_in_the_target_changes_mode_in_place(
+    tmp_path: Path,
+) -> None:
+    base, root = tmp_path / "p", tmp_path / "store"
+    write_tree(base, {"a": "same\n"})
+    os.link(base / "a", base / "b")
+    (base / "a").chmod(0o640)
+    store = SnapStore(root)
+    store.create("s", "one", ["."], base_dir=base)
+    (base / "a").chmod(0o600)
+    before = inode(base / "a")
+    store.restore("s", "one")
+    assert inode(base / "a") == inode(base / "b") == before
+    assert (base / "b").stat().st_mode & 0o777 == 0o640

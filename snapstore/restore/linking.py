@@ -27,8 +27,11 @@ _IN_PLACE = ("unchanged", "chmod")
 def _split_shared(actions: list[Action], stats: Mapping[str, os.stat_result | None]) -> None:
     """Write again the files left in place that share an inode in the target with a file of
     another group (or with one the snapshot records on its own): editing one must not change
-    the other, as it did not when the snapshot was taken."""
+    the other, as it did not when the snapshot was taken. A file whose mode must change and
+    whose inode has links the plan does not hold (outside the target, or paths it does not
+    restore) is written again too: a chmod of the shared inode would change them as well."""
     by_inode: dict[FileId, list[int]] = {}
+    links: dict[FileId, int] = {}
     for i, action in enumerate(actions):
         info = stats.get(action.entry.path)
         if (
@@ -37,11 +40,14 @@ def _split_shared(actions: list[Action], stats: Mapping[str, os.stat_result | No
             and action.entry.kind == "file"
             and action.operation in _IN_PLACE
         ):
-            by_inode.setdefault(file_id(info), []).append(i)
-    for found in by_inode.values():
+            identity = file_id(info)
+            by_inode.setdefault(identity, []).append(i)
+            links[identity] = info.st_nlink
+    for identity, found in by_inode.items():
         keys = [_group_of(actions[i].entry) for i in found]
+        links_elsewhere = links[identity] > len(found)
         for i, key in zip(found, keys, strict=True):
-            if key != keys[0]:
+            if key != keys[0] or (links_elsewhere and actions[i].operation == "chmod"):
                 actions[i] = actions[i]._replace(operation="replace")
 
 
