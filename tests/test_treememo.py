@@ -163,3 +163,45 @@ def test_the_oldest_trees_are_forgotten_beyond_the_budget(
         store.create("s", name, ["."], base_dir=tmp_path / name)
     remembered = [base for _, base in treememo._BUILT]
     assert remembered == [str(tmp_path / "b"), str(tmp_path / "c")]
+
+
+@pytest.mark.parametrize("module_lock", ["treememo", "headercache"])
+def test_a_child_forked_while_another_thread_holds_a_memo_lock_can_create(
+    tmp_path: Path, module_lock: str
+) -> None:
+    """The memos shared by every store of a process are locked by module-level locks; a
+    child forked while another thread holds one must not inherit it held (it would hang)."""
+    import signal
+    import threading
+
+    from snapstore.repo import headercache
+
+    base = tmp_path / "p"
+    write_tree(base, {"a.txt": "a"})
+    store = SnapStore(tmp_path / "store", durable=False)
+    store.create("s", "one", ["."], base_dir=base)
+    lock = treememo._LOCK if module_lock == "treememo" else headercache._DECODED_LOCK
+    inside, leave = threading.Event(), threading.Event()
+
+    def holding() -> None:
+        with lock:
+            inside.set()
+            leave.wait()
+
+    thread = threading.Thread(target=holding)
+    thread.start()
+    inside.wait()
+    pid = os.fork()
+    if pid == 0:
+        signal.alarm(10)
+        try:
+            child = SnapStore(tmp_path / "store", durable=False)
+            child.create("s", "two", ["."], base_dir=base)
+            child.list()
+            os._exit(0)
+        except BaseException:
+            os._exit(1)
+    leave.set()
+    thread.join()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

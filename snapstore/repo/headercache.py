@@ -11,6 +11,7 @@ costs speed. It is never used to decide what to delete: sweep and gc read the ma
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from collections.abc import Hashable, Mapping
 from typing import Any
@@ -31,6 +32,15 @@ _DECODED: dict[tuple[str, str], tuple[Hashable, Header]] = {}
 of the process (the in-process cache docs/concurrency.md allows: keyed by version). Changed
 only under ``_DECODED_LOCK``."""
 _DECODED_LOCK = threading.Lock()
+
+
+def _new_lock_in_child() -> None:
+    """A forked child starts with a free lock (another thread may have held it mid-fork)."""
+    global _DECODED_LOCK
+    _DECODED_LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_new_lock_in_child)
 
 
 def _packed(version: Hashable) -> bytes:

@@ -16,6 +16,7 @@ tree) does not replace what is remembered. Memory: the previous rows (about 17 M
 
 from __future__ import annotations
 
+import os
 import threading
 from bisect import bisect_left
 from collections import OrderedDict
@@ -47,6 +48,15 @@ path_of = itemgetter(0)
 
 _BUILT: OrderedDict[tuple[str, str], _Built] = OrderedDict()
 _LOCK = threading.Lock()
+
+
+def _new_lock_in_child() -> None:
+    """A forked child starts with a free lock (another thread may have held it mid-fork)."""
+    global _LOCK
+    _LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_new_lock_in_child)
 
 
 def differences(
