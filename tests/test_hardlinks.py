@@ -421,3 +421,32 @@ def test_a_recorded_link_group_whole_in_the_target_changes_mode_in_place(
     store.restore("s", "one")
     assert inode(base / "a") == inode(base / "b") == before
     assert (base / "b").stat().st_mode & 0o777 == 0o640
+
+
+def test_undo_relinks_a_removed_extra_file_to_its_unchanged_peer(tmp_path: Path) -> None:
+    base, root = tmp_path / "p", tmp_path / "store"
+    write_tree(base, {"keep.txt": "same\n"})
+    store = SnapStore(root)
+    store.create("s", "one", ["."], base_dir=base)
+    os.link(base / "keep.txt", base / "extra.txt")
+    report = store.restore("s", "one")
+    assert report.removed == ["extra.txt"]
+    store.undo("s")
+    assert read_files(base) == {"keep.txt": b"same\n", "extra.txt": b"same\n"}
+    assert inode(base / "keep.txt") == inode(base / "extra.txt")
+
+
+def test_undo_relinks_a_file_in_a_removed_directory_to_its_unchanged_peer(
+    tmp_path: Path,
+) -> None:
+    base, root = tmp_path / "p", tmp_path / "store"
+    write_tree(base, {"keep.txt": "same\n"})
+    store = SnapStore(root)
+    store.create("s", "one", ["."], base_dir=base)
+    (base / "junk/deeper").mkdir(parents=True)
+    os.link(base / "keep.txt", base / "junk/deeper/f")
+    store.restore("s", "one")
+    assert not (base / "junk").exists()
+    store.undo("s")
+    assert (base / "junk/deeper/f").read_bytes() == b"same\n"
+    assert inode(base / "keep.txt") == inode(base / "junk/deeper/f")

@@ -22,7 +22,7 @@ from snapstore.format.paths import (
     nearest_listed_ancestor,
     printable,
 )
-from snapstore.fs.stamps import file_id
+from snapstore.fs.stamps import FileId, file_id
 from snapstore.models import FileEntry
 from snapstore.restore.actions import (
     Action,
@@ -155,18 +155,21 @@ def make_plan(
 
 def _link_peers(plan: Plan, stats: Mapping[str, os.stat_result | None]) -> set[str]:
     """The recorded paths that share an inode, in the target, with a file the plan replaces
-    or removes, and are not changed themselves (see ``Plan.link_peers``)."""
-    replaced = [
-        info
+    or removes (on its own, or inside a directory it removes), and are not changed themselves
+    (see ``Plan.link_peers``)."""
+    wanted = {
+        file_id(info)
         for action in plan.changes
         if action.current == "file"
         and action.operation != "chmod"
         and (info := stats.get(action.entry.path)) is not None
         and info.st_nlink > 1
-    ]
-    if not replaced:
+    }
+    for action in plan.changes:
+        if action.current == "dir" and action.clears_existing:
+            wanted.update(_linked_files_under(os.path.join(plan.target, action.entry.path)))
+    if not wanted:
         return set()
-    wanted = {file_id(info) for info in replaced}
     changed = {action.entry.path for action in plan.changes}
     return {
         path
@@ -177,6 +180,30 @@ def _link_peers(plan: Plan, stats: Mapping[str, os.stat_result | None]) -> set[s
         and info.st_nlink > 1
         and file_id(info) in wanted
     }
+
+
+def _linked_files_under(directory: str) -> set[FileId]:
+    """The identities of the files with several links in a directory's subtree, walked
+    without following symlinks (what cannot be listed is passed over: it only costs the
+    undo a link)."""
+    found: set[FileId] = set()
+    pending = [directory]
+    while pending:
+        try:
+            with os.scandir(pending.pop()) as listing:
+                children = list(listing)
+        except OSError:
+            continue
+        for child in children:
+            try:
+                info = child.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if stat.S_ISDIR(info.st_mode):
+                pending.append(child.path)
+            elif stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
+                found.add(file_id(info))
+    return found
 
 
 def _left_alone(view: TargetView, path: str, current: CurrentKind, info: os.stat_result) -> bool:

@@ -154,6 +154,7 @@ class TargetView:
             if path in recorded:
                 continue
             info = child.stat(follow_symlinks=False)
+            self.stats[path] = info
             kind = kind_of(info)
             if (
                 kind == "other"
