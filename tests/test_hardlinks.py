@@ -450,3 +450,29 @@ def test_undo_relinks_a_file_in_a_removed_directory_to_its_unchanged_peer(
     store.undo("s")
     assert (base / "junk/deeper/f").read_bytes() == b"same\n"
     assert inode(base / "keep.txt") == inode(base / "junk/deeper/f")
+
+
+def test_a_restore_killed_between_the_renames_of_a_group_is_undone_without_a_backup(
+    tmp_path: Path,
+) -> None:
+    """Killed after one name of a link group was renamed into place and before the other:
+    the other still holds its state from before the restore, so the rollback keeps no backup
+    (nothing was changed since), and the killed restore leaves no trace in the undo history."""
+    for nth in range(1, 20):
+        base, root = tmp_path / f"p{nth}", tmp_path / f"store{nth}"
+        write_tree(base, {"a": "new\n"})
+        os.link(base / "a", base / "b")
+        SnapStore(root).create("s", "one", ["."], base_dir=base)
+        for name in ("a", "b"):
+            (base / name).unlink()
+        (base / "a").write_text("old\n")
+        os.link(base / "a", base / "b")
+        _killed(root, None, KillAtOperation("replace", nth))
+        if read_files(base) == {"a": b"new\n", "b": b"old\n"}:
+            break
+    else:
+        pytest.fail("no kill left one name of the group renamed and the other not")
+    store = SnapStore(root)
+    assert read_files(base) == {"a": b"old\n", "b": b"old\n"}
+    assert inode(base / "a") == inode(base / "b")
+    assert store.backups("s") == []

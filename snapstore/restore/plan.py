@@ -84,6 +84,7 @@ def make_plan(
     keep: Keep = NOTHING_KEPT,
     keep_special_bits: bool = False,
     known_digest: KnownDigest | None = None,
+    links: bool = True,
 ) -> Plan:
     """Decide what restoring ``entries`` into ``target`` changes; writes nothing.
 
@@ -93,7 +94,8 @@ def make_plan(
     UnsafePathError for entries that would collide on a case-insensitive or normalizing
     filesystem, for entries beneath one that is not a directory, for a symlink or file in the
     target where a path needs a parent directory the snapshot does not itself record, and
-    for a directory to replace that holds something to leave alone.
+    for a directory to replace that holds something to leave alone. ``links=False`` judges
+    each path on its own (kind, content, mode), leaving hard links out of it.
     """
     # Path order: a directory's own action is decided before anything beneath it.
     entries = sorted(entries, key=attrgetter("path"))
@@ -147,8 +149,9 @@ def make_plan(
         plan.actions.append(Action(entry, operation, current))
     _add_extras(plan, view, entries, complete)
     plan.actions.sort(key=attrgetter("entry.path"))
-    plan.linked = settle_links(plan.actions, view.stats)
-    plan.link_peers = _link_peers(plan, view.stats)
+    if links:
+        plan.linked = settle_links(plan.actions, view.stats)
+        plan.link_peers = _link_peers(plan, view.stats)
     plan.kept = sorted(set(plan.kept))
     return plan
 

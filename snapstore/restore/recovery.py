@@ -24,6 +24,7 @@ from snapstore.errors import (
 )
 from snapstore.format.names import generated_name
 from snapstore.fs.durable import TEMP_PREFIX
+from snapstore.models import FileEntry
 from snapstore.repo.locks import target_key
 from snapstore.restore.actions import Action, Plan
 from snapstore.restore.apply import DirHandles, apply_plan
@@ -166,10 +167,16 @@ class Recovery:
                     if recorded[path].kind == "dir" and (path + "/").startswith(cleared)
                 ],
                 keep_special_bits=journal.keep_special_bits,
+                links=False,
             )
         except SnapstoreError:
             return True
-        return any(not _still_as_restoring(action) for action in check.actions)
+        before = {action.entry.path: action.entry for action in rollback.changes}
+        return any(
+            not _still_as_restoring(action)
+            and not _still_as_before(before.get(action.entry.path), journal.target)
+            for action in check.actions
+        )
 
     def _keep_current(self, journal: Journal, plan: Plan, restoring: str) -> None:
         """Keep what the target holds now at the paths ``plan`` changes, as a new backup
@@ -228,6 +235,19 @@ class Recovery:
             if target_key(real) == key:
                 return locks.restoring_if_free(real)
         return locks.lock_of_key(key).exclusive_if_free()
+
+
+def _still_as_before(entry: FileEntry | None, target: str) -> bool:
+    """Whether a path the rollback changes holds what it held before the interrupted
+    restore (``entry``, from its backup): a member of a hard-link group the restore had not
+    yet renamed into place is written again by the rollback only to make the group one file."""
+    if entry is None:
+        return False
+    try:
+        check = make_plan([entry], target, keep_special_bits=True, links=False)
+    except SnapstoreError:
+        return False
+    return all(action.operation == "unchanged" for action in check.actions)
 
 
 def _still_as_restoring(action: Action) -> bool:
