@@ -205,3 +205,31 @@ def test_a_child_forked_while_another_thread_holds_a_memo_lock_can_create(
     thread.join()
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_a_create_counts_on_the_packs_of_the_trees_it_reuses(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, full_builds: list[int]
+) -> None:
+    """Reusing a remembered tree object is counting on a stored object like any other: its
+    pack's name is flushed with the create (its writer may have died before flushing it)."""
+    from snapstore.repo.backend import Handle, Kind
+    from snapstore.repo.local import LocalBackend
+
+    base = tmp_path / "p"
+    for directory in ("a/b", "a/c", "d"):
+        (base / directory).mkdir(parents=True)
+    (base / "a/link").symlink_to("b")  # no file: only tree objects are stored
+    store = SnapStore(tmp_path / "store")
+    store.create("s", "one", ["."], base_dir=base)
+    noted: list[Handle] = []
+    real = LocalBackend.note_existing
+
+    def noting(self: LocalBackend, handle: Handle) -> None:
+        noted.append(handle)
+        real(self, handle)
+
+    monkeypatch.setattr(LocalBackend, "note_existing", noting)
+    store.create("s", "two", ["."], base_dir=base)
+    assert len(full_builds) == 1  # the second create reused the first one's trees
+    assert root_of(store, "two") == root_of(store, "one")
+    assert any(handle.kind is Kind.PACK for handle in noted)
