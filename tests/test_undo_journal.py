@@ -311,3 +311,19 @@ def test_a_directory_the_killed_restore_created_and_nobody_touched_needs_no_back
     assert (base / "keep.txt").read_text() == "my edit\n"
     assert not (base / "new").exists()
     assert reopened.backups("s") == []
+
+
+def test_a_directory_the_killed_restore_had_half_filled_needs_no_backup(tmp_path: Path) -> None:
+    """What the killed restore had not written yet is simply missing: no later edit."""
+    base, root = tmp_path / "p", tmp_path / "store"
+    write_tree(base, {"keep.txt": "k\n", **{f"new/f{i:02}.txt": f"{i}\n" for i in range(20)}})
+    store = SnapStore(root)
+    store.create("s", "one", ["."], base_dir=base)
+    shutil.rmtree(base / "new")
+    (base / "keep.txt").write_text("my edit\n")
+    _in_a_child_killed_during_apply(0.5, lambda: SnapStore(root).restore("s", "one"))
+    assert 0 < len(list((base / "new").iterdir())) < 20
+    reopened = SnapStore(root)
+    assert (base / "keep.txt").read_text() == "my edit\n"
+    assert not (base / "new").exists()
+    assert reopened.backups("s") == []

@@ -251,8 +251,9 @@ def _still_as_before(entry: FileEntry | None, target: str) -> bool:
 
 
 def _still_as_restoring(action: Action) -> bool:
-    """Whether a path holds what the interrupted restore was writing there. A directory it
-    made but had not yet given its mode (modes are set last) counts: a mode holds no data."""
+    """Whether a path holds what the interrupted restore was writing there, or nothing yet
+    (it had not got that far; nothing there is nothing to lose). A directory it made but
+    had not yet given its mode (modes are set last) counts: a mode holds no data."""
     if action.operation == "chmod" and action.entry.kind == "dir":
         return True
-    return action.operation == "unchanged"
+    return action.operation == "unchanged" or action.current is None
