@@ -22,9 +22,11 @@ from datetime import datetime, timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from snapstore.compare import diff_entries, diff_plan, path_history
 from snapstore.errors import InvalidValueError, SnapshotNotFound
 from snapstore.format.times import time_to_ns, ttl_seconds
 from snapstore.fs.seam import LOCAL, FileSystem
+from snapstore.maintenance.sweep import sweep
 from snapstore.models import (
     DiffReport,
     GcReport,
@@ -349,8 +351,6 @@ class SnapStore:
         without ``other``, what a restore of ``name`` into ``target`` (default: its base dir)
         would change. Every path is listed on its own: a directory added or removed comes with
         everything in it."""
-        from snapstore.compare import diff_entries, diff_plan
-
         if isinstance(other, os.PathLike):
             raise InvalidValueError("diff compares two snapshots; pass a directory as target=")
         if other is not None:
@@ -364,8 +364,6 @@ class SnapStore:
         """The checkpoints of a session (oldest first) in which ``path`` changed: where it first
         appears, and each where its kind, mode, size, digest or link target differs from the
         checkpoint before (an entry of None: gone from that one on). Reads manifests only."""
-        from snapstore.compare import path_history
-
         return path_history(self.repo, session, path)
 
     # ----------------------------------------------------------------- delete and sweep
@@ -396,8 +394,6 @@ class SnapStore:
         a clock running ahead cannot push into the future; snapshots whose recorded time is
         ahead of their file's are reported in ``SweepReport.future_stamped``.
         """
-        from snapstore.maintenance.sweep import sweep
-
         now_ns = time_to_ns(now) if now is not None else time.time_ns()
         return sweep(
             self.repo, ttl=ttl_seconds(ttl), keep_last=keep_last, now_ns=now_ns, dry_run=dry_run
