@@ -149,7 +149,10 @@ def collect(storage: Blobs, marks: Marks, *, dry_run: bool) -> PackGcResult:
                 len(index.entries),
                 sum(1 for digest in index.entries if digest not in referenced),
             )
-        for orphan in packs.orphans():
+        orphans = packs.orphans()
+        if orphans:
+            packs.settle_listing(orphans[0])
+        for orphan in orphans:
             old_bytes += packs.delete_orphan(orphan)
             logger.info("deleted pack %s, which no index names", orphan)
     else:
@@ -196,8 +199,9 @@ def _copy_order(
     storage: Blobs, todo: PackGcPlan, marks: Marks, loose: dict[bytes, int]
 ) -> list[tuple[int, str, bytes, Location | None]]:
     """The blobs to copy, in the order to write them: file contents by path (the versions of
-    one path side by side compress against each other), then trees. Blobs a kept pack, a
-    large loose copy or another copy in the list also holds are left out."""
+    one path side by side compress against each other), then trees. Blobs a kept pack or
+    another copy in the list also holds are left out; a loose copy does not count (its
+    writer may have died before flushing its name, and only its size would be known)."""
     packs = storage.packs
     going = {index.pack_id for index in todo.delete + todo.rewrite}
     kept = {d for i in packs.indexes() if i.pack_id not in going for d in i.entries}
@@ -205,8 +209,6 @@ def _copy_order(
     for index in todo.rewrite:
         for digest, (number, offset, size) in index.entries.items():
             if digest not in marks.sizes or digest in kept or digest in loose or digest in order:
-                continue
-            if storage.loose.has(digest, expected_size=size):
                 continue
             kind = KIND_TREE if digest in marks.trees else KIND_DATA
             where = Location(index.pack_id, number, index.blocks[number], offset, size)

@@ -64,7 +64,7 @@ def open_layout(root: str, fs: FileSystem, *, durable: bool) -> bool:
         if not layout_writable(root):
             logger.debug("opened the store at %s read-only: this process cannot write it", root)
             return False
-        make_layout_dirs(root, fs)
+        make_layout_dirs(root, fs, durable=durable)
         return True
     try:
         ensure_dir(fs, root, stop_at=os.sep, durable=durable)
@@ -85,7 +85,7 @@ def open_layout(root: str, fs: FileSystem, *, durable: bool) -> bool:
             f"{root} holds no store yet, and this process cannot create one there "
             "(it is not writable)"
         )
-    make_layout_dirs(root, fs)
+    make_layout_dirs(root, fs, durable=durable)
     write_atomic(
         fs, marker, FORMAT_TEXT.encode(), tmp_dir=os.path.join(root, "tmp"), durable=durable
     )
@@ -104,13 +104,20 @@ def layout_writable(root: str) -> bool:
     )
 
 
-def make_layout_dirs(root: str, fs: FileSystem) -> None:
-    """Create whichever layout directories are missing (all of them, for a new root)."""
+def make_layout_dirs(root: str, fs: FileSystem, *, durable: bool) -> None:
+    """Create whichever layout directories are missing (all of them, for a new root), and
+    flush the root's entries for them: what is later written in one must not lose its
+    directory in a power cut (a copy of a store by a tool that drops empty directories lacks
+    some)."""
+    made = False
     for name in LAYOUT_DIRS:
         path = os.path.join(root, name)
         if not os.path.isdir(path):
             with contextlib.suppress(FileExistsError):
                 fs.mkdir(path, 0o755)
+                made = True
+    if made and durable:
+        fs.fsync_dir(root)
 
 
 def check_format(root: str, text: str) -> None:

@@ -252,6 +252,13 @@ class PackSet:
         except FileNotFoundError:
             return 0
 
+    def settle_listing(self, pack_id: str) -> None:
+        """Make the names of packs and indexes durable as they are listed now, before an
+        orphan pack is deleted: a pack is an orphan because its index was unlinked, and that
+        unlink must not be lost while the pack's is kept (an index naming a missing pack)."""
+        self.backend.note_existing(Handle(Kind.PACK, pack_id))
+        self.backend.flush()
+
     def delete_orphan(self, pack_id: str) -> int:
         """Remove a pack that no index names; returns its size."""
         handle = Handle(Kind.PACK, pack_id)
