@@ -184,3 +184,26 @@ def test_writers_racing_gc_never_lose_a_blob(root: Path, tmp_path: Path) -> None
     assert store.verify(deep=True).ok
     for worker in range(3):
         assert store.read(f"w{worker}", "latest", f"w{worker}.txt") == f"{worker}-14".encode()
+
+
+def test_gc_rewriting_a_pack_never_trusts_a_loose_copy_it_has_not_read(tmp_path: Path) -> None:
+    """A damaged loose duplicate of a packed blob (same size, other bytes) must not stand in
+    for the packed copy when gc rewrites that pack."""
+    import blake3
+
+    base = tmp_path / "p"
+    keep = os.urandom(3000)
+    write_tree(base, {"keep.bin": keep, "big.bin": os.urandom(200_000)})
+    root = tmp_path / "store"
+    store = SnapStore(root, durable=False)
+    store.create("s", "a", ["."], base_dir=base)
+    (base / "big.bin").unlink()
+    store.create("s", "b", ["."], base_dir=base)
+    digest = blake3.blake3(keep).hexdigest()
+    loose = root / "blobs" / digest[:2] / digest[2:]
+    loose.parent.mkdir(parents=True, exist_ok=True)
+    loose.write_bytes(b"\0" * len(keep))
+    store.delete("s", "a")
+    report = store.gc()
+    assert report.packs_written >= 1  # the pack, mostly garbage now, was rewritten
+    assert store.read("s", "b", "keep.bin") == keep

@@ -327,3 +327,26 @@ def test_a_directory_the_killed_restore_had_half_filled_needs_no_backup(tmp_path
     assert (base / "keep.txt").read_text() == "my edit\n"
     assert not (base / "new").exists()
     assert reopened.backups("s") == []
+
+
+def test_the_backup_an_interrupted_undo_was_restoring_is_not_trimmed(tmp_path: Path) -> None:
+    """An undo into a new directory, killed part-way, is finished by whoever comes next: the
+    backup it was restoring must survive other restores' trimming of the undo history."""
+    base, root, elsewhere = tmp_path / "p", tmp_path / "store", tmp_path / "new"
+    write_tree(base, {f"f{i}.txt": f"{i}\n" for i in range(10)})
+    store = SnapStore(root, undo_depth=1)
+    store.create("s", "one", ["."], base_dir=base)
+    write_tree(base, {f"f{i}.txt": f"edited {i}\n" for i in range(10)})
+    store.restore("s", "one")
+    (first,) = store.backups("s")
+    _in_a_child_killed_during_apply(
+        0.5, lambda: SnapStore(root, undo_depth=1).undo("s", target=elsewhere)
+    )
+    write_tree(base, {"f0.txt": "edited again\n"})
+    store.restore("s", "one")  # keeps a second backup, trims to one
+    store.gc()
+    SnapStore(root, undo_depth=1)  # finishes the undo
+    assert {p.name: p.read_text() for p in elsewhere.iterdir()} == {
+        f"f{i}.txt": f"edited {i}\n" for i in range(10)
+    }
+    assert first.name in {b.name for b in store.backups("s")}

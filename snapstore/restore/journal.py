@@ -122,16 +122,19 @@ class JournalDir:
         return Journal.decode(data)
 
     def backups_in_use(self, session: str) -> set[str] | None:
-        """The undo backups of ``session`` that journals there now name: a rollback still
-        needs them. None if some journal cannot be read (it may name any)."""
+        """The undo backups of ``session`` that journals there now name: the backup a
+        rollback puts back, and the one an interrupted undo was restoring (finishing it reads
+        it). None if some journal cannot be read (it may name any)."""
         names = set()
         for key in self.pending():
             try:
                 journal = self.read(key)
             except (OSError, CorruptJournalError):
                 return None
-            if journal is not None and journal.session == session and journal.backup:
-                names.add(journal.backup)
+            if journal is not None and journal.session == session:
+                names.add(journal.restoring)
+                if journal.backup:
+                    names.add(journal.backup)
         return names
 
     def write(self, key: str, journal: Journal) -> None:
