@@ -12,7 +12,12 @@ import pytest
 from helpers.trees import read_tree, write_tree
 
 from snapstore import SnapStore
-from snapstore.errors import InvalidValueError, MissingPathError, SnapshotExistsError
+from snapstore.errors import (
+    InvalidValueError,
+    MissingPathError,
+    SnapshotExistsError,
+    UnsafePathError,
+)
 from snapstore.worktree.excludes import Matcher, rebase
 
 
@@ -176,3 +181,18 @@ def test_history_lists_the_snapshots_where_a_path_changed(store: SnapStore, tmp_
     assert [change.entry.size if change.entry else None for change in changes] == [2, 10, None]
     assert changes[0].to_dict()["entry"]["digest"] is not None
     assert store.history("s", "never.txt") == []
+
+
+@pytest.mark.parametrize("bad", ["a\\b", "C:foo", "x:y", os.fsdecode(b"\xff"), ""])
+def test_a_path_a_snapshot_cannot_record_is_refused_and_the_old_snapshot_stays(
+    tmp_path: Path, bad: str
+) -> None:
+    """Missing or not, a path the format cannot hold is refused before anything is read:
+    it never becomes a manifest every reader rejects, over the previous snapshot."""
+    base = tmp_path / "proj"
+    write_tree(base, {"a.txt": "a"})
+    store = SnapStore(tmp_path / "store")
+    store.create("s", "n", ["a.txt"], base_dir=base)
+    with pytest.raises(UnsafePathError):
+        store.create("s", "n", ["a.txt", bad], base_dir=base, skip_unreadable=True)
+    assert [e.path for e in store.get("s", "n").entries if e.kind == "file"] == ["a.txt"]

@@ -207,3 +207,22 @@ def test_gc_rewriting_a_pack_never_trusts_a_loose_copy_it_has_not_read(tmp_path:
     report = store.gc()
     assert report.packs_written >= 1  # the pack, mostly garbage now, was rewritten
     assert store.read("s", "b", "keep.bin") == keep
+
+
+@pytest.mark.parametrize("ttl", [float("nan"), 1e300, timedelta(days=10**8)])
+def test_a_ttl_that_is_nan_or_beyond_a_thousand_years_is_refused(
+    tmp_path: Path, ttl: float | timedelta
+) -> None:
+    """A NaN TTL compares with no age, so a sweep would keep nothing; a huge one has no
+    expiry date. Both are refused everywhere a TTL is taken, and nothing is deleted."""
+    base = tmp_path / "p"
+    write_tree(base, {"a.txt": "a"})
+    store = SnapStore(tmp_path / "store")
+    store.create("s", "one", ["a.txt"], base_dir=base)
+    with pytest.raises(InvalidValueError):
+        store.sweep(ttl=ttl)
+    with pytest.raises(InvalidValueError):
+        store.create("s", "two", ["a.txt"], base_dir=base, ttl=ttl)
+    with pytest.raises(InvalidValueError):
+        store.put_state("s", "k", 1, ttl=ttl)
+    assert [info.name for info in store.list("s")] == ["one"]

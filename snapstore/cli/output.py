@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from snapstore.errors import InvalidValueError
 from snapstore.service.shapes import json_default
 
 _SIZE_UNITS = ("KiB", "MiB", "GiB", "TiB", "PiB")
@@ -97,8 +98,17 @@ def capped_rows(groups: Sequence[tuple[str, Sequence[str]]], limit: int | None) 
 
 
 def to_json(document: Any) -> str:
-    """``document`` as pretty, pure-ASCII JSON (safe for any path, even undecodable ones)."""
-    return json.dumps(document, indent=2, ensure_ascii=True, default=json_default)
+    """``document`` as pretty, pure-ASCII JSON (safe for any path, even undecodable ones).
+    InvalidValueError for NaN or an infinity (a state value stored through the library):
+    JSON has no form for them, and strict parsers reject the bare tokens."""
+    try:
+        return json.dumps(
+            document, indent=2, ensure_ascii=True, default=json_default, allow_nan=False
+        )
+    except ValueError:
+        raise InvalidValueError(
+            "the value holds NaN or Infinity, which JSON cannot carry"
+        ) from None
 
 
 def print_json(document: Any) -> None:

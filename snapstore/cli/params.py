@@ -79,11 +79,16 @@ class JsonValueType(_JsonValue):
         if not isinstance(value, str):
             return value
         try:
-            return json.loads(value)
+            return json.loads(value, parse_constant=_refuse_constant)
         except ValueError as error:
             self.fail(
                 f"not valid JSON: {value!r} ({error}); quote strings, e.g. '\"text\"'", param, ctx
             )
+
+
+def _refuse_constant(token: str) -> Any:
+    """NaN and Infinity, which Python's parser accepts, are not JSON."""
+    raise ValueError(f"{token} is not JSON")
 
 
 DURATION = DurationType()

@@ -21,15 +21,26 @@ def ns_to_time(ns: int) -> datetime:
     return datetime.fromtimestamp(ns / 1e9, tz=UTC)
 
 
+MAX_TTL_SECONDS = 1000 * 365.25 * 86400
+"""The longest TTL accepted (a thousand years: every expiry stays a representable date)."""
+
+
 def ttl_seconds(ttl: float | int | timedelta | None) -> float | None:
-    """A TTL given as seconds or a timedelta, as seconds."""
+    """A TTL given as seconds or a timedelta, as seconds. InvalidValueError for NaN (no age
+    compares with it: a sweep would keep nothing) and for more than ``MAX_TTL_SECONDS``."""
     if ttl is None:
         return None
     if isinstance(ttl, timedelta):
-        return ttl.total_seconds()
-    if isinstance(ttl, bool) or not isinstance(ttl, int | float):
+        seconds = ttl.total_seconds()
+    elif isinstance(ttl, bool) or not isinstance(ttl, int | float):
         raise InvalidValueError(f"ttl must be seconds or a timedelta, not {type(ttl).__name__}")
-    return float(ttl)
+    else:
+        seconds = float(ttl)
+    if math.isnan(seconds):
+        raise InvalidValueError("ttl must be a number of seconds, not NaN")
+    if seconds > MAX_TTL_SECONDS:
+        raise InvalidValueError(f"ttl must be at most a thousand years, got {seconds:g} seconds")
+    return seconds
 
 
 def expiry_ns(created_ns: int, ttl_seconds: float | None) -> int | None:

@@ -128,11 +128,37 @@ def error_from_exception(error: BaseException) -> RpcError:
 
 def encode_message(message: dict[str, Any]) -> bytes:
     """One message as a line: compact JSON, pure ASCII (so any path, even one whose name is
-    not valid UTF-8, survives), ending in ``\\n``."""
+    not valid UTF-8, survives), ending in ``\\n``. A response whose result holds NaN or an
+    infinity (a state value stored through the library), which JSON has no form for, becomes
+    an InvalidValueError response: strict parsers reject the bare tokens."""
     from snapstore.service.shapes import json_default
 
-    text = json.dumps(message, ensure_ascii=True, separators=(",", ":"), default=json_default)
+    try:
+        text = _dumps(message, json_default)
+    except ValueError:
+        refusal = RpcError(
+            _CODE_OF[errors.InvalidValueError],
+            "the result holds NaN or Infinity, which JSON cannot carry",
+        )
+        text = _dumps(error_response(message.get("id"), refusal), json_default)
     return text.encode("ascii") + b"\n"
+
+
+def _dumps(message: dict[str, Any], default: Any) -> str:
+    return json.dumps(
+        message, ensure_ascii=True, separators=(",", ":"), default=default, allow_nan=False
+    )
+
+
+def decode_message(line: bytes) -> Any:
+    """One received line as JSON. ValueError for anything that is not strict JSON, the
+    ``NaN`` and ``Infinity`` tokens Python's parser accepts included (a ``NaN`` TTL would
+    otherwise compare with nothing)."""
+    return json.loads(line.decode("utf-8"), parse_constant=_refuse_constant)
+
+
+def _refuse_constant(token: str) -> Any:
+    raise ValueError(f"{token} is not JSON")
 
 
 def response(request_id: Any, result: Any) -> dict[str, Any]:

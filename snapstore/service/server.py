@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import gc
-import json
 import os
 import signal
 import sys
@@ -35,6 +34,7 @@ from snapstore.service.protocol import (
     METHOD_NOT_FOUND,
     PARSE_ERROR,
     RpcError,
+    decode_message,
     encode_message,
     error_from_exception,
     error_response,
@@ -179,7 +179,7 @@ class Server:
         if not line.strip():
             return None
         try:
-            message = json.loads(line.decode("utf-8"))
+            message = decode_message(line)
         except (UnicodeDecodeError, ValueError) as error:
             return error_response(None, RpcError(PARSE_ERROR, f"parse error: {error}"))
         if not isinstance(message, dict):

@@ -62,14 +62,19 @@ def sorted_rows(rows: list[EntryRow], *, overlapping: bool) -> list[EntryRow]:
 
 def relative_to_base(base_dir: str, path: str | os.PathLike[str]) -> str:
     """``path`` (relative to ``base_dir``, or absolute inside it) as a normalized relative path;
-    ``"."`` for the base itself."""
-    joined = os.path.normpath(os.path.join(base_dir, os.fspath(path)))
+    ``"."`` for the base itself. UnsafePathError for an empty path, one outside the base, or
+    one a snapshot cannot record (a backslash, a drive, a name that is not UTF-8...): it is
+    refused before anything is read, never recorded."""
+    given = os.fspath(path)
+    if not given:
+        raise UnsafePathError("an empty path names nothing: pass '.' for the whole base dir")
+    joined = os.path.normpath(os.path.join(base_dir, given))
     relative = os.path.relpath(joined, base_dir)
     if relative == ".":
         return "."
     if relative == ".." or relative.startswith("../") or os.path.isabs(relative):
-        raise UnsafePathError(f"path {os.fspath(path)!r} lies outside the base dir {base_dir!r}")
-    return relative.replace(os.sep, "/")
+        raise UnsafePathError(f"path {given!r} lies outside the base dir {base_dir!r}")
+    return check_relative_path(relative.replace(os.sep, "/"))
 
 
 def _read_everything(path: str, info: os.stat_result) -> EntryRow | None:

@@ -90,3 +90,12 @@ def test_state_commands_refuse_file_snapshots(cli: Cli, project: Path) -> None:
     cli.fails("state", "get", "s1", "n1", error_type="NotAStateSnapshotError")
     cli.fails("state", "reset", "s1", "n1", "--yes", error_type="NotAStateSnapshotError")
     assert [info["name"] for info in cli.json("list")["snapshots"]] == ["n1"]
+
+
+def test_nan_is_neither_taken_nor_printed_as_json(cli: Cli) -> None:
+    """NaN has no JSON form: ``state set`` refuses it as a value, and a NaN stored through
+    the library is an error to print with ``--json`` (a strict parser would reject it)."""
+    cli.fails("state", "set", "etl", "x", "NaN", code=ExitCode.USAGE)
+    cli.store().put_state("etl", "nan", float("nan"))
+    error = cli.fails("state", "get", "etl", "nan", error_type="InvalidValueError")
+    assert "NaN" in error["message"]

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from helpers.service import REPO, RpcFailed, Server, service_env, snapstore_command
+from helpers.trees import write_tree
 
 from snapstore import SnapStore
 
@@ -385,3 +386,25 @@ def test_watched_creates_and_the_watch_methods(server: Server, project: Path):
     assert base64.b64decode(read["base64"]) == b"edited\n"
     assert server.call("unwatch", watch) == {"stopped": True}
     assert server.call("unwatch", watch) == {"stopped": False}
+
+
+def test_nan_and_infinity_are_not_json_in_either_direction(tmp_path: Path) -> None:
+    """Python's parser accepts the bare tokens NaN and Infinity; the server refuses them (a
+    NaN TTL compares with no age: a sweep would delete everything), and never writes them
+    (a strict client could not parse the line)."""
+    base = tmp_path / "proj"
+    write_tree(base, {"a.txt": "a"})
+    store = SnapStore(tmp_path / "store")
+    store.create("s", "one", ["a.txt"], base_dir=base)
+    store.put_state("s", "k", float("nan"))
+    with Server(tmp_path / "store", tmp_path) as server:
+        server.send_line(b'{"jsonrpc":"2.0","id":1,"method":"sweep","params":{"ttl":NaN}}')
+        refused = server.receive()
+        server.send_line(
+            b'{"jsonrpc":"2.0","id":2,"method":"get_state","params":{"session":"s","name":"k"}}'
+        )
+        line = server.process.stdout.readline()
+    assert refused["error"]["code"] == -32700
+    assert [info.name for info in store.list("s")] == ["one", "k"]
+    reply = json.loads(line, parse_constant=lambda token: pytest.fail(f"{token} in {line!r}"))
+    assert reply["id"] == 2 and reply["error"]["code"] == 1002
