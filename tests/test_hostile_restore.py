@@ -379,3 +379,40 @@ def test_symlink_swapped_in_after_planning_never_redirects_a_write(arena: Arena)
     assert racing.swapped
     assert read_tree(arena.sentinel) == sentinel
     assert not (arena.sentinel / "file.txt").exists()
+
+
+@pytest.mark.parametrize("backup", [False, True])
+def test_a_target_swapped_for_a_link_to_the_store_after_planning_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, backup: bool
+) -> None:
+    """Another process replaces the target with a symlink to the store between the plan and
+    its application: the plan's removals (here an extra ``sessions/``) must never reach the
+    store."""
+    import shutil
+    import warnings
+
+    import snapstore.restore.apply as apply_module
+    from snapstore.errors import InterruptedRestoreWarning, SnapstoreError
+
+    store_root, target = tmp_path / "store", tmp_path / "proj"
+    write_tree(target, {"a.txt": "a"})
+    store = SnapStore(store_root)
+    store.create("s", "n", ["."], base_dir=target)
+    write_tree(target, {"sessions/junk": "x"})
+    real_ensure = apply_module.ensure_dir
+
+    def swapping(fs: object, path: str, **options: object) -> object:
+        if path == str(target) and not os.path.islink(target):
+            shutil.rmtree(target)
+            os.symlink(store_root, target)
+        return real_ensure(fs, path, **options)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(apply_module, "ensure_dir", swapping)
+    with pytest.raises(SnapstoreError):
+        store.restore("s", "n", target, backup=backup)
+    monkeypatch.undo()
+    with warnings.catch_warnings():  # the journal waits for a target it may write into
+        warnings.simplefilter("ignore", InterruptedRestoreWarning)
+        reopened = SnapStore(store_root)
+    assert [info.name for info in reopened.list("s")] == ["n"]
+    assert reopened.verify().ok

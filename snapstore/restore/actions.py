@@ -53,6 +53,9 @@ class Plan:
     """Recorded paths the plan leaves as they are that are, in the target, hard links of a
     file it replaces: the undo backup keeps them too, so that putting the target back makes
     them one file again."""
+    target_id: FileId | None = None
+    """The target directory the plan looked at (None: there was none); applying the plan
+    refuses any other directory found at the target's path by then."""
 
     @property
     def changes(self) -> list[Action]:

@@ -19,6 +19,7 @@ from collections.abc import Callable, Set
 from snapstore.errors import UnsafePathError
 from snapstore.fs.durable import discard, ensure_dir, temp_name
 from snapstore.fs.seam import FileSystem
+from snapstore.fs.stamps import FileId, file_id
 from snapstore.repo.layout import MARKER_FILE, is_store_root
 from snapstore.repo.loose import BlobSource
 from snapstore.repo.prefetch import ReadAhead, read_ahead
@@ -35,10 +36,20 @@ class DirHandles:
     """Descriptors of directories under the target, opened component by component without
     following symlinks, and kept in a bounded cache (reopened the same way when needed)."""
 
-    def __init__(self, fs: FileSystem, target: str, *, durable: bool) -> None:
+    def __init__(
+        self, fs: FileSystem, target: str, *, durable: bool, expected: FileId | None = None
+    ) -> None:
         self.fs = fs
         ensure_dir(fs, target, stop_at=os.sep, durable=durable)
         self.root_fd = os.open(target, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        found = file_id(os.fstat(self.root_fd))
+        if (expected is not None and found != expected) or is_store_root(dir_fd=self.root_fd):
+            os.close(self.root_fd)
+            raise UnsafePathError(
+                f"the restore target {target} is no longer the directory the restore was "
+                "planned on (it was replaced, or now leads to a snapstore root); nothing was "
+                "written"
+            )
         self._fds: OrderedDict[str, int] = OrderedDict()
         self.touched: set[str] = set()
         self._modes: dict[str, int] = {}
@@ -198,7 +209,7 @@ def apply_plan(
     """Carry out a plan: removals deepest first, then creations in path order, then the
     modes of directories (last, so a read-only directory can still be filled)."""
     changes = plan.changes
-    handles = DirHandles(fs, plan.target, durable=durable)
+    handles = DirHandles(fs, plan.target, durable=durable, expected=plan.target_id)
     source = read_ahead(blobs, files_in_order(changes, plan.linked))
     staged = StagedFiles(fs, source, handles, durable=durable, linked=plan.linked)
     try:

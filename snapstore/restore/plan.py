@@ -100,7 +100,7 @@ def make_plan(
     # Path order: a directory's own action is decided before anything beneath it.
     entries = sorted(entries, key=attrgetter("path"))
     _check_layout(entries)
-    plan = Plan(target)
+    plan = Plan(target, target_id=_directory_id(target))
     view = TargetView(target, keep)
     prefix = view.prefix
     mode_mask = 0o7777 if keep_special_bits else 0o777
@@ -183,6 +183,15 @@ def _link_peers(plan: Plan, stats: Mapping[str, os.stat_result | None]) -> set[s
         and info.st_nlink > 1
         and file_id(info) in wanted
     }
+
+
+def _directory_id(target: str) -> FileId | None:
+    """The identity of the directory at ``target`` now (None if there is none)."""
+    try:
+        info = os.stat(target)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return file_id(info) if stat.S_ISDIR(info.st_mode) else None
 
 
 def _linked_files_under(directory: str) -> set[FileId]:
