@@ -290,7 +290,7 @@ class SnapStore:
         name: str,
         target: str | os.PathLike[str] | None = None,
         *,
-        paths: Iterable[str] | None = None,
+        paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[str] | None = None,
         dry_run: bool = False,
         backup: bool = True,
         keep_special_bits: bool = False,
@@ -310,7 +310,7 @@ class SnapStore:
             session,
             name,
             None if target is None else os.fspath(target),
-            paths=None if paths is None else [os.fspath(p) for p in paths],
+            paths=_path_list(paths),
             dry_run=dry_run,
             backup=backup,
             keep_special_bits=keep_special_bits,
@@ -443,3 +443,14 @@ class SnapStore:
     def get_state(self, session: str, name: str, default: Any = None) -> Any:
         """The stored value, or ``default`` if there is none; a corrupt one raises."""
         return self.repo.get_state(session, name, default)
+
+
+def _path_list(
+    paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[str] | None,
+) -> list[str] | None:
+    """Paths as a list of strings; one path given alone is one path, not its characters."""
+    if paths is None:
+        return None
+    if isinstance(paths, str | os.PathLike):
+        return [os.fspath(paths)]
+    return [os.fspath(path) for path in paths]

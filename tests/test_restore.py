@@ -281,3 +281,14 @@ def test_failed_restore_into_a_new_directory_removes_it(
         store.restore("s", "cp", target)
     assert caught.value.rolled_back is True
     assert not target.exists()
+
+
+def test_one_path_given_alone_to_restore_is_one_path(tmp_path: Path) -> None:
+    base = tmp_path / "proj"
+    write_tree(base, {"a": "a", "b": "b", "ab": "ab"})
+    store = SnapStore(tmp_path / "store")
+    store.create("s", "n", ["."], base_dir=base)
+    write_tree(base, {"a": "a changed", "b": "b changed", "ab": "ab changed"})
+    assert store.restore("s", "n", paths="ab").written == ["ab"]
+    assert store.restore("s", "n", paths=Path("a")).written == ["a"]
+    assert (base / "b").read_text() == "b changed"

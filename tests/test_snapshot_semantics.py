@@ -196,3 +196,57 @@ def test_a_path_a_snapshot_cannot_record_is_refused_and_the_old_snapshot_stays(
     with pytest.raises(UnsafePathError):
         store.create("s", "n", ["a.txt", bad], base_dir=base, skip_unreadable=True)
     assert [e.path for e in store.get("s", "n").entries if e.kind == "file"] == ["a.txt"]
+
+
+@pytest.mark.parametrize("pattern", ["!", "a\\", "[z-a]"])
+def test_an_exclude_pattern_that_cannot_be_matched_is_an_invalid_value(
+    tmp_path: Path, pattern: str
+) -> None:
+    base = tmp_path / "proj"
+    write_tree(base, {"a.txt": "a"})
+    store = SnapStore(tmp_path / "store")
+    with pytest.raises(InvalidValueError):
+        store.create("s", "n", ["."], base_dir=base, exclude=[pattern])
+
+
+def test_invalid_lines_of_an_ignore_file_match_nothing_as_in_git(tmp_path: Path) -> None:
+    """A ``.gitignore`` (or ``.snapstoreignore``) in the tree is not the caller's to fix: its
+    lines that cannot be matched are left out, the others still apply."""
+    base = tmp_path / "proj"
+    write_tree(
+        base,
+        {
+            "a.txt": "a",
+            "vendor/.gitignore": "[z-a]\n!\n*.log\n",
+            "vendor/x.log": "log",
+            "vendor/x.txt": "x",
+            ".snapstoreignore": "a\\\n*.tmp\n",
+            "b.tmp": "t",
+        },
+    )
+    store = SnapStore(tmp_path / "store")
+    store.create("s", "n", ["."], base_dir=base, gitignore=True)
+    paths = {entry.path for entry in store.get("s", "n").entries}
+    assert {"a.txt", "vendor/x.txt"} <= paths
+    assert "vendor/x.log" not in paths and "b.tmp" not in paths
+
+
+def test_a_snapshot_recording_a_pattern_that_cannot_be_matched_is_refused_typed(
+    tmp_path: Path,
+) -> None:
+    import dataclasses
+
+    from snapstore.format.manifest import encode
+
+    base = tmp_path / "proj"
+    write_tree(base, {"a.txt": "a"})
+    store = SnapStore(tmp_path / "store")
+    store.create("s", "n", ["."], base_dir=base)
+    manifest = store.repo.catalog.read("s", "n")
+    info = dataclasses.replace(manifest.info, excludes=("!",))
+    data = encode(info, created_ns=time.time_ns(), expires_ns=None, tree=manifest.tree)
+    path = Path(store.catalog.manifest_path("s", "n"))
+    os.chmod(path, 0o644)
+    path.write_bytes(data)
+    with pytest.raises(InvalidValueError):
+        store.restore("s", "n", tmp_path / "out", dry_run=True)

@@ -11,7 +11,9 @@ lookup. Storage roots are never recorded whatever the rules say (see ``scan``).
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
@@ -36,7 +38,24 @@ def read_patterns(path: str) -> list[str]:
     except OSError:
         return []
     lines = data.decode("utf-8", "replace").splitlines()
-    return [line for line in (_strip(line) for line in lines) if line and not line.startswith("#")]
+    found = (line for line in (_strip(line) for line in lines) if line and not line.startswith("#"))
+    return [line for line in found if is_valid_pattern(line)]
+
+
+@functools.lru_cache(maxsize=4096)
+def is_valid_pattern(pattern: str) -> bool:
+    """Whether ``pattern`` is a gitignore pattern that can be matched (``!`` alone, a
+    trailing backslash or a reversed range ``[z-a]`` cannot). An ignore file's invalid lines
+    are left out, as git leaves them out: they match nothing."""
+    if pattern in BUILT_IN:
+        return True
+    import pathspec
+
+    try:
+        pathspec.GitIgnoreSpec.from_lines([pattern])
+    except (ValueError, re.error):
+        return False
+    return True
 
 
 def _strip(line: str) -> str:
@@ -67,6 +86,8 @@ def check_patterns(patterns: Iterable[object]) -> list[str]:
     for pattern in patterns:
         if not isinstance(pattern, str) or not pattern or "\x00" in pattern:
             raise InvalidValueError(f"exclude pattern {pattern!r} is not a non-empty string")
+        if not is_valid_pattern(pattern):
+            raise InvalidValueError(f"exclude pattern {pattern!r} is not a valid gitignore pattern")
         checked.append(pattern)
     return checked
 
@@ -102,7 +123,10 @@ class Matcher:
             import pathspec  # deferred: only snapshots with rules of their own pay for it
 
             self._names = frozenset()
-            self._spec = pathspec.GitIgnoreSpec.from_lines(self.patterns)
+            try:
+                self._spec = pathspec.GitIgnoreSpec.from_lines(self.patterns)
+            except (ValueError, re.error) as error:  # only a damaged or forged snapshot's
+                raise InvalidValueError(f"an exclude pattern cannot be matched: {error}") from None
 
     @property
     def simple_names(self) -> frozenset[str]:
