@@ -416,3 +416,23 @@ def test_a_target_swapped_for_a_link_to_the_store_after_planning_is_refused(
         reopened = SnapStore(store_root)
     assert [info.name for info in reopened.list("s")] == ["n"]
     assert reopened.verify().ok
+
+
+def test_a_target_that_is_no_directory_is_refused_before_anything_is_written(
+    tmp_path: Path,
+) -> None:
+    """A dangling symlink, a file, or a path that is not UTF-8: refused up front, with no
+    journal left behind to warn at every open."""
+    base = tmp_path / "proj"
+    write_tree(base, {"a.txt": "a"})
+    store = SnapStore(tmp_path / "store")
+    store.create("s", "n", ["."], base_dir=base)
+    os.symlink(tmp_path / "nowhere", tmp_path / "dangling")
+    (tmp_path / "file").write_text("f")
+    undecodable = os.fsdecode(os.fsencode(str(tmp_path)) + b"/t\xff")
+    for target in (tmp_path / "dangling", tmp_path / "file", undecodable):
+        with pytest.raises(UnsafePathError):
+            store.restore("s", "n", target)
+    assert not store.journals.pending()
+    assert (tmp_path / "file").read_text() == "f"
+    assert not os.path.lexists(undecodable)

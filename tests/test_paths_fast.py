@@ -98,3 +98,12 @@ RELATIVE = st.lists(SEGMENTS, min_size=1, max_size=3).map("/".join)
 @given(st.lists(RELATIVE, max_size=6))
 def test_collisions_agree_with_the_full_rules(paths: list[str]) -> None:
     assert find_collisions(paths) == _collisions_by_the_full_rules(paths)
+
+
+def test_letters_whose_folding_decomposes_them_still_collide() -> None:
+    """Case folding turns U+0390 into three code points; normalizing again after folding
+    finds it equal to its decomposed capital, as macOS does."""
+    from snapstore.format.paths import find_collisions
+
+    assert find_collisions(["\u0390", "\u0399\u0308\u0301"]) != []
+    assert find_collisions(["d/\u1fd3", "D/\u0399\u0308\u0301"]) != []

@@ -154,10 +154,11 @@ def parents(path: str) -> list[str]:
 
 
 def fold(path: str) -> str:
-    """A path as a case-insensitive, normalizing filesystem would compare it."""
+    """A path as a case-insensitive, normalizing filesystem would compare it (normalized
+    again after folding: folding some composed letters, such as U+0390, decomposes them)."""
     if path.isascii():
         return path.lower()
-    return unicodedata.normalize("NFC", path).casefold()
+    return unicodedata.normalize("NFC", unicodedata.normalize("NFC", path).casefold())
 
 
 def find_collisions(paths: Iterable[str]) -> list[tuple[str, str]]:

@@ -30,6 +30,7 @@ from snapstore.errors import (
     ReadOnlyStoreError,
     RestoreError,
     SnapstoreError,
+    UnsafePathError,
 )
 from snapstore.format.manifest import Manifest
 from snapstore.format.names import generated_name
@@ -131,10 +132,18 @@ class RestoreJob:
 
     def _target(self, session: str, name: str, target: str | None) -> tuple[str, str]:
         """The target directory (default: the snapshot's base dir) and its real path, which
-        must not be or lie in a storage root."""
+        must not be or lie in a storage root. UnsafePathError, before anything is written,
+        for a path that is there but no directory (a file, a dangling symlink) or that is
+        not valid UTF-8 (the journal could not name it)."""
         if target is None:
             target = self.repo.files_header(session, name).base_dir
         target_dir = os.path.abspath(target)
+        try:
+            target_dir.encode("utf-8")
+        except UnicodeEncodeError:
+            raise UnsafePathError(f"restore target {target_dir!r} is not valid UTF-8") from None
+        if os.path.lexists(target_dir) and not os.path.isdir(target_dir):
+            raise UnsafePathError(f"restore target {target_dir} is there but is no directory")
         real = os.path.realpath(target_dir)
         local_root = self.repo.backend.properties.local_root
         refuse_store_directory(local_root, real, "restore target")
