@@ -33,7 +33,7 @@ def sweep(
         report.future_stamped = future_stamped(found)
         for victim in choose_victims(found, ttl=ttl, keep_last=keep_last, now_ns=now_ns):
             if not dry_run:
-                repo.catalog.remove(victim.name)
+                repo.catalog.remove(victim.name, victim.version)
             report.deleted.append((victim.header.info.session, victim.header.info.name))
     return report
 

@@ -152,8 +152,12 @@ class Backend(Protocol):
         """Create or replace an object atomically (a reader sees the old bytes or the new)."""
         ...
 
-    def delete(self, handle: Handle, *, durable: bool = True) -> None:
-        """Remove an object (FileNotFoundError if it is not there)."""
+    def delete(
+        self, handle: Handle, *, durable: bool = True, version: Version | None = None
+    ) -> None:
+        """Remove an object (FileNotFoundError if it is not there); with ``version``, only
+        that version of it (ConcurrentWriteError if another writer replaced it since it was
+        read: a deletion decided from what was read never removes what was not)."""
         ...
 
     def names(self, kind: Kind, prefix: str = "") -> list[str]:

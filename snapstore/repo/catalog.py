@@ -23,7 +23,7 @@ from snapstore.format.manifest import (
 from snapstore.format.names import dir_name
 from snapstore.fs.reading import UnfitFileError
 from snapstore.logs import get_logger
-from snapstore.repo.backend import Backend, Handle, Kind, ObjectInfo
+from snapstore.repo.backend import Backend, Handle, Kind, ObjectInfo, Version
 from snapstore.repo.headercache import HeaderCache
 
 HEADER_READ_BYTES = 4096
@@ -36,11 +36,13 @@ class CorruptManifestWarning(UserWarning):
 
 
 class ManifestFile(NamedTuple):
-    """A manifest in the store (its object name) and the header read from it (one per
-    snapshot of a listing)."""
+    """A manifest in the store (its object name), the header read from it (one per
+    snapshot of a listing), and the version of the object it was read from (what a deletion
+    decided from that header removes, and nothing newer)."""
 
     name: str
     header: Header
+    version: Version | None = None
 
 
 def manifest_name(session: str, name: str) -> str:
@@ -129,6 +131,10 @@ class Catalog:
     def read_header(self, object_name: str) -> Header:
         """Decode and verify just the header of a manifest, ordered as its object's write
         time allows (see ``Header.order_ns``)."""
+        return self.read_versioned_header(object_name)[0]
+
+    def read_versioned_header(self, object_name: str) -> tuple[Header, Version]:
+        """``read_header``, and the version of the object it was read from."""
         handle = self.handle(object_name)
         try:
             data, info = self.backend.read_head(handle, HEADER_READ_BYTES)
@@ -137,19 +143,20 @@ class Catalog:
                 data, info = self.backend.read_head(handle, needed)
         except UnfitFileError as error:
             raise CorruptManifestError(str(error)) from None
-        return decode_header(data, info.size).with_file_time(info.written_ns)
+        return decode_header(data, info.size).with_file_time(info.written_ns), info.version
 
     def names(self, session: str | None = None) -> list[str]:
         """The object names of every manifest now (of one session, or all)."""
         prefix = "" if session is None else dir_name(session, "session") + "/"
         return self.backend.names(Kind.MANIFEST, prefix)
 
-    def _checked_header(self, object_name: str) -> Header:
-        """The header of a manifest, which must sit where its raw names map to."""
-        header = self.read_header(object_name)
+    def _checked_header(self, object_name: str) -> tuple[Header, Version]:
+        """The header of a manifest, which must sit where its raw names map to, and the
+        version of the object it was read from."""
+        header, version = self.read_versioned_header(object_name)
         if manifest_name(header.info.session, header.info.name) != object_name:
             raise CorruptManifestError("it sits in a directory its names do not map to")
-        return header
+        return header, version
 
     def _decoded_header(self, object_name: str, info: ObjectInfo | None) -> Header:
         """The header of a manifest whose listing gave ``info`` (None: it is no object)
@@ -157,7 +164,7 @@ class Catalog:
         handle = self.handle(object_name)
         if info is None:
             raise CorruptManifestError(f"{self.backend.describe(handle)} is not a regular file")
-        header = self._checked_header(object_name)
+        header, _ = self._checked_header(object_name)
         self.header_cache.put(handle, info.version, header)
         return header
 
@@ -180,9 +187,10 @@ class Catalog:
             else {}
         )
         for object_name in self.names(session) if listed is None else sorted(listed):
+            version: Version | None = None
             try:
                 if listed is None:
-                    header = self._checked_header(object_name)
+                    header, version = self._checked_header(object_name)
                 else:
                     header = known.get(object_name) or self._decoded_header(
                         object_name, listed[object_name]
@@ -193,7 +201,7 @@ class Catalog:
                 where = self.backend.describe(self.handle(object_name))
                 yield CorruptManifestError(f"corrupt manifest {where}: {error}")
                 continue
-            yield ManifestFile(object_name, header)
+            yield ManifestFile(object_name, header, version)
 
     def headers(self, session: str | None = None, *, cached: bool = False) -> list[ManifestFile]:
         """Every valid manifest header, warning about (and skipping) corrupt ones."""
@@ -216,10 +224,12 @@ class Catalog:
         logger.debug("committed snapshot %r of session %r (%d bytes)", name, session, len(data))
         return replaced
 
-    def remove(self, object_name: str) -> None:
+    def remove(self, object_name: str, version: Version | None = None) -> None:
         """Delete a committed manifest durably (the commit of a delete: errors are raised);
-        whatever it leaves empty is tidied best-effort. Namespace lock held."""
-        self.backend.delete(self.handle(object_name))
+        whatever it leaves empty is tidied best-effort. Namespace lock held. With ``version``
+        (the one its header was read from), only that version: ConcurrentWriteError if
+        another writer replaced it since."""
+        self.backend.delete(self.handle(object_name), version=version)
         logger.debug("removed manifest %s", object_name)
 
     def tidy(self) -> None:

@@ -10,18 +10,19 @@ mutation goes through the I/O seam (``fs``), so the crash, power-loss and fault 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import stat
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator
 
-from snapstore.errors import StoreNotFoundError
+from snapstore.errors import ConcurrentWriteError, StoreNotFoundError
 from snapstore.fs.durable import TEMP_PREFIX, create_temp, discard, ensure_dir, write_atomic
 from snapstore.fs.reading import UnfitFileError, open_regular, read_all, read_regular
 from snapstore.fs.seam import LOCAL, FileSystem, start_writeback
 from snapstore.fs.stamps import version
-from snapstore.repo.backend import Handle, Kind, ObjectInfo, Properties
+from snapstore.repo.backend import Handle, Kind, ObjectInfo, Properties, Version
 from snapstore.repo.layout import MARKER_FILE, open_layout
 from snapstore.repo.locks import FileLock
 
@@ -279,8 +280,14 @@ class LocalBackend:
             for directory in found:
                 self.fs.fsync_dir(os.path.dirname(directory))
 
-    def delete(self, handle: Handle, *, durable: bool = True) -> None:
+    def delete(
+        self, handle: Handle, *, durable: bool = True, version: Version | None = None
+    ) -> None:
         path = self.path(handle)
+        if version is not None and self.stat(handle).version != version:
+            raise ConcurrentWriteError(
+                errno.ESTALE, "replaced since it was read; not deleted", self.describe(handle)
+            )
         if handle.kind in (Kind.PACK, Kind.INDEX):
             self._forget_fd(path)
         self.fs.unlink(path)

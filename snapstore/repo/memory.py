@@ -15,9 +15,9 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from snapstore.errors import LockTimeout
+from snapstore.errors import ConcurrentWriteError, LockTimeout
 from snapstore.fs.reading import UnfitFileError
-from snapstore.repo.backend import Handle, Kind, ObjectInfo, Properties
+from snapstore.repo.backend import Handle, Kind, ObjectInfo, Properties, Version
 
 
 @dataclass(frozen=True)
@@ -165,10 +165,18 @@ class MemoryBackend:
         with self._mutex:
             self._objects[handle] = _Object(bytes(data), next(self._versions), time.time_ns())
 
-    def delete(self, handle: Handle, *, durable: bool = True) -> None:
+    def delete(
+        self, handle: Handle, *, durable: bool = True, version: Version | None = None
+    ) -> None:
         with self._mutex:
-            if self._objects.pop(handle, None) is None:
+            found = self._objects.get(handle)
+            if found is None:
                 raise FileNotFoundError(errno.ENOENT, "no such object", self.describe(handle))
+            if version is not None and found.version != version:
+                raise ConcurrentWriteError(
+                    errno.ESTALE, "replaced since it was read; not deleted", self.describe(handle)
+                )
+            del self._objects[handle]
 
     def names(self, kind: Kind, prefix: str = "") -> list[str]:
         with self._mutex:

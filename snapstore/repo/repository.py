@@ -274,5 +274,6 @@ class Repository:
                 if item.header.info.name in keep:
                     continue
                 with contextlib.suppress(FileNotFoundError, CorruptManifestError):
-                    if self.catalog.read_header(item.name).info.is_backup:
-                        self.catalog.remove(item.name)
+                    header, version = self.catalog.read_versioned_header(item.name)
+                    if header.info.is_backup:
+                        self.catalog.remove(item.name, version)

@@ -30,11 +30,12 @@ import os
 import time
 from collections.abc import Iterator
 from typing import IO, Any
+from urllib.parse import unquote, urlsplit
 
 from snapstore.errors import ConcurrentWriteError, FormatError, StoreNotFoundError
 from snapstore.fs.reading import UnfitFileError
 from snapstore.logs import get_logger
-from snapstore.repo.backend import Handle, Kind, ObjectInfo, Properties
+from snapstore.repo.backend import Handle, Kind, ObjectInfo, Properties, Version
 from snapstore.repo.layout import FORMAT_TEXT, MARKER_MAX_BYTES, check_format
 from snapstore.repo.local import LocalBackend
 from snapstore.repo.s3client import StoreUrl, make_client, parse_url
@@ -98,6 +99,17 @@ class S3Backend:
         self.objects = BucketObjects(self.client, self.url, self.leases)
         self.memo = ListingMemo(self.objects)
         self._conditional_deletes = True
+        self.client.meta.events.register("before-send.s3", self._fence_every_attempt)
+
+    def _fence_every_attempt(self, request: Any, **_: Any) -> None:
+        """Check the leases before every attempt of a write, not only before the first: the
+        client sends a request again by itself after a timeout, which may outlast a lease
+        (another host's gc may have broken it meanwhile). Lease objects are not fenced:
+        writing them is how a lease is kept."""
+        if request.method in ("GET", "HEAD"):
+            return
+        if "/" + self.leases.prefix not in unquote(urlsplit(request.url).path):
+            self.leases.check()
 
     def key(self, handle: Handle) -> str:
         """The object key of a handle (kinds kept in the bucket only)."""
@@ -297,13 +309,17 @@ class S3Backend:
                     f"{self.describe(handle)} was changed by another writer since it was read",
                 ) from None
 
-    def delete(self, handle: Handle, *, durable: bool = True) -> None:
+    def delete(
+        self, handle: Handle, *, durable: bool = True, version: Version | None = None
+    ) -> None:
         """Delete an object that is there (FileNotFoundError if not); a manifest only in the
-        version just read (ConcurrentWriteError if another writer replaced it meanwhile)."""
+        version given (the one the caller read and decided on), else the one there now
+        (ConcurrentWriteError if another writer replaced it meanwhile)."""
         if handle.kind in _LOCAL_KINDS:
-            self.local.delete(handle, durable=durable)
+            self.local.delete(handle, durable=durable, version=version)
             return
-        version = self.stat(handle).version
+        if version is None:
+            version = self.stat(handle).version
         conditional = handle.kind is Kind.MANIFEST and self._conditional_deletes
         conditions = {"IfMatch": str(version)} if conditional else {}
         try:
@@ -312,7 +328,7 @@ class S3Backend:
                     "%s refuses conditional deletes; deleting under the lease alone", self.url
                 )
                 self._conditional_deletes = False
-                self.delete(handle, durable=durable)
+                self.delete(handle, durable=durable, version=version)
         finally:
             self.memo.remember(handle, None)
 

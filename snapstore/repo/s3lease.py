@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from snapstore.errors import ConcurrentWriteError, LeaseLostError
+from snapstore.errors import ConcurrentWriteError, InvalidValueError, LeaseLostError
 from snapstore.logs import get_logger
 from snapstore.repo.s3client import (
     client_errors,
@@ -80,6 +80,11 @@ class Leases:
         lease: float = DEFAULT_LEASE,
         on_acquire: Callable[[str], None] | None = None,
     ) -> None:
+        if not 0 < lease <= MAX_LEASE:
+            raise InvalidValueError(
+                f"lease must be more than 0 and at most {MAX_LEASE:g} seconds (other hosts "
+                f"judge a lease by that bound), got {lease!r}"
+            )
         self.client = client
         self.bucket = bucket
         self.prefix = prefix + "locks/"
@@ -99,8 +104,16 @@ class Leases:
         return f"s3://{self.bucket}/{key}"
 
     def _body(self) -> bytes:
+        """A lease object's content: who holds it, and a nonce, so that every write (each
+        renewal, each claim anew) has an ETag of its own: a breaker's conditional delete of
+        the version it judged expired must not match a newer one."""
         return json.dumps(
-            {"holder": self.holder, "host": socket.gethostname(), "pid": os.getpid()}
+            {
+                "holder": self.holder,
+                "host": socket.gethostname(),
+                "pid": os.getpid(),
+                "write": uuid.uuid4().hex,
+            }
         ).encode()
 
     def _put(self, key: str, **conditions: str) -> str:
@@ -159,20 +172,21 @@ class Leases:
     def _live_shared(self, name: str) -> list[str]:
         """The keys of the live shared holders of ``name`` (expired ones are broken)."""
         listed_prefix = f"{self.prefix}{name}/s-"
+        live = []
+        pages = self.client.get_paginator("list_objects_v2")
         try:
-            response = self.client.list_objects_v2(Bucket=self.bucket, Prefix=listed_prefix)
+            for page in pages.paginate(Bucket=self.bucket, Prefix=listed_prefix):
+                now = server_now_ns(page)
+                for item in page.get("Contents", []):
+                    key = str(item["Key"])
+                    lease = _seconds(key.rpartition("/s-")[2].partition("-")[0])
+                    if _expired(datetime_ns(item["LastModified"]), now, lease):
+                        logger.warning("breaking the expired lease %s", self._where(key))
+                        self._delete(key, str(item["ETag"]))
+                    else:
+                        live.append(key)
         except client_errors() as error:
             raise translate(error, self._where(listed_prefix)) from None
-        now = server_now_ns(response)
-        live = []
-        for item in response.get("Contents", []):
-            key = str(item["Key"])
-            lease = _seconds(key.rpartition("/s-")[2].partition("-")[0])
-            if _expired(datetime_ns(item["LastModified"]), now, lease):
-                logger.warning("breaking the expired lease %s", self._where(key))
-                self._delete(key, str(item["ETag"]))
-            else:
-                live.append(key)
         return live
 
     # ------------------------------------------------------------------ holding

@@ -103,17 +103,25 @@ def _multipart(objects: BucketObjects, handle: Handle, file: IO[bytes], size: in
         raise
 
 
+UPLOADED_IN_PARTS = ("blobs/", "packs/")
+"""Where, under a store's prefix, objects large enough to go up in parts live: the only
+places its gc looks for abandoned uploads (a prefix may hold other stores and other data)."""
+
+
 def pending_uploads(objects: BucketObjects) -> list[tuple[str, str]]:
-    """(key, upload id) of the multipart uploads in progress under the store's prefix."""
+    """(key, upload id) of the multipart uploads in progress in the store's own blob and
+    pack directories."""
     found: list[tuple[str, str]] = []
     paginator = objects.client.get_paginator("list_multipart_uploads")
-    try:
-        for page in paginator.paginate(Bucket=objects.bucket, Prefix=objects.prefix):
-            found.extend((str(u["Key"]), str(u["UploadId"])) for u in page.get("Uploads", []))
-    except client_errors() as error:
-        if is_not_found(error):
-            return []
-        raise objects.failed(error, f"s3://{objects.bucket}/{objects.prefix}") from None
+    for directory in UPLOADED_IN_PARTS:
+        prefix = objects.prefix + directory
+        try:
+            for page in paginator.paginate(Bucket=objects.bucket, Prefix=prefix):
+                found.extend((str(u["Key"]), str(u["UploadId"])) for u in page.get("Uploads", []))
+        except client_errors() as error:
+            if is_not_found(error):
+                return []
+            raise objects.failed(error, f"s3://{objects.bucket}/{prefix}") from None
     return found
 
 

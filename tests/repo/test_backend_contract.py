@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from snapstore import LockTimeout, SnapStore
+from snapstore import ConcurrentWriteError, LockTimeout, SnapStore
 from snapstore.fs.reading import UnfitFileError
 from snapstore.repo.backend import Backend, Handle, Kind
 from snapstore.repo.local import LocalBackend
@@ -88,6 +88,18 @@ def test_a_rewrite_replaces_the_whole_object_and_moves_its_version(backend: Back
     assert backend.names(Kind.MANIFEST, "session-1/") == ["session-1/name-2"]
     assert backend.names(Kind.MANIFEST, "other/") == []
     backend.delete(handle)
+    assert backend.names(Kind.MANIFEST) == []
+
+
+def test_a_delete_of_the_version_read_never_removes_a_newer_one(backend: Backend) -> None:
+    handle = Handle(Kind.MANIFEST, "session-1/name-2")
+    backend.write(handle, b"first")
+    judged = backend.stat(handle).version
+    backend.write(handle, b"second, by another writer")
+    with pytest.raises(ConcurrentWriteError):
+        backend.delete(handle, version=judged)
+    assert backend.read(handle, max_bytes=100)[0] == b"second, by another writer"
+    backend.delete(handle, version=backend.stat(handle).version)
     assert backend.names(Kind.MANIFEST) == []
 
 

@@ -1,0 +1,49 @@
+"""A store's gc aborts only its own abandoned multipart uploads: not those of another
+store (or anything else) under its prefix."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers.s3server import S3Server
+
+from snapstore.repo.backend import Kind
+from snapstore.repo.s3 import S3Backend
+from snapstore.repo.s3client import make_client
+
+from .conftest import store_on
+
+
+def test_gc_of_a_store_at_the_bucket_root_leaves_other_stores_uploads_alone(
+    s3_server: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from snapstore.repo import s3upload
+
+    monkeypatch.setattr(s3upload, "MULTIPART_BYTES", 6 << 20)
+    monkeypatch.setattr(s3upload, "PART_BYTES", 5 << 20)
+    bucket = f"b-{uuid.uuid4().hex[:8]}"
+    s3_server.make_bucket(bucket)
+
+    def backend(url: str, cache: str) -> S3Backend:
+        client = make_client(endpoint_url=s3_server.endpoint)
+        return S3Backend(url, cache_dir=str(tmp_path / cache), client=client, lock_timeout=5)
+
+    root = store_on(backend(f"s3://{bucket}", "root"))
+    other = backend(f"s3://{bucket}/projects/x", "x")
+    store_on(other)
+    ran: list[Any] = []
+
+    def gc_of_the_root_store_runs(**_: Any) -> None:
+        if not ran:
+            ran.append(root.gc())  # another store's gc, while x's large blob is uploading
+
+    other.client.meta.events.register(
+        "before-send.s3.CompleteMultipartUpload", gc_of_the_root_store_runs
+    )
+    with other.lock("gc").shared():
+        staged = other.stage(Kind.BLOB)
+        staged.write(b"x" * (7 << 20))
+        staged.commit("ab" * 32)  # fails: NoSuchUpload, the root store's gc aborted it
