@@ -430,9 +430,11 @@ def test_a_target_that_is_no_directory_is_refused_before_anything_is_written(
     os.symlink(tmp_path / "nowhere", tmp_path / "dangling")
     (tmp_path / "file").write_text("f")
     undecodable = os.fsdecode(os.fsencode(str(tmp_path)) + b"/t\xff")
-    for target in (tmp_path / "dangling", tmp_path / "file", undecodable):
+    for target in (tmp_path / "dangling", tmp_path / "file", undecodable, f"{tmp_path}/a\x00b"):
         with pytest.raises(UnsafePathError):
             store.restore("s", "n", target)
+    with pytest.raises(UnsafePathError):
+        store.diff("s", "n", target=f"{tmp_path}/a\x00b")
     assert not store.journals.pending()
     assert (tmp_path / "file").read_text() == "f"
     assert not os.path.lexists(undecodable)

@@ -116,15 +116,26 @@ def print_json(document: Any) -> None:
     click.echo(to_json(document))
 
 
+_CONTROLS = {code: f"\\x{code:02x}" for code in (*range(0x20), *range(0x7F, 0xA0)) if code != 0x0A}
+"""Control characters but the line break, as escapes: a name holding an escape sequence must
+not drive the terminal that shows it (names may hold any character; ``--json`` escapes them
+its own way)."""
+
+
+def shown(text: str) -> str:
+    """``text`` with its control characters escaped, for a person's terminal."""
+    return text.translate(_CONTROLS)
+
+
 def print_lines(lines: Sequence[str]) -> None:
     """Write human-readable lines to stdout."""
     for line in lines:
-        click.echo(line)
+        click.echo(shown(line))
 
 
 def print_note(message: str) -> None:
     """A remark for a person (not data), on stderr so pipes stay clean."""
-    click.echo(message, err=True)
+    click.echo(shown(message), err=True)
 
 
 def print_error(message: str) -> None:
@@ -133,9 +144,9 @@ def print_error(message: str) -> None:
 
 
 def one_line(message: str) -> str:
-    """``message`` folded onto one line."""
+    """``message`` folded onto one line, its control characters escaped."""
     parts = [line.strip() for line in message.splitlines() if line.strip()]
-    return "; ".join(parts)
+    return shown("; ".join(parts))
 
 
 def stderr_is_terminal() -> bool:

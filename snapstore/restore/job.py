@@ -142,6 +142,8 @@ class RestoreJob:
             target_dir.encode("utf-8")
         except UnicodeEncodeError:
             raise UnsafePathError(f"restore target {target_dir!r} is not valid UTF-8") from None
+        if "\x00" in target_dir:
+            raise UnsafePathError(f"restore target {target_dir!r} contains a NUL byte")
         if os.path.lexists(target_dir) and not os.path.isdir(target_dir):
             raise UnsafePathError(f"restore target {target_dir} is there but is no directory")
         real = os.path.realpath(target_dir)

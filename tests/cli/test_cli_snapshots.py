@@ -387,3 +387,16 @@ def test_show_marks_hard_links_and_files_with_holes(cli: Cli, project: Path) -> 
     kept_holes = os.lstat(project / "disk.img").st_blocks * 512 < 64 << 20
     assert image_line.endswith("(holes)") == kept_holes
     assert "64.0 MiB" in image_line
+
+
+def test_names_holding_control_characters_cannot_drive_the_terminal(
+    cli: Cli, project: Path
+) -> None:
+    """Names may hold any character; what a person's terminal is shown has its control
+    characters escaped (``--json`` keeps the name exact, escaped as JSON escapes)."""
+    hostile = "s\x1b[2J\x07"
+    cli.snapshot(project, session=hostile, name="n\rx")
+    listed = cli.ok("list").stdout
+    assert "\x1b" not in listed and "\x07" not in listed and "\r" not in listed
+    assert "s\\x1b[2J\\x07" in listed and "n\\x0dx" in listed
+    assert {item["session"] for item in cli.json("list")["snapshots"]} == {hostile}
