@@ -200,7 +200,7 @@ class S3Backend:
             data, _ = self.local.read(cached, max_bytes=max_bytes)
             if len(data) == info.size:
                 return data, info
-        data, response = self.objects.body(handle)
+        data, response = self.objects.body(handle, max_bytes=max_bytes)
         if not response:
             raise FileNotFoundError(errno.ENOENT, "no such object", self.describe(handle))
         if len(data) > max_bytes:
