@@ -438,3 +438,22 @@ def test_a_target_that_is_no_directory_is_refused_before_anything_is_written(
     assert not store.journals.pending()
     assert (tmp_path / "file").read_text() == "f"
     assert not os.path.lexists(undecodable)
+
+
+def test_a_file_no_snapshot_could_record_is_left_alone_not_removed(tmp_path: Path) -> None:
+    """A name that is not UTF-8 (or holds a backslash) appears in the target after the
+    snapshot: no undo backup could keep it, so the restore leaves it, and says so, rather
+    than refusing to run or deleting it unkept."""
+    base = tmp_path / "proj"
+    write_tree(base, {"a.txt": "a"})
+    store = SnapStore(tmp_path / "store")
+    store.create("s", "n", ["."], base_dir=base)
+    (base / "a.txt").write_text("changed")
+    odd = os.fsdecode(os.fsencode(str(base)) + b"/odd\xff")
+    Path(odd).write_text("mine")
+    (base / "back\\slash").write_text("mine too")
+    planned = store.restore("s", "n", dry_run=True)
+    report = store.restore("s", "n")
+    assert planned.kept == report.kept == ["back\\slash", "odd\\xff"]
+    assert report.written == ["a.txt"] and report.removed == []
+    assert Path(odd).read_text() == "mine"

@@ -9,7 +9,8 @@ import os
 import stat
 from collections.abc import Container
 
-from snapstore.format.paths import printable
+from snapstore.errors import UnsafePathError
+from snapstore.format.paths import child_path, printable
 from snapstore.fs.sparse import extents_digest
 from snapstore.fs.stamps import file_id
 from snapstore.models import FileEntry
@@ -158,6 +159,7 @@ class TargetView:
             kind = kind_of(info)
             if (
                 kind == "other"
+                or not _recordable(directory, child.name)
                 or self.keep.leaves(path, kind == "dir")
                 or (kind == "dir" and self.keep.holds_store(self.prefix + path, info))
             ):
@@ -165,3 +167,13 @@ class TargetView:
                 continue
             removable.append((path, info))
         return removable
+
+
+def _recordable(directory: str, name: str) -> bool:
+    """Whether a snapshot could record ``name`` in ``directory`` (one that is not UTF-8, or
+    holds a backslash, could not be kept in an undo backup either: it is left alone)."""
+    try:
+        child_path(directory or ".", name)
+    except UnsafePathError:
+        return False
+    return True
