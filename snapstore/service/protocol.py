@@ -8,6 +8,7 @@ table of codes is stable: a code is never reused for another type.
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from snapstore import PathNotInSnapshotError, errors
@@ -153,12 +154,24 @@ def _dumps(message: dict[str, Any], default: Any) -> str:
 def decode_message(line: bytes) -> Any:
     """One received line as JSON. ValueError for anything that is not strict JSON, the
     ``NaN`` and ``Infinity`` tokens Python's parser accepts included (a ``NaN`` TTL would
-    otherwise compare with nothing)."""
-    return json.loads(line.decode("utf-8"), parse_constant=_refuse_constant)
+    otherwise compare with nothing), and for numbers no float holds; RecursionError for
+    nesting deeper than the parser goes."""
+    return json.loads(
+        line.decode("utf-8"), parse_constant=_refuse_constant, parse_float=_finite_float
+    )
 
 
 def _refuse_constant(token: str) -> Any:
     raise ValueError(f"{token} is not JSON")
+
+
+def _finite_float(text: str) -> float:
+    """A JSON number as a float; ValueError for one beyond a float's range (``1e400``), which
+    would become an infinity no response could carry back."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text[:40]} is out of range")
+    return value
 
 
 def response(request_id: Any, result: Any) -> dict[str, Any]:

@@ -180,7 +180,7 @@ class Server:
             return None
         try:
             message = decode_message(line)
-        except (UnicodeDecodeError, ValueError) as error:
+        except (UnicodeDecodeError, ValueError, RecursionError) as error:
             return error_response(None, RpcError(PARSE_ERROR, f"parse error: {error}"))
         if not isinstance(message, dict):
             what = "a batch (an array)" if isinstance(message, list) else "not an object"
@@ -211,7 +211,10 @@ class Server:
         params = message.get("params", {})
         if not isinstance(params, dict):
             raise RpcError(INVALID_PARAMS, "params must be an object of named parameters")
-        arguments = method.arguments(name, params)
+        try:
+            arguments = method.arguments(name, params)
+        except (OverflowError, RecursionError) as error:  # a number or nesting out of range
+            raise RpcError(INVALID_PARAMS, f"invalid params: {error}") from None
         wanted, token = _progress_token(params)
         progress: Callable[[int, int], None] | None = None
         if method.progress and wanted and "id" in message:

@@ -15,15 +15,14 @@ changed to be worth tracking. ``apply_changes`` is the reference semantics of a 
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from snapstore.repo.layout import MARKER_FILE
-from snapstore.service.protocol import WatchError
 from snapstore.worktree.changes import ChangedPaths, outermost, under
+from snapstore.worktree.scan import relative_to_base
 
 if TYPE_CHECKING:
     from snapstore.models import FileEntry
@@ -69,20 +68,11 @@ def parent_of(path: str) -> str:
     return path.rsplit("/", 1)[0] if "/" in path else "."
 
 
-def relative_path(base_dir: str, path: str) -> str:
-    """``path`` (relative to ``base_dir`` or absolute inside it) as a normalized relative
-    path, as ``SnapStore.create`` records it."""
-    joined = os.path.normpath(os.path.join(base_dir, path))
-    relative = os.path.relpath(joined, base_dir)
-    if relative == ".." or relative.startswith("../") or os.path.isabs(relative):
-        raise WatchError(f"path {path!r} lies outside the base dir {base_dir!r}")
-    return "." if relative == "." else relative.replace(os.sep, "/")
-
-
 def requested_paths(base_dir: str, paths: Iterable[str]) -> tuple[str, ...]:
-    """The paths a watch of ``base_dir`` follows, normalized, sorted and without repeats:
-    what identifies a watch, whichever way its paths were spelled."""
-    return tuple(sorted({relative_path(base_dir, path) for path in paths}))
+    """The paths a watch of ``base_dir`` follows, normalized as ``SnapStore.create`` records
+    them (UnsafePathError as it raises it), sorted and without repeats: what identifies a
+    watch, whichever way its paths were spelled."""
+    return tuple(sorted({relative_to_base(base_dir, path) for path in paths}))
 
 
 def minimal(changes: Changes) -> Changes:

@@ -141,6 +141,8 @@ class DirectoryWatches:
                 )
             elif error.errno in (errno.EACCES, errno.EPERM):
                 self.unwatchable.add(path)
+            elif path == ".":  # a symlink (watches never follow one), or gone
+                self.broken = f"the base directory cannot be watched ({error.strerror})"
             return False
         stale = self._dirs.get(wd)
         if stale is not None and stale != path:

@@ -83,8 +83,12 @@ class TreeWatcher:
             self._store_id = file_id(os.stat(self.store_root))
         self._base_id = file_id(base)
         self._stop_r, self._stop_w = os.pipe()
-        with self._lock:
-            self._open()
+        try:
+            with self._lock:
+                self._open()
+        except OSError as error:  # no inotify instance (fs.inotify.max_user_instances)
+            self.close()
+            raise WatchError(f"cannot watch {self.base_dir}: {error.strerror or error}") from error
         if not follow:
             return
         self._thread = threading.Thread(target=self._follow, name="snapstore-watch", daemon=True)
