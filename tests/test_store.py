@@ -371,3 +371,20 @@ def test_create_false_opens_only_an_existing_store(tmp_path: Path) -> None:
     assert list((tmp_path / "empty").iterdir()) == []
     SnapStore(tmp_path / "store").put_state("s", "n", 1)
     assert SnapStore(tmp_path / "store", create=False).get_state("s", "n") == 1
+
+
+def test_values_nested_deeper_than_every_reader_can_walk_are_refused(tmp_path: Path) -> None:
+    """Metadata and state values nest at most MAX_VALUE_DEPTH deep: deeper ones would crash
+    the readers that render them (JSON, repr) with a RecursionError."""
+    from snapstore.format.manifest import MAX_VALUE_DEPTH
+
+    store = SnapStore(tmp_path / "store")
+    deep: object = 1
+    for _ in range(MAX_VALUE_DEPTH):
+        deep = [deep]
+    store.put_state("s", "ok", deep)
+    assert store.get_state("s", "ok") == deep
+    with pytest.raises(InvalidValueError):
+        store.put_state("s", "deep", [deep])
+    with pytest.raises(InvalidValueError):
+        store.create("s", "n", [], base_dir=tmp_path, meta={"m": [deep]})

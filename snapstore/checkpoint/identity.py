@@ -68,6 +68,11 @@ def fingerprint_at(fd: int, offset: int) -> str | None:
     data = os.pread(fd, offset - start, start)
     if len(data) != offset - start:
         return None
+    return fingerprint_of(data)
+
+
+def fingerprint_of(data: bytes) -> str:
+    """The fingerprint of the (at most ``FINGERPRINT_BYTES``) bytes before an offset."""
     return blake3(data).hexdigest()[:32]
 
 

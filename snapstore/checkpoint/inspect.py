@@ -9,6 +9,7 @@ from typing import Any
 
 from snapstore.checkpoint.identity import FileIdentity, check_path
 from snapstore.checkpoint.persistence import Checkpoint, SaveTrigger, jsonable
+from snapstore.checkpoint.sources import is_natural
 
 
 @dataclass(frozen=True)
@@ -227,10 +228,11 @@ def _reprocess(every: int | None) -> str:
 
 
 def _offset(value: Any) -> int | None:
-    """The byte offset of a file source's position, or None if ``value`` is not one."""
+    """The byte offset of a file source's position, or None if ``value`` is not one (a
+    natural ``offset`` and ``records``, as the file sources require)."""
     if isinstance(value, dict):
-        offset = value.get("offset")
-        if isinstance(offset, int) and not isinstance(offset, bool) and offset >= 0:
+        offset, records = value.get("offset"), value.get("records", 0)
+        if is_natural(offset) and is_natural(records):
             return offset
     return None
 

@@ -187,8 +187,15 @@ class FileCheckpointStore:
         return deleted
 
     def keys(self) -> list[str]:
-        """Every key with a committed checkpoint in this root, sorted."""
+        """Every key with a committed checkpoint in this root, sorted (a checkpoint whose
+        header is damaged names no key: see ``unreadable``)."""
         return sorted({info.name for info in self.store.list(self.session)})
+
+    def unreadable(self) -> list[str]:
+        """Why each checkpoint whose header cannot be read (so its key is not known either)
+        is damaged, naming where it lies."""
+        found = self.store.repo.catalog.manifests(self.session)
+        return [str(item) for item in found if isinstance(item, CorruptManifestError)]
 
 
 class MemoryCheckpointStore:

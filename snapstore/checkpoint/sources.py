@@ -11,6 +11,7 @@ import csv
 import json
 import os
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
+from dataclasses import replace
 from typing import (
     IO,
     Any,
@@ -24,7 +25,13 @@ from typing import (
 )
 
 from snapstore.checkpoint.errors import InvalidPositionError, RecordDecodeError
-from snapstore.checkpoint.identity import FileIdentity, identity_of, mismatch_reason
+from snapstore.checkpoint.identity import (
+    FINGERPRINT_BYTES,
+    FileIdentity,
+    fingerprint_of,
+    identity_of,
+    mismatch_reason,
+)
 
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
@@ -83,6 +90,12 @@ def source_kind(source: object) -> str:
     return kind if isinstance(kind, str) else type(source).__name__
 
 
+RECENT_BYTES = 1 << 20
+"""How much of what it read a file source keeps, to fingerprint a saved offset from the bytes
+it read rather than from what the file holds by then (the last record it yielded is at
+most this long ago)."""
+
+
 class ByteOffsetSource(Generic[T]):
     """Records of a line-oriented file, resumed by byte offset and guarded by file identity.
 
@@ -110,6 +123,8 @@ class ByteOffsetSource(Generic[T]):
         self._handle: IO[bytes] | None = None
         self._offset = 0
         self._records = 0
+        self._recent = bytearray()
+        self._recent_end = 0
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.path!r}, offset={self._offset})"
@@ -142,9 +157,22 @@ class ByteOffsetSource(Generic[T]):
         self._after_resume()
 
     def identity_at(self, position: Any) -> FileIdentity:
-        """The open file's identity, fingerprinted at ``position``'s offset."""
+        """The open file's identity at ``position``'s offset, fingerprinted from the bytes
+        this source read before that offset where it still has them: a file rewritten in
+        place while it was read (same inode) must not pass for the one the offset counts."""
         offset, _ = self._parse(position)
-        return identity_of(self._open().fileno(), self.path, offset)
+        identity = identity_of(self._open().fileno(), self.path, offset)
+        read = self._read_before(offset)
+        return identity if read is None else replace(identity, fingerprint=fingerprint_of(read))
+
+    def _read_before(self, offset: int) -> bytes | None:
+        """The bytes this source read just before ``offset`` (as many as a fingerprint
+        covers), or None if it no longer has them."""
+        begin = self._recent_end - len(self._recent)
+        start = max(0, offset - FINGERPRINT_BYTES)
+        if offset <= 0 or start < begin or offset > self._recent_end:
+            return None
+        return bytes(self._recent[start - begin : offset - begin])
 
     def identity_problem(self, saved: FileIdentity, position: Any) -> str | None:
         """Why the file at ``path`` now is not the one the checkpoint was saved for, or None."""
@@ -169,7 +197,7 @@ class ByteOffsetSource(Generic[T]):
             return 0, 0
         if isinstance(position, dict):
             offset, records = position.get("offset"), position.get("records", 0)
-            if _is_natural(offset) and _is_natural(records):
+            if is_natural(offset) and is_natural(records):
                 return offset, records
         raise InvalidPositionError(
             f"a {self.kind} source resumes from {{'offset': bytes, 'records': count}}, "
@@ -179,12 +207,22 @@ class ByteOffsetSource(Generic[T]):
     def _lines(self, start: int) -> Iterator[tuple[int, bytes]]:
         """``(offset, raw line)`` pairs from byte ``start``, line endings included."""
         handle = self._open()
+        before = max(0, start - FINGERPRINT_BYTES)
+        handle.seek(before)
+        self._recent = bytearray(handle.read(start - before))
+        if before + len(self._recent) != start:  # shorter than the offset: nothing before it
+            self._recent.clear()
+        self._recent_end = start
         handle.seek(start)
         offset = start
         while True:
             line = handle.readline()
             if not line or (self.complete_lines_only and not line.endswith(b"\n")):
                 return
+            self._recent += line
+            self._recent_end = offset + len(line)
+            if len(self._recent) > 2 * RECENT_BYTES:  # trimmed now and then: amortized O(1)
+                del self._recent[: len(self._recent) - RECENT_BYTES]
             yield offset, line
             offset += len(line)
 
@@ -258,8 +296,7 @@ class CsvSource(ByteOffsetSource[dict[str, str]]):
         if self._given_fieldnames is not None or self._offset == 0:
             self.fieldnames = self._given_fieldnames
             return
-        rows = self._rows(0)
-        header = next(rows, None)
+        header = next((row for row in self._rows(0) if row[2]), None)  # blank rows skipped
         if header is None or header[1] > self._offset:
             raise InvalidPositionError(
                 f"byte {self._offset} of {self.path} is inside its header row, not after it"
@@ -337,7 +374,7 @@ class CountedSource(Generic[T]):
         """Skip the first ``position`` records on the next iteration (None: skip none)."""
         if position is None:
             position = 0
-        if not _is_natural(position):
+        if not is_natural(position):
             raise InvalidPositionError(
                 f"a count source resumes from a record count, not {position!r}: was this "
                 "checkpoint saved by another kind of source?"
@@ -381,6 +418,6 @@ class CountedSource(Generic[T]):
 _END: Any = object()
 
 
-def _is_natural(value: object) -> TypeGuard[int]:
+def is_natural(value: object) -> TypeGuard[int]:
     """True for a non-negative int (bools excluded)."""
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0

@@ -67,6 +67,9 @@ def list_checkpoints(settings: Settings) -> None:
                 _position(checkpoint.value),
             ]
         )
+    for damage in store.unreadable():
+        documents.append({"key": None, "error": damage})
+        rows.append(["?", "CORRUPT", "-", "-", "-"])
     if not rows and not settings.json and not settings.quiet:
         print_note("no checkpoints")
     headers = ["KEY", "SAVED", "SOURCE", "EVERY", "POSITION"]

@@ -71,9 +71,35 @@ def _checksum(*parts: bytes) -> bytes:
     return hasher.digest(length=CHECKSUM_BYTES)
 
 
+MAX_VALUE_DEPTH = 64
+"""How deeply metadata and state values may nest: what every reader can walk (recursively,
+as JSON encoders do) without running out of stack."""
+
+
+def nests_within(value: Any, limit: int = MAX_VALUE_DEPTH) -> bool:
+    """Whether ``value``'s maps and lists nest no deeper than ``limit`` (walked without
+    recursion, so a forged value of any depth is measured safely)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list | tuple):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return False
+        stack.extend((child, depth + 1) for child in children)
+    return True
+
+
 def _pack(value: Any, what: str, *, check_readable: bool = True) -> bytes:
     """msgpack-encode ``value``; with ``check_readable``, also refuse what would not decode
-    back (map keys that are not strings), so nothing unreadable is ever committed."""
+    back (map keys that are not strings), or nests deeper than ``MAX_VALUE_DEPTH``, so
+    nothing unreadable is ever committed."""
+    if check_readable and not nests_within(value, MAX_VALUE_DEPTH + 1):
+        raise InvalidValueError(f"{what} cannot be stored: nested over {MAX_VALUE_DEPTH} deep")
     try:
         packed = msgpack.packb(value, use_bin_type=True, strict_types=False)
     except (TypeError, ValueError, OverflowError) as error:
@@ -213,6 +239,7 @@ def _decode_info(header: Any, version: int) -> tuple[SnapshotInfo, int, int | No
     _require(_is_int(header.get("file_count")), "bad file count")
     _require(_is_int(header.get("total_bytes")), "bad total size")
     _require(isinstance(header.get("meta"), dict), "metadata is not a map")
+    _require(nests_within(header["meta"]), f"metadata nests over {MAX_VALUE_DEPTH} deep")
     skipped_raw = header.get("skipped")
     _require(isinstance(skipped_raw, list), "skipped list is not a list")
     skipped = []
@@ -290,6 +317,7 @@ def decode(data: bytes) -> Manifest:
     version = data[7]
     if info.kind == "state":
         _require(isinstance(body, dict) and "value" in body, "state manifest lacks its value")
+        _require(nests_within(body["value"]), f"the value nests over {MAX_VALUE_DEPTH} deep")
         _require(info.file_count == 0 and info.total_bytes == 0, "state manifest lists files")
         return Manifest(info, (), body["value"], version=version)
     if version == 1:
