@@ -437,7 +437,8 @@ class SnapStore:
     def put_state(
         self, session: str, name: str, value: Any, *, ttl: Duration | None = None
     ) -> SnapshotInfo:
-        """Durably store one msgpack-encodable value (a resume position) as (session, name)."""
+        """Durably store one msgpack-encodable value (a resume position) as (session, name);
+        its maps and lists may nest at most 64 deep (InvalidValueError)."""
         return self.repo.put_state(session, name, value, ttl_seconds(ttl))
 
     def get_state(self, session: str, name: str, default: Any = None) -> Any:
