@@ -388,3 +388,26 @@ def test_values_nested_deeper_than_every_reader_can_walk_are_refused(tmp_path: P
         store.put_state("s", "deep", [deep])
     with pytest.raises(InvalidValueError):
         store.create("s", "n", [], base_dir=tmp_path, meta={"m": [deep]})
+
+
+def test_a_store_made_by_another_process_while_this_one_opens_is_opened(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two processes open a new root at once: the one that finds no FORMAT marker, then the
+    other's store (with a cache already) when it lists the root, opens that store instead of
+    calling it a stranger's directory."""
+    from snapstore.repo import layout
+
+    root = tmp_path / "root"
+    real_ensure = layout.ensure_dir
+
+    def other_process_gets_there_first(fs: object, path: str, **options: object) -> None:
+        real_ensure(fs, path, **options)  # type: ignore[arg-type]
+        if path == str(root) and not (root / "FORMAT").exists():
+            monkeypatch.setattr(layout, "ensure_dir", real_ensure)
+            SnapStore(root).put_state("s", "other", 1)
+            (root / "cache").mkdir(exist_ok=True)
+
+    monkeypatch.setattr(layout, "ensure_dir", other_process_gets_there_first)
+    store = SnapStore(root)
+    assert store.get_state("s", "other") == 1

@@ -57,15 +57,7 @@ def open_layout(root: str, fs: FileSystem, *, durable: bool) -> bool:
     """
     marker = os.path.join(root, MARKER_FILE)
     if os.path.lexists(marker):
-        found = read_marker(root)
-        if found is None:
-            raise FormatError(f"{marker} is not a readable regular file")
-        check_format(root, found.decode("utf-8", "replace"))
-        if not layout_writable(root):
-            logger.debug("opened the store at %s read-only: this process cannot write it", root)
-            return False
-        make_layout_dirs(root, fs, durable=durable)
-        return True
+        return _open_existing(root, fs, durable=durable)
     try:
         ensure_dir(fs, root, stop_at=os.sep, durable=durable)
     except OSError as error:
@@ -75,6 +67,8 @@ def open_layout(root: str, fs: FileSystem, *, durable: bool) -> bool:
             f"cannot create a store at {root}: {error.strerror or error}"
         ) from error
     strangers = set(os.listdir(root)) - set(LAYOUT_DIRS) - {MARKER_FILE}
+    if strangers and os.path.lexists(marker):  # another process made the store meanwhile
+        return _open_existing(root, fs, durable=durable)
     if strangers:
         raise FormatError(
             f"{root} is not a snapstore root (no FORMAT marker, and it holds "
@@ -90,6 +84,20 @@ def open_layout(root: str, fs: FileSystem, *, durable: bool) -> bool:
         fs, marker, FORMAT_TEXT.encode(), tmp_dir=os.path.join(root, "tmp"), durable=durable
     )
     logger.info("created a new store at %s", root)
+    return True
+
+
+def _open_existing(root: str, fs: FileSystem, *, durable: bool) -> bool:
+    """Open a root that has a FORMAT marker: check it, and make what is missing of the
+    layout if this process may write (see ``open_layout``)."""
+    found = read_marker(root)
+    if found is None:
+        raise FormatError(f"{os.path.join(root, MARKER_FILE)} is not a readable regular file")
+    check_format(root, found.decode("utf-8", "replace"))
+    if not layout_writable(root):
+        logger.debug("opened the store at %s read-only: this process cannot write it", root)
+        return False
+    make_layout_dirs(root, fs, durable=durable)
     return True
 
 
