@@ -26,13 +26,16 @@ class LockTimeout(SnapstoreError, TimeoutError):
 class SnapshotNotFound(SnapstoreError, KeyError):
     """No committed snapshot exists for the given (session, name)."""
 
-    def __init__(self, session: str, name: str) -> None:
+    def __init__(self, session: str, name: str, *, what: str = "snapshot") -> None:
         super().__init__(session, name)
         self.session = session
         self.name = name
+        self.what = what
 
     def __str__(self) -> str:
-        return f"no snapshot {self.name!r} in session {self.session!r}"
+        if not self.name:
+            return f"no {self.what} in session {self.session!r}"
+        return f"no {self.what} {self.name!r} in session {self.session!r}"
 
 
 class SnapshotExistsError(SnapstoreError, FileExistsError):

@@ -329,12 +329,15 @@ class SnapStore:
         """Put back what the session's newest restore replaced (or the undo backup named
         ``backup``), into the directory it was taken from unless ``target`` is given. The
         undo keeps its own backup first, so undoing twice returns to where you were.
-        SnapshotNotFound if the session has no undo backup."""
+        SnapshotNotFound if the session has no undo backup, or none named ``backup`` (a full
+        name: selectors and checkpoints name no undo backup)."""
+        found = [info.name for info in self.repo.backups(session)]
         if backup is None:
-            found = self.repo.backups(session)
             if not found:
-                raise SnapshotNotFound(session, "(undo backup)")
-            backup = found[-1].name
+                raise SnapshotNotFound(session, "", what="undo backup")
+            backup = found[-1]
+        elif backup not in found:  # a name, never a selector nor a checkpoint
+            raise SnapshotNotFound(session, backup, what="undo backup")
         return self.restore(
             session, backup, target, dry_run=dry_run, keep_special_bits=True, progress=progress
         )

@@ -350,3 +350,40 @@ def test_the_backup_an_interrupted_undo_was_restoring_is_not_trimmed(tmp_path: P
         f"f{i}.txt": f"edited {i}\n" for i in range(10)
     }
     assert first.name in {b.name for b in store.backups("s")}
+
+
+def test_undo_takes_only_the_full_name_of_an_undo_backup(tmp_path: Path) -> None:
+    """A selector (``latest``) or a checkpoint's name names no undo backup: undoing to it
+    would be a restore under another name."""
+    from snapstore.errors import SnapshotNotFound
+
+    base = tmp_path / "p"
+    write_tree(base, {"a.txt": "one"})
+    store = SnapStore(tmp_path / "store")
+    with pytest.raises(SnapshotNotFound, match="no undo backup in session 's'"):
+        store.undo("s")
+    store.create("s", "cp", ["."], base_dir=base)
+    write_tree(base, {"a.txt": "two"})
+    store.restore("s", "cp")
+    (kept,) = store.backups("s")
+    for wrong in ("latest", "latest~1", "cp", kept.name[:8]):
+        with pytest.raises(SnapshotNotFound, match="no undo backup"):
+            store.undo("s", backup=wrong, dry_run=True)
+    assert store.undo("s", backup=kept.name).written == ["a.txt"]
+    assert (base / "a.txt").read_text() == "two"
+
+
+def test_a_command_that_recovers_an_interrupted_restore_says_so(tmp_path: Path) -> None:
+    """Opening the store rolls a killed restore back, whatever the command: the command line
+    says it changed the target, as a warning."""
+    from helpers.cli import Cli
+
+    cli = Cli(tmp_path)
+    base = tmp_path / "p"
+    write_tree(base, {f"f{i}.txt": f"{i}\n" for i in range(20)})
+    SnapStore(cli.root).create("s", "cp", ["."], base_dir=base)
+    write_tree(base, {f"f{i}.txt": f"edited {i}\n" for i in range(20)})
+    _in_a_child_killed_during_apply(0.5, lambda: SnapStore(cli.root).restore("s", "cp"))
+    result = cli.run("list")
+    assert result.code == 0
+    assert f"warning: put {base} back as it was before an interrupted restore" in result.stderr

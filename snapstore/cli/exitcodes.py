@@ -74,7 +74,14 @@ def _codes() -> tuple[tuple[tuple[type[BaseException], ...], ExitCode], ...]:
 
 
 def exit_code_for(error: BaseException) -> ExitCode:
-    """The exit code a run that failed with ``error`` ends with."""
+    """The exit code a run that failed with ``error`` ends with (a RestoreError by the
+    damage that caused it: a corrupt blob is DAMAGED whether a restore or ``cat`` met it)."""
+    from snapstore.errors import RestoreError
+
+    if isinstance(error, RestoreError) and error.__cause__ is not None:
+        caused = exit_code_for(error.__cause__)
+        if caused is ExitCode.DAMAGED:
+            return caused
     for types, code in _codes():
         if isinstance(error, types):
             return code

@@ -67,6 +67,7 @@ def align_rows(rows: Sequence[Sequence[str]], right: Sequence[int] = ()) -> list
     """Rows as lines of aligned columns; columns whose index is in ``right`` are right-aligned."""
     if not rows:
         return []
+    rows = [[shown(cell) for cell in row] for row in rows]
     widths = [max(len(row[index]) for row in rows) for index in range(len(rows[0]))]
     lines = []
     for row in rows:

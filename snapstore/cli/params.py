@@ -79,7 +79,7 @@ class JsonValueType(_JsonValue):
         if not isinstance(value, str):
             return value
         try:
-            return json.loads(value, parse_constant=_refuse_constant)
+            return json.loads(value, parse_constant=_refuse_constant, parse_float=_finite)
         except ValueError as error:
             self.fail(
                 f"not valid JSON: {value!r} ({error}); quote strings, e.g. '\"text\"'", param, ctx
@@ -89,6 +89,15 @@ class JsonValueType(_JsonValue):
 def _refuse_constant(token: str) -> Any:
     """NaN and Infinity, which Python's parser accepts, are not JSON."""
     raise ValueError(f"{token} is not JSON")
+
+
+def _finite(text: str) -> float:
+    """A JSON number as a float; ValueError for one no float holds (``1e999`` would be
+    stored as an infinity that no JSON output could show again)."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text[:40]} is out of range")
+    return value
 
 
 DURATION = DurationType()

@@ -22,12 +22,16 @@ def state() -> None:
     """Read and write resume values (given and printed as JSON)."""
 
 
-def _saved_value(settings: Settings, session: str, name: str) -> Any:
-    """The saved value, or ``_MISSING`` (also when there is no store yet)."""
+def _saved_value(settings: Settings, session: str, name: str, *, no_store_ok: bool) -> Any:
+    """The saved value, or ``_MISSING`` (also when there is no store yet, if
+    ``no_store_ok``: a default was given; else StoreNotFound, so that a mistyped root is
+    not taken for an empty store)."""
     try:
         store = settings.store()
     except StoreNotFound:
-        return _MISSING
+        if no_store_ok:
+            return _MISSING
+        raise
     return store.get_state(session, name, _MISSING)
 
 
@@ -44,7 +48,7 @@ def _saved_value(settings: Settings, session: str, name: str) -> Any:
 @pass_settings
 def get_value(settings: Settings, session: str, name: str, default: Any) -> None:
     """Print the value saved as NAME in SESSION, as JSON."""
-    value = _saved_value(settings, session, name)
+    value = _saved_value(settings, session, name, no_store_ok=default is not _MISSING)
     found = value is not _MISSING
     if not found:
         if default is _MISSING:

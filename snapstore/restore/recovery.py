@@ -24,12 +24,15 @@ from snapstore.errors import (
 )
 from snapstore.format.names import generated_name
 from snapstore.fs.durable import TEMP_PREFIX
+from snapstore.logs import get_logger
 from snapstore.models import FileEntry
 from snapstore.repo.locks import target_key
 from snapstore.restore.actions import Action, Plan
 from snapstore.restore.apply import DirHandles, apply_plan
 from snapstore.restore.journal import CorruptJournalError, Journal
 from snapstore.restore.plan import make_plan
+
+logger = get_logger(__name__)
 
 if TYPE_CHECKING:
     from snapstore.restore.job import RestoreJob
@@ -105,6 +108,12 @@ class Recovery:
             self._keep_current(journal, plan, journal.backup)
         apply_plan(plan, repo.blobs, self.job.fs, durable=self.job.durable, keep_special_bits=True)
         repo.delete_backup(journal.session, journal.backup)
+        logger.warning(
+            "put %s back as it was before an interrupted restore of %r (session %r)",
+            journal.target,
+            journal.restoring,
+            journal.session,
+        )
 
     def _finish(self, journal: Journal) -> None:
         """Run an interrupted restore that kept no backup again, to its end."""
@@ -129,6 +138,12 @@ class Recovery:
             self.job.fs,
             durable=self.job.durable,
             keep_special_bits=journal.keep_special_bits,
+        )
+        logger.warning(
+            "finished an interrupted restore of %r (session %r) into %s",
+            journal.restoring,
+            journal.session,
+            journal.target,
         )
 
     def _changed_since(self, journal: Journal, rollback: Plan) -> bool:

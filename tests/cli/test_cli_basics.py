@@ -216,3 +216,18 @@ def test_exit_code_table_in_the_docs_matches_the_code() -> None:
 )
 def test_exit_code_for_each_error_type(error: BaseException, code: ExitCode) -> None:
     assert exit_code_for(error) is code
+
+
+def test_a_restore_that_failed_on_damage_exits_damaged() -> None:
+    """A restore wraps what stopped it in RestoreError; a corrupt blob is still damage (13),
+    as when ``cat`` meets it."""
+    from snapstore.errors import RestoreError
+
+    def failed(cause: BaseException) -> RestoreError:
+        try:
+            raise RestoreError("the restore failed", rolled_back=True) from cause
+        except RestoreError as error:
+            return error
+
+    assert exit_code_for(failed(CorruptBlobError("bad"))) is ExitCode.DAMAGED
+    assert exit_code_for(failed(OSError(5, "Input/output error"))) is ExitCode.ERROR

@@ -400,3 +400,10 @@ def test_names_holding_control_characters_cannot_drive_the_terminal(
     assert "\x1b" not in listed and "\x07" not in listed and "\r" not in listed
     assert "s\\x1b[2J\\x07" in listed and "n\\x0dx" in listed
     assert {item["session"] for item in cli.json("list")["snapshots"]} == {hostile}
+
+
+def test_columns_stay_aligned_around_escaped_names(cli: Cli, project: Path) -> None:
+    cli.snapshot(project, session="a\x1bb", name="n1")
+    cli.snapshot(project, session="plain", name="n2")
+    lines = cli.ok("list").stdout.splitlines()
+    assert len({line.index("files") for line in lines[1:]}) == 1

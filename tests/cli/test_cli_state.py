@@ -47,9 +47,7 @@ def test_set_json_shape_and_ttl(cli: Cli) -> None:
 
 
 def test_get_missing_value(cli: Cli) -> None:
-    cli.fails(
-        "state", "get", "etl", "cursor", code=ExitCode.NOT_FOUND, error_type="SnapshotNotFound"
-    )
+    cli.fails("state", "get", "etl", "cursor", code=ExitCode.NO_STORE)
     assert not cli.root.exists()
     cli.store().put_state("etl", "other", 1)
     cli.fails(
@@ -99,3 +97,14 @@ def test_nan_is_neither_taken_nor_printed_as_json(cli: Cli) -> None:
     cli.store().put_state("etl", "nan", float("nan"))
     error = cli.fails("state", "get", "etl", "nan", error_type="InvalidValueError")
     assert "NaN" in error["message"]
+
+
+def test_a_number_no_float_holds_is_refused_when_set(cli: Cli) -> None:
+    cli.fails("state", "set", "etl", "big", "1e999", code=ExitCode.USAGE)
+    cli.fails("state", "set", "etl", "big", "--", "-1e999", code=ExitCode.USAGE)
+
+
+def test_get_without_a_default_on_a_missing_store_is_store_not_found(cli: Cli) -> None:
+    """A mistyped root must not look like an empty store; with --default it may."""
+    cli.fails("state", "get", "s", "a", code=ExitCode.NO_STORE)
+    assert cli.json("state", "get", "s", "a", "--default", "7")["value"] == 7
