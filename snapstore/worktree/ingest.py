@@ -15,7 +15,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from operator import itemgetter
 
@@ -66,17 +66,24 @@ def ingest_file(
     scanned: os.stat_result | None = None,
     *,
     racy_from_ns: int | None = None,
+    dir_fd: int | None = None,
 ) -> IngestedFile:
     """Store ``path``'s bytes through ``batch``; raises SourceChangedError if it never holds
     still, UnreadablePathError if it is no longer a regular file, OSError if it cannot be read.
+    With ``dir_fd`` (its directory, checked to be the one the scan listed), the file is
+    opened by name in that directory, so no directory on the way can lead elsewhere.
 
     ``scanned``, the lstat the scan found the file with, serves as the stat before the read
     (saving a syscall per file): any change since then shows in the stat after the read. A
     file whose mtime or ctime is at or after ``racy_from_ns`` (default: any) is read twice.
     The file is opened without blocking, so one swapped for a FIFO never hangs the create.
     """
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        if dir_fd is None:
+            fd = os.open(path, flags)
+        else:
+            fd = os.open(os.path.basename(path), flags, dir_fd=dir_fd)
     except OSError as error:
         if error.errno == errno.ELOOP:
             raise UnreadablePathError(f"{path!r} became a symlink while it was read") from None
@@ -239,30 +246,72 @@ def ingest_scan(
     links = scanned.links
     read_inodes: dict[FileId, IngestedFile] = {}
     total = len(to_read)
-    while to_read:
-        path, absolute, info = to_read.pop()
-        key = links.get(path) if links else None
-        stored = None if key is None else read_inodes.get(key)
-        if stored is None or version(stored.stat) != version(info):
-            try:
-                stored = ingest_file(batch, absolute, info, racy_from_ns=racy_from_ns)
-            except OSError as error:
-                if not skip_unreadable:
-                    raise
-                scanned.skipped.append(SkippedPath(path, error.strerror or str(error)))
-                continue
-            if key is not None and file_id(stored.stat) != key:
-                del links[path]  # replaced since the scan: no longer a link of the others
-            elif key is not None:
-                read_inodes[key] = stored
-        if cache is not None:
-            cache.record(path, stored.stat, stored.digest, stored.extents)
-        if stored.extents:
-            attrs[path] = {"extents": True}
-        rows.append((path, "file", stored.mode, stored.size, stored.mtime_ns, stored.digest, None))
-        if progress is not None:
-            progress(total - len(to_read), total)
+    parents = _ListedDirectories(scanned.dirs)
+    try:
+        while to_read:
+            path, absolute, info = to_read.pop()
+            key = links.get(path) if links else None
+            stored = None if key is None else read_inodes.get(key)
+            if stored is None or version(stored.stat) != version(info):
+                try:
+                    dir_fd = parents.open(path, absolute)
+                    stored = ingest_file(
+                        batch, absolute, info, racy_from_ns=racy_from_ns, dir_fd=dir_fd
+                    )
+                except OSError as error:
+                    if not skip_unreadable:
+                        raise
+                    scanned.skipped.append(SkippedPath(path, error.strerror or str(error)))
+                    continue
+                if key is not None and file_id(stored.stat) != key:
+                    del links[path]  # replaced since the scan: no longer a link of the others
+                elif key is not None:
+                    read_inodes[key] = stored
+            if cache is not None:
+                cache.record(path, stored.stat, stored.digest, stored.extents)
+            if stored.extents:
+                attrs[path] = {"extents": True}
+            rows.append(
+                (path, "file", stored.mode, stored.size, stored.mtime_ns, stored.digest, None)
+            )
+            if progress is not None:
+                progress(total - len(to_read), total)
+    finally:
+        parents.close()
     rows = sorted_rows(rows, overlapping=scanned.overlapping)
     if links:
         record_links(rows, links, attrs)
     return rows, attrs
+
+
+class _ListedDirectories:
+    """The directories files are read from, each opened (one at a time: files come in path
+    order) and checked to be the very directory the scan listed; a directory the scan did
+    not list (the base, holding a file asked for by name) gives None: the file is opened by
+    path, as it was found."""
+
+    def __init__(self, listed: Mapping[str, FileId]) -> None:
+        self.listed = listed
+        self._open: tuple[str, int] | None = None
+
+    def open(self, path: str, absolute: str) -> int | None:
+        """A descriptor of the directory holding ``path`` (valid until the next call), or
+        None; SourceChangedError if that directory was replaced since the scan listed it."""
+        parent = path.rpartition("/")[0] or "."
+        expected = self.listed.get(parent)
+        if expected is None:
+            return None
+        if self._open is not None and self._open[0] == parent:
+            return self._open[1]
+        self.close()  # followed if a symlink (the base may be one): the identity decides
+        fd = os.open(os.path.dirname(absolute), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        if file_id(os.fstat(fd)) != expected:
+            os.close(fd)
+            raise SourceChangedError(f"{parent!r} was replaced while the tree was snapshotted")
+        self._open = (parent, fd)
+        return fd
+
+    def close(self) -> None:
+        if self._open is not None:
+            os.close(self._open[1])
+            self._open = None

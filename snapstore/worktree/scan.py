@@ -15,7 +15,12 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 from stat import S_ISREG
 
-from snapstore.errors import InvalidValueError, UnreadablePathError, UnsafePathError
+from snapstore.errors import (
+    InvalidValueError,
+    SourceChangedError,
+    UnreadablePathError,
+    UnsafePathError,
+)
 from snapstore.format.manifest import EntryRow
 from snapstore.format.paths import check_relative_path, child_path, parents, plain_names, printable
 from snapstore.fs.durable import TEMP_PREFIX
@@ -50,6 +55,9 @@ class ScanResult:
     links: dict[str, tuple[int, int]] = field(default_factory=dict)
     """Regular files with more than one link: their (device, inode), by path (a snapshot
     records the ones it holds of each inode as a hard-link group)."""
+    dirs: dict[str, FileId] = field(default_factory=dict)
+    """The directories walked, by path, each as the very directory listed: a file read later
+    by path must be read from the same directory, not through one swapped for a symlink."""
 
 
 def sorted_rows(rows: list[EntryRow], *, overlapping: bool) -> list[EntryRow]:
@@ -81,9 +89,10 @@ def _read_everything(path: str, info: os.stat_result) -> EntryRow | None:
     return None
 
 
-_Pending = list[tuple[str, str, EntryRow]]
+_Pending = list[tuple[str, str, EntryRow, FileId | None]]
 """Directories found but not yet walked: (relative path, absolute path, the row they get
-unless they turn out to be a storage root)."""
+unless they turn out to be a storage root, and the directory their parent's listing showed,
+if it was listed: the one that must be found there when it is opened)."""
 
 
 class Scanner:
@@ -129,7 +138,7 @@ class Scanner:
         if relative == ".":
             if is_store_root(self.base_dir):
                 raise UnsafePathError(f"{self.base_dir} is a snapstore root; it is never recorded")
-            self._walk([(".", self.base_dir, ("", "dir", 0, 0, 0, None, None))], root=True)
+            self._walk([(".", self.base_dir, ("", "dir", 0, 0, 0, None, None), None)], root=True)
             return
         absolute = os.path.join(self.base_dir, relative)
         for parent in ["", *parents(relative)]:
@@ -253,7 +262,7 @@ class Scanner:
                 return
             row: EntryRow = (relative, "dir", mode & 0o7777, 0, info.st_mtime_ns, None, None)
             if pending is not None:
-                pending.append((relative, absolute, row))
+                pending.append((relative, absolute, row, file_id(info)))
             elif not is_store_root(absolute):
                 self.result.rows.append(row)
         elif S_ISREG(mode):
@@ -276,7 +285,7 @@ class Scanner:
         descriptor, so each child's lstat is relative to it (no lookup from the root per
         file) and a directory swapped for a symlink mid-scan is refused, never followed."""
         while pending:
-            relative, absolute, row = pending.pop()
+            relative, absolute, row, listed = pending.pop()
             flags = _DIRECTORY_FLAGS if root else _DIRECTORY_FLAGS | os.O_NOFOLLOW
             root = False
             try:
@@ -285,6 +294,12 @@ class Scanner:
                 self._problem(relative, error.strerror or str(error))
                 continue
             try:
+                found = file_id(os.fstat(fd))
+                if listed is not None and found != listed:  # a directory on the way swapped
+                    raise SourceChangedError(
+                        f"{relative!r} was replaced while the tree was snapshotted"
+                    )
+                self.result.dirs[relative] = found
                 others = self._record_children(relative, absolute, fd, row)
             finally:
                 os.close(fd)

@@ -1,0 +1,66 @@
+"""A directory of the tree swapped for a symlink to somewhere else while a create runs: what
+lies outside the tree is never recorded as if it were inside (the create records the tree
+as it was, or refuses with SourceChangedError)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from helpers.trees import write_tree
+
+import snapstore.worktree.ingest as ingest
+from snapstore import SnapStore
+from snapstore.errors import SnapstoreError
+
+
+def test_directory_swapped_for_symlink_before_read_never_records_outside_file(
+    store: SnapStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project = tmp_path / "proj"
+    outside = tmp_path / "outside"
+    write_tree(project, {"d/f.txt": "inside"})
+    write_tree(outside, {"f.txt": "SECRET outside the tree"})
+    real = ingest.ingest_file
+
+    def swap_then_read(batch, path, *args, **kwargs):
+        if path.endswith("f.txt") and (project / "d").is_dir() and not (project / "d").is_symlink():
+            os.rename(project / "d", tmp_path / "d-moved")
+            os.symlink(outside, project / "d")
+        return real(batch, path, *args, **kwargs)
+
+    monkeypatch.setattr(ingest, "ingest_file", swap_then_read)
+    try:
+        info = store.create("s", "n", ["."], base_dir=project)
+    except (SnapstoreError, OSError):
+        return  # refusing is fine
+    assert store.read("s", info.name, "d/f.txt") == b"inside"
+
+
+def test_parent_swapped_for_symlink_mid_scan_never_walks_outside(
+    store: SnapStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import snapstore.worktree.scan as scan
+
+    project = tmp_path / "proj"
+    outside = tmp_path / "outside"
+    write_tree(project, {"a/b/f.txt": "inside"})
+    write_tree(outside, {"b/f.txt": "SECRET", "b/planted.txt": "SECRET too"})
+    real = scan.Scanner._record_children
+
+    def record_then_swap(self, relative, absolute, fd, row):
+        others = real(self, relative, absolute, fd, row)
+        if relative == "a":
+            os.rename(project / "a", tmp_path / "a-moved")
+            os.symlink(outside, project / "a")
+        return others
+
+    monkeypatch.setattr(scan.Scanner, "_record_children", record_then_swap)
+    try:
+        info = store.create("s", "n", ["."], base_dir=project)
+    except (SnapstoreError, OSError):
+        return
+    paths = {entry.path for entry in store.get("s", info.name).entries}
+    assert "a/b/planted.txt" not in paths, "a file from outside the tree was recorded"
+    assert store.read("s", info.name, "a/b/f.txt") == b"inside"
