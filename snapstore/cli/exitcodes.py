@@ -49,6 +49,7 @@ def _codes() -> tuple[tuple[tuple[type[BaseException], ...], ExitCode], ...]:
         CorruptBlobError,
         CorruptManifestError,
         InvalidNameError,
+        InvalidValueError,
         LockTimeout,
         MissingBlobError,
         MissingPathError,
@@ -59,7 +60,7 @@ def _codes() -> tuple[tuple[tuple[type[BaseException], ...], ExitCode], ...]:
 
     return (
         ((LockTimeout,), ExitCode.LOCKED),
-        ((InvalidNameError,), ExitCode.USAGE),
+        ((InvalidNameError, InvalidValueError), ExitCode.USAGE),
         (
             (SnapshotNotFound, PathNotInSnapshotError, CheckpointNotFound, MissingPathError),
             ExitCode.NOT_FOUND,

@@ -25,7 +25,12 @@ from snapstore.checkpoint.errors import CheckpointNotFound, CorruptCheckpointErr
 from snapstore.cli.exitcodes import ExitCode, exit_code_for
 from snapstore.cli.output import align_rows, human_age, human_expiry, human_size
 from snapstore.cli.params import parse_duration
-from snapstore.errors import InvalidNameError, MissingPathError, SnapshotExistsError
+from snapstore.errors import (
+    InvalidNameError,
+    InvalidValueError,
+    MissingPathError,
+    SnapshotExistsError,
+)
 
 
 def test_help_lists_every_command_but_not_the_hidden_ones(cli: Cli) -> None:
@@ -210,6 +215,7 @@ def test_exit_code_table_in_the_docs_matches_the_code() -> None:
         (OSError(5, "Input/output error"), ExitCode.ERROR),
         (UnsafePathError("../x"), ExitCode.ERROR),
         (InvalidNameError("'a' is the start of 2 snapshot names"), ExitCode.USAGE),
+        (InvalidValueError("ttl must be a positive number of seconds"), ExitCode.USAGE),
         (MissingPathError("no such path under /p: x"), ExitCode.NOT_FOUND),
         (SnapshotExistsError("s", "n"), ExitCode.EXISTS),
     ],

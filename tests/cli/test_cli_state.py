@@ -95,7 +95,9 @@ def test_nan_is_neither_taken_nor_printed_as_json(cli: Cli) -> None:
     the library is an error to print with ``--json`` (a strict parser would reject it)."""
     cli.fails("state", "set", "etl", "x", "NaN", code=ExitCode.USAGE)
     cli.store().put_state("etl", "nan", float("nan"))
-    error = cli.fails("state", "get", "etl", "nan", error_type="InvalidValueError")
+    error = cli.fails(
+        "state", "get", "etl", "nan", code=ExitCode.USAGE, error_type="InvalidValueError"
+    )
     assert "NaN" in error["message"]
 
 
