@@ -17,7 +17,8 @@ class LockTimeout(SnapstoreError, TimeoutError):
     def __init__(self, lock_name: str, timeout: float) -> None:
         super().__init__(
             f"could not take lock {lock_name!r} within {timeout:g}s: another process holds it "
-            "(raise lock_timeout, or find the process holding it)"
+            "(raise lock_timeout, --lock-timeout on the command line, or find the process "
+            "holding it)"
         )
         self.lock_name = lock_name
         self.timeout = timeout
