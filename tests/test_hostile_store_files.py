@@ -214,3 +214,17 @@ def test_a_manifest_with_a_relative_base_dir_is_corrupt(store: SnapStore, tmp_pa
         store.restore("s", "rel")
     with pytest.warns(UserWarning, match="base_dir"):
         assert store.list() == []
+
+
+def test_a_restore_that_meets_a_damaged_header_names_the_snapshot_and_its_file(
+    tmp_path: Path,
+) -> None:
+    base = tmp_path / "p"
+    write_tree(base, {"a.txt": "a"})
+    store = SnapStore(tmp_path / "store")
+    store.create("s", "n", ["."], base_dir=base)
+    manifest = Path(store.catalog.manifest_path("s", "n"))
+    manifest.chmod(0o644)
+    manifest.write_bytes(manifest.read_bytes()[:10])
+    with pytest.raises(CorruptManifestError, match=r"snapshot 'n' in session 's' is corrupt \("):
+        store.restore("s", "n", dry_run=True)

@@ -151,10 +151,16 @@ class Repository:
     def files_header(self, session: str, name: str) -> SnapshotInfo:
         """The header of a file snapshot (``name`` may be a selector), read alone."""
         resolved = self.resolve(session, name)
+        object_name = manifest_name(session, resolved)
         try:
-            info = self.catalog.read_header(manifest_name(session, resolved)).info
+            info = self.catalog.read_header(object_name).info
         except (FileNotFoundError, NotADirectoryError):
             raise SnapshotNotFound(session, name) from None
+        except CorruptManifestError as error:
+            where = self.backend.describe(Handle(Kind.MANIFEST, object_name))
+            raise CorruptManifestError(
+                f"snapshot {resolved!r} in session {session!r} is corrupt ({where}): {error}"
+            ) from None
         if info.kind != "files":
             raise NotAStateSnapshotError(
                 f"snapshot {name!r} in session {session!r} holds a state value, not files"
