@@ -457,3 +457,20 @@ def test_a_file_no_snapshot_could_record_is_left_alone_not_removed(tmp_path: Pat
     assert planned.kept == report.kept == ["back\\slash", "odd\\xff"]
     assert report.written == ["a.txt"] and report.removed == []
     assert Path(odd).read_text() == "mine"
+
+
+def test_a_kept_file_that_is_a_hard_link_of_a_replaced_one_is_not_backed_up(
+    tmp_path: Path,
+) -> None:
+    """Only recorded paths are kept as link peers in the undo backup: a file the restore
+    leaves alone (here a name no snapshot can record) is not, even when it shares an inode
+    with a file the restore replaces."""
+    base = tmp_path / "proj"
+    write_tree(base, {"a.txt": "a"})
+    store = SnapStore(tmp_path / "store")
+    store.create("s", "n", ["."], base_dir=base)
+    (base / "a.txt").write_text("changed")
+    os.link(base / "a.txt", base / "back\\slash")
+    report = store.restore("s", "n")
+    assert report.kept == ["back\\slash"] and report.written == ["a.txt"]
+    assert (base / "back\\slash").read_text() == "changed"

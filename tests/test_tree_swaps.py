@@ -64,3 +64,28 @@ def test_parent_swapped_for_symlink_mid_scan_never_walks_outside(
     paths = {entry.path for entry in store.get("s", info.name).entries}
     assert "a/b/planted.txt" not in paths, "a file from outside the tree was recorded"
     assert store.read("s", info.name, "a/b/f.txt") == b"inside"
+
+
+def test_a_directory_replaced_mid_create_is_skipped_with_skip_unreadable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tool swapping a directory atomically (``mv d d.old; mkdir d``) while a create reads
+    it: with ``skip_unreadable`` the create succeeds and reports the path it skipped, as for
+    a file that vanished."""
+    project = tmp_path / "proj"
+    write_tree(project, {"a.txt": "a", "d/f.txt": "v1"})
+    store = SnapStore(tmp_path / "store")
+    real = ingest.ingest_file
+    done: list[int] = []
+
+    def replace_then_read(batch: object, path: str, *args: object, **kwargs: object) -> object:
+        if not done:
+            done.append(1)
+            os.rename(project / "d", tmp_path / "d.old")
+            write_tree(project, {"d/f.txt": "v2"})
+        return real(batch, path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ingest, "ingest_file", replace_then_read)
+    info = store.create("s", "n", ["."], base_dir=project, skip_unreadable=True)
+    assert [skipped.path for skipped in info.skipped] == ["d/f.txt"]
+    assert store.read("s", info.name, "a.txt") == b"a"

@@ -174,10 +174,12 @@ def _link_peers(plan: Plan, stats: Mapping[str, os.stat_result | None]) -> set[s
     if not wanted:
         return set()
     changed = {action.entry.path for action in plan.changes}
+    recorded = {action.entry.path for action in plan.actions}
     return {
         path
         for path, info in stats.items()
         if info is not None
+        and path in recorded
         and path not in changed
         and stat.S_ISREG(info.st_mode)
         and info.st_nlink > 1

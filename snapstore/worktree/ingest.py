@@ -287,8 +287,8 @@ def ingest_scan(
 class _ListedDirectories:
     """The directories files are read from, each opened (one at a time: files come in path
     order) and checked to be the very directory the scan listed; a directory the scan did
-    not list (the base, holding a file asked for by name) gives None: the file is opened by
-    path, as it was found."""
+    not list (the parent of a file asked for by name, which is looked up from the base by
+    name, as given) gives None: the file is opened by path, as it was found."""
 
     def __init__(self, listed: Mapping[str, FileId]) -> None:
         self.listed = listed
@@ -296,7 +296,7 @@ class _ListedDirectories:
 
     def open(self, path: str, absolute: str) -> int | None:
         """A descriptor of the directory holding ``path`` (valid until the next call), or
-        None; SourceChangedError if that directory was replaced since the scan listed it."""
+        None; UnreadablePathError if that directory was replaced since the scan listed it."""
         parent = path.rpartition("/")[0] or "."
         expected = self.listed.get(parent)
         if expected is None:
@@ -307,7 +307,9 @@ class _ListedDirectories:
         fd = os.open(os.path.dirname(absolute), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         if file_id(os.fstat(fd)) != expected:
             os.close(fd)
-            raise SourceChangedError(f"{parent!r} was replaced while the tree was snapshotted")
+            raise UnreadablePathError(
+                f"cannot snapshot {path!r}: {parent!r} was replaced while the tree was snapshotted"
+            )
         self._open = (parent, fd)
         return fd
 

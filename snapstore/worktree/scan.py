@@ -17,7 +17,6 @@ from stat import S_ISREG
 
 from snapstore.errors import (
     InvalidValueError,
-    SourceChangedError,
     UnreadablePathError,
     UnsafePathError,
 )
@@ -296,9 +295,8 @@ class Scanner:
             try:
                 found = file_id(os.fstat(fd))
                 if listed is not None and found != listed:  # a directory on the way swapped
-                    raise SourceChangedError(
-                        f"{relative!r} was replaced while the tree was snapshotted"
-                    )
+                    self._problem(relative, "replaced while the tree was snapshotted")
+                    continue
                 self.result.dirs[relative] = found
                 others = self._record_children(relative, absolute, fd, row)
             finally:

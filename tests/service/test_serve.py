@@ -195,7 +195,7 @@ def test_a_missing_store_is_an_error_until_something_creates_it(
             "SnapshotExistsError",
             15,
         ),
-        ("create", {"session": "s", "paths": ["src"], "if_exists": "never"}, 1002, None, 1),
+        ("create", {"session": "s", "paths": ["src"], "if_exists": "never"}, 1002, None, 2),
         ("create", {"session": "s", "paths": ["../x"]}, 1003, "UnsafePathError", 1),
         ("undo", {"session": "none"}, 1140, "SnapshotNotFound", 14),
     ],
