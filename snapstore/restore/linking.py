@@ -31,7 +31,6 @@ def _split_shared(actions: list[Action], stats: Mapping[str, os.stat_result | No
     whose inode has links the plan does not hold (outside the target, or paths it does not
     restore) is written again too: a chmod of the shared inode would change them as well."""
     by_inode: dict[FileId, list[int]] = {}
-    links: dict[FileId, int] = {}
     for i, action in enumerate(actions):
         info = stats.get(action.entry.path)
         if (
@@ -40,12 +39,11 @@ def _split_shared(actions: list[Action], stats: Mapping[str, os.stat_result | No
             and action.entry.kind == "file"
             and action.operation in _IN_PLACE
         ):
-            identity = file_id(info)
-            by_inode.setdefault(identity, []).append(i)
-            links[identity] = info.st_nlink
-    for identity, found in by_inode.items():
+            by_inode.setdefault(file_id(info), []).append(i)
+    for found in by_inode.values():
         keys = [_group_of(actions[i].entry) for i in found]
-        links_elsewhere = links[identity] > len(found)
+        first = stats[actions[found[0]].entry.path]
+        links_elsewhere = first is not None and first.st_nlink > len(found)
         for i, key in zip(found, keys, strict=True):
             if key != keys[0] or (links_elsewhere and actions[i].operation == "chmod"):
                 actions[i] = actions[i]._replace(operation="replace")
