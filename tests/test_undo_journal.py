@@ -274,39 +274,41 @@ def test_a_restore_that_cannot_trim_the_undo_history_still_succeeds(
     assert read_tree(project) == edited
 
 
+def _killed_while_making_a_directory(tmp_path: Path, fraction: float) -> tuple[Path, Path]:
+    """A project whose checkpoint holds ``new/`` (20 files and a subdirectory), restored after
+    ``new/`` was removed and ``keep.txt`` edited, the restore killed ``fraction`` of the way
+    through: (base, store root)."""
+    base, root = tmp_path / "p", tmp_path / "store"
+    files = {f"new/f{i:02}.txt": f"{i}\n" for i in range(20)}
+    write_tree(base, {"keep.txt": "k\n", "new/sub/g.txt": "g\n", **files})
+    SnapStore(root).create("s", "one", ["."], base_dir=base)
+    shutil.rmtree(base / "new")
+    (base / "keep.txt").write_text("my edit\n")
+    _in_a_child_killed_during_apply(fraction, lambda: SnapStore(root).restore("s", "one"))
+    return base, root
+
+
 def test_edits_made_after_a_kill_inside_a_directory_the_restore_created_are_kept(
     tmp_path: Path,
 ) -> None:
     """The rollback removes a directory the killed restore created: whatever was changed or
     added in it since is kept first, in a new backup, like any other later edit."""
-    base, root = tmp_path / "p", tmp_path / "store"
-    write_tree(base, {"keep.txt": "k\n", "new/f.txt": "restored\n", "new/sub/g.txt": "g\n"})
-    store = SnapStore(root)
-    store.create("s", "one", ["."], base_dir=base)
-    shutil.rmtree(base / "new")
-    (base / "keep.txt").write_text("my edit\n")
-    _in_a_child_killed_during_apply(1.0, lambda: SnapStore(root).restore("s", "one"))
-    assert (base / "new/f.txt").read_text() == "restored\n"
-    (base / "new/f.txt").write_text("typed after the crash\n")
+    base, root = _killed_while_making_a_directory(tmp_path, 1.0)
+    assert (base / "new/f00.txt").read_text() == "0\n"
+    (base / "new/f00.txt").write_text("typed after the crash\n")
     (base / "new/sub/mine.txt").write_text("created after the crash\n")
     reopened = SnapStore(root)
     assert (base / "keep.txt").read_text() == "my edit\n"
     assert not (base / "new").exists()
     (kept,) = reopened.backups("s")
-    assert reopened.read("s", kept.name, "new/f.txt") == b"typed after the crash\n"
+    assert reopened.read("s", kept.name, "new/f00.txt") == b"typed after the crash\n"
     assert reopened.read("s", kept.name, "new/sub/mine.txt") == b"created after the crash\n"
 
 
 def test_a_directory_the_killed_restore_created_and_nobody_touched_needs_no_backup(
     tmp_path: Path,
 ) -> None:
-    base, root = tmp_path / "p", tmp_path / "store"
-    write_tree(base, {"keep.txt": "k\n", "new/f.txt": "restored\n", "new/sub/g.txt": "g\n"})
-    store = SnapStore(root)
-    store.create("s", "one", ["."], base_dir=base)
-    shutil.rmtree(base / "new")
-    (base / "keep.txt").write_text("my edit\n")
-    _in_a_child_killed_during_apply(1.0, lambda: SnapStore(root).restore("s", "one"))
+    base, root = _killed_while_making_a_directory(tmp_path, 1.0)
     reopened = SnapStore(root)
     assert (base / "keep.txt").read_text() == "my edit\n"
     assert not (base / "new").exists()
@@ -315,13 +317,7 @@ def test_a_directory_the_killed_restore_created_and_nobody_touched_needs_no_back
 
 def test_a_directory_the_killed_restore_had_half_filled_needs_no_backup(tmp_path: Path) -> None:
     """What the killed restore had not written yet is simply missing: no later edit."""
-    base, root = tmp_path / "p", tmp_path / "store"
-    write_tree(base, {"keep.txt": "k\n", **{f"new/f{i:02}.txt": f"{i}\n" for i in range(20)}})
-    store = SnapStore(root)
-    store.create("s", "one", ["."], base_dir=base)
-    shutil.rmtree(base / "new")
-    (base / "keep.txt").write_text("my edit\n")
-    _in_a_child_killed_during_apply(0.5, lambda: SnapStore(root).restore("s", "one"))
+    base, root = _killed_while_making_a_directory(tmp_path, 0.5)
     assert 0 < len(list((base / "new").iterdir())) < 20
     reopened = SnapStore(root)
     assert (base / "keep.txt").read_text() == "my edit\n"

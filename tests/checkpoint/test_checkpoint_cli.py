@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-from helpers.checkpoints import subprocess_env, write_lines
+from helpers.checkpoints import run_snapstore, write_lines
 
 from snapstore import SnapStore
 from snapstore.checkpoint import CHECKPOINT_SESSION, Checkpointer, FileCheckpointStore, LinesSource
@@ -23,18 +21,6 @@ def _read_some(path: Path, store: Any, key: str, count: int, every: int = 4) -> 
     records.close()
 
 
-def _snapstore(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """Run ``snapstore --root ROOT ARGS`` as a real process, with no terminal on stdin."""
-    return subprocess.run(
-        [sys.executable, "-m", "snapstore", "--root", str(root), *args],
-        capture_output=True,
-        text=True,
-        stdin=subprocess.DEVNULL,
-        timeout=60,
-        env=subprocess_env(),
-    )
-
-
 def _store_with_checkpoints(tmp_path: Path) -> tuple[Path, Path]:
     """A root with a lines checkpoint ``feed`` (mid-file) and a direct one ``api``."""
     root, path = tmp_path / "root", tmp_path / "in.txt"
@@ -47,13 +33,13 @@ def _store_with_checkpoints(tmp_path: Path) -> tuple[Path, Path]:
 
 def test_cli_list(tmp_path: Path) -> None:
     root, _ = _store_with_checkpoints(tmp_path)
-    result = _snapstore(root, "checkpoint", "list")
+    result = run_snapstore(root, "checkpoint", "list")
     assert result.returncode == 0, result.stderr
     header, *rows = result.stdout.splitlines()
     assert header.split() == ["KEY", "SAVED", "SOURCE", "EVERY", "POSITION"]
     assert [row.split()[0] for row in rows] == ["api", "feed"]
     assert '{"offset":65,"records":5}' in rows[1]
-    listed = json.loads(_snapstore(root, "checkpoint", "list", "--json").stdout)
+    listed = json.loads(run_snapstore(root, "checkpoint", "list", "--json").stdout)
     by_key = {item["key"]: item for item in listed["checkpoints"]}
     assert by_key["api"]["value"] == {"cursor": "c-17", "etag": "0102"}
     assert by_key["feed"]["run"]["every"] == 4
@@ -62,31 +48,31 @@ def test_cli_list(tmp_path: Path) -> None:
 def test_cli_list_marks_a_corrupt_checkpoint(tmp_path: Path) -> None:
     root, _ = _store_with_checkpoints(tmp_path)
     SnapStore(root, durable=False).put_state(CHECKPOINT_SESSION, "broken", [1, 2])
-    result = _snapstore(root, "checkpoint", "list")
+    result = run_snapstore(root, "checkpoint", "list")
     assert result.returncode == 0, result.stderr
     assert any(line.split()[:2] == ["broken", "CORRUPT"] for line in result.stdout.splitlines())
-    listed = json.loads(_snapstore(root, "--json", "checkpoint", "list").stdout)
+    listed = json.loads(run_snapstore(root, "--json", "checkpoint", "list").stdout)
     assert "is corrupt" in next(c for c in listed["checkpoints"] if c["key"] == "broken")["error"]
 
 
 def test_cli_inspect(tmp_path: Path) -> None:
     root, path = _store_with_checkpoints(tmp_path)
-    result = _snapstore(root, "checkpoint", "inspect", "feed")
+    result = run_snapstore(root, "checkpoint", "inspect", "feed")
     assert result.returncode == 0, result.stderr
     assert f"seek to byte 65 of {path}" in result.stdout
     assert "at most 3 records" in result.stdout
-    document = json.loads(_snapstore(root, "checkpoint", "inspect", "feed", "--json").stdout)
+    document = json.loads(run_snapstore(root, "checkpoint", "inspect", "feed", "--json").stdout)
     assert document["value"] == {"offset": 65, "records": 5}
     assert document["reprocess_bound"] == 3 and document["granularity"] == "one line"
 
 
 def test_cli_inspect_of_a_missing_or_corrupt_key_fails_in_one_line(tmp_path: Path) -> None:
     root, _ = _store_with_checkpoints(tmp_path)
-    missing = _snapstore(root, "checkpoint", "inspect", "nope")
+    missing = run_snapstore(root, "checkpoint", "inspect", "nope")
     assert missing.returncode == ExitCode.NOT_FOUND
     assert missing.stderr.strip() == "error: no checkpoint saved under key 'nope'"
     SnapStore(root, durable=False).put_state(CHECKPOINT_SESSION, "broken", "junk")
-    corrupt = _snapstore(root, "checkpoint", "inspect", "broken")
+    corrupt = run_snapstore(root, "checkpoint", "inspect", "broken")
     assert (
         corrupt.returncode == ExitCode.DAMAGED
         and "checkpoint 'broken' is corrupt" in corrupt.stderr
@@ -96,15 +82,15 @@ def test_cli_inspect_of_a_missing_or_corrupt_key_fails_in_one_line(tmp_path: Pat
 
 def test_cli_reset_needs_yes_then_deletes(tmp_path: Path) -> None:
     root, _ = _store_with_checkpoints(tmp_path)
-    refused = _snapstore(root, "checkpoint", "reset", "feed")
+    refused = run_snapstore(root, "checkpoint", "reset", "feed")
     assert refused.returncode == 2 and "without --yes" in refused.stderr
     assert FileCheckpointStore(root).load("feed") is not None
-    result = _snapstore(root, "checkpoint", "reset", "feed", "--yes", "--json")
+    result = run_snapstore(root, "checkpoint", "reset", "feed", "--yes", "--json")
     assert result.returncode == 0, result.stderr
     document = json.loads(result.stdout)
     assert document["deleted"] is True and document["previous"] == {"offset": 65, "records": 5}
     assert FileCheckpointStore(root).keys() == ["api"]
-    again = _snapstore(root, "checkpoint", "reset", "feed", "--yes")
+    again = run_snapstore(root, "checkpoint", "reset", "feed", "--yes")
     assert (
         again.returncode == ExitCode.NOT_FOUND
         and "no checkpoint saved under key 'feed'" in again.stderr
@@ -114,6 +100,6 @@ def test_cli_reset_needs_yes_then_deletes(tmp_path: Path) -> None:
 def test_cli_reset_removes_a_corrupt_checkpoint(tmp_path: Path) -> None:
     root, _ = _store_with_checkpoints(tmp_path)
     SnapStore(root, durable=False).put_state(CHECKPOINT_SESSION, "broken", "junk")
-    result = _snapstore(root, "checkpoint", "reset", "broken", "--yes")
+    result = run_snapstore(root, "checkpoint", "reset", "broken", "--yes")
     assert result.returncode == 0, result.stderr
     assert FileCheckpointStore(root).keys() == ["api", "feed"]

@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import os
 import struct
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import msgpack
-from helpers.checkpoints import subprocess_env
+from helpers.checkpoints import run_snapstore
 
 from snapstore import SnapStore
 from snapstore.checkpoint import (
@@ -28,18 +26,6 @@ from snapstore.format.times import ns_to_time
 from snapstore.models import SnapshotInfo
 from snapstore.repo.backend import Handle, Kind
 from snapstore.repo.catalog import manifest_name
-
-
-def _snapstore(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "snapstore", "--root", str(root), *args],
-        capture_output=True,
-        text=True,
-        stdin=subprocess.DEVNULL,
-        timeout=60,
-        env=subprocess_env(),
-    )
-
 
 _SENTINEL = b"\xde\xad\xbe\xef" * 4
 
@@ -106,7 +92,7 @@ def test_a_deeply_nested_stored_value_is_corrupt_and_reset_removes_it(tmp_path: 
     root = tmp_path / "root"
     store = SnapStore(root)
     _forge_checkpoint(store, "deep", b"\x91" * 1000 + b"\xc0")  # msgpack decodes this
-    result = _snapstore(root, "checkpoint", "reset", "deep", "--yes")
+    result = run_snapstore(root, "checkpoint", "reset", "deep", "--yes")
     assert result.returncode == 0, result.stderr
     assert FileCheckpointStore(store).load("deep") is None
 
@@ -119,7 +105,7 @@ def test_inspect_of_a_position_with_a_non_integer_record_count_is_a_typed_error(
     path.write_text("a\nb\nc\n")
     identity = LinesSource(path).identity_at({"offset": 2, "records": 1})
     FileCheckpointStore(root).save("feed", {"offset": 2, "records": "x"}, identity=identity)
-    result = _snapstore(root, "--json", "checkpoint", "inspect", "feed")
+    result = run_snapstore(root, "--json", "checkpoint", "inspect", "feed")
     assert "internal error" not in result.stderr, result.stderr
 
 
@@ -148,5 +134,5 @@ def test_checkpoint_list_marks_a_checkpoint_with_a_damaged_header_corrupt(
     data = bytearray(Path(manifest).read_bytes())
     data[M.PRELUDE.size + 4] ^= 0xFF
     Path(manifest).write_bytes(bytes(data))
-    result = _snapstore(root, "checkpoint", "list")
+    result = run_snapstore(root, "checkpoint", "list")
     assert "CORRUPT" in result.stdout, (result.returncode, result.stdout, result.stderr)

@@ -30,12 +30,17 @@ def _run_gc_after_dead_loose_writer(scenario_dir: Path, fs: FileSystem) -> objec
     return report
 
 
-def test_gc_drops_packed_copy_trusting_an_unflushed_loose_copy(scratch: Path) -> None:
-    scenario = Scenario("gc_dead_loose", _prepare_gc, _run_gc_after_dead_loose_writer)
+def _survives_every_power_cut(scenario: Scenario, scratch: Path) -> None:
+    """Record the scenario once, then check every disk a power cut during it could leave."""
     template_dir = template(scenario, scratch / "template")
     expect = expectation(scenario, template_dir, scratch / "reference")
     model = recorded_model(scenario, template_dir, scratch / "recorded")
     check_every_power_cut(scenario, model, expect, scratch, random_per_prefix=0)
+
+
+def test_gc_drops_packed_copy_trusting_an_unflushed_loose_copy(scratch: Path) -> None:
+    scenario = Scenario("gc_dead_loose", _prepare_gc, _run_gc_after_dead_loose_writer)
+    _survives_every_power_cut(scenario, scratch)
 
 
 def _prepare_loose_format_1_without_packs_dir(scenario_dir: Path) -> None:
@@ -101,10 +106,7 @@ def test_gc_of_marked_store_without_packs_dir_survives_power_loss(scratch: Path)
     from helpers.scenarios import _run_gc
 
     scenario = Scenario("gc_no_packs_dir", _prepare_marked_loose_store_without_packs_dir, _run_gc)
-    template_dir = template(scenario, scratch / "template")
-    expect = expectation(scenario, template_dir, scratch / "reference")
-    model = recorded_model(scenario, template_dir, scratch / "recorded")
-    check_every_power_cut(scenario, model, expect, scratch, random_per_prefix=0)
+    _survives_every_power_cut(scenario, scratch)
 
 
 def test_orphan_pack_unlinked_before_its_index_unlink_is_durable(scratch: Path) -> None:

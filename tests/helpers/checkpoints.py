@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -13,6 +15,18 @@ def write_lines(path: Path, count: int, prefix: str = "record") -> list[str]:
     lines = [f"{prefix}-{index:05d}" for index in range(count)]
     path.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
     return lines
+
+
+def run_snapstore(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run ``snapstore --root ROOT ARGS`` as a real process, with no terminal on stdin."""
+    return subprocess.run(
+        [sys.executable, "-m", "snapstore", "--root", str(root), *args],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=60,
+        env=subprocess_env(),
+    )
 
 
 def subprocess_env() -> dict[str, str]:
