@@ -117,6 +117,11 @@ COMMANDS: tuple[CommandSpec, ...] = (
         "Serve checkpoint tools to an agent over the Model Context Protocol (stdio).",
     ),
     CommandSpec(
+        "ui",
+        "snapstore.cli.ui:ui",
+        "Serve a local web page to browse and restore the store's checkpoints.",
+    ),
+    CommandSpec(
         "completion",
         "snapstore.cli.completion:completion",
         "Print the completion script for SHELL (bash, zsh or fish).",

@@ -1,0 +1,48 @@
+"""Fixtures for the web UI tests: they need the 'ui' extra (Starlette, uvicorn, Jinja2)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers.trees import write_tree
+
+pytest.importorskip("starlette", reason="the 'ui' extra is not installed")
+pytest.importorskip("jinja2", reason="the 'ui' extra is not installed")
+
+from helpers.webui import HTML_NAME, ui_client
+
+from snapstore import SnapStore
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A small project whose first checkpoint the tests take."""
+    base = tmp_path / "project"
+    write_tree(
+        base,
+        {
+            "src/app.py": "import os\nprint('version one')\n",
+            "README.md": "# demo\n",
+            HTML_NAME: "not a script\n",
+            "data.bin": b"\x00\x01\x02binary",
+        },
+    )
+    return base
+
+
+@pytest.fixture
+def two_steps(store: SnapStore, project: Path) -> SnapStore:
+    """Session ``agent`` with ``step-1`` and ``step-2`` (src/app.py changed, NOTES.md new)."""
+    store.create("agent", "step-1", ["."], base_dir=project)
+    (project / "src" / "app.py").write_text("import os\nprint('version two')\n")
+    (project / "NOTES.md").write_text("notes\n")
+    store.create("agent", "step-2", ["."], base_dir=project)
+    return store
+
+
+@pytest.fixture
+def client(two_steps: SnapStore) -> Any:
+    """A TestClient on the UI over ``two_steps``, cookie exchanged."""
+    return ui_client(two_steps)
