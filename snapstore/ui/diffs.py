@@ -105,6 +105,21 @@ class TextDiff:
     lines: tuple[str, ...] = ()
     truncated: bool = False
 
+    @property
+    def rows(self) -> list[tuple[str, str]]:
+        """Each line of the diff with what it is: ``header`` (the two file lines), ``hunk``,
+        ``add``, ``delete`` or ``context``."""
+        found: list[tuple[str, str]] = []
+        for index, line in enumerate(self.lines):
+            if index < 2:
+                kind = "header"
+            elif line.startswith("@@"):
+                kind = "hunk"
+            else:
+                kind = {"+": "add", "-": "delete"}.get(line[:1], "context")
+            found.append((kind, line))
+        return found
+
 
 class EntryCache:
     """The entries of the last few snapshots read, by (session, name, created_at): a

@@ -105,3 +105,13 @@ def test_the_directory_side_reads_what_is_there_now_and_follows_no_symlink(
     link = diffs.file_diff(store, old, new, by_path["g.txt"])
     assert link.rendering == "not-a-file"
     assert by_path["g.txt"].new is not None and by_path["g.txt"].new.kind == "symlink"
+
+
+def test_a_removed_line_that_starts_with_dashes_is_a_deletion(
+    store: SnapStore, tmp_path: Path
+) -> None:
+    snap(store, tmp_path, "a", {"q.sql": b"-- comment\nselect 1;\n"})
+    snap(store, tmp_path, "b", {"q.sql": b"select 1;\n"})
+    rows = diff_of(store, "q.sql", "a", "b").rows
+    assert rows[:2] == [("header", "--- a/q.sql"), ("header", "+++ b/q.sql")]
+    assert ("delete", "--- comment") in rows

@@ -149,6 +149,11 @@
     Promise.resolve(handler(button)).catch(showError);
   });
 
+  const closeResult = document.getElementById("result-close");
+  if (closeResult) {
+    closeResult.addEventListener("click", () => { document.getElementById("result").hidden = true; });
+  }
+
   if (dialog) {
     document.getElementById("dialog-cancel").addEventListener("click", () => { pending = null; dialog.close(); });
     document.getElementById("dialog-confirm").addEventListener("click", () => {
