@@ -7,17 +7,23 @@ any name the library accepts, ``/`` and all, reaches the page as it is.
 
 from __future__ import annotations
 
+import time
+
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from snapstore.errors import InvalidValueError, PathNotInSnapshotError
 from snapstore.ui import views
-from snapstore.ui.app import state_of
-from snapstore.ui.diffs import MAX_SIDE_BYTES, file_diff, is_binary
+from snapstore.ui.app import UiState, state_of
+from snapstore.ui.diffs import MAX_SIDE_BYTES, Change, TextDiff, file_diff, is_binary
 
 MAX_NAMES_PER_REQUEST = 100
 """How many checkpoints one request for change counts may name."""
+PAGE_BUDGET = 0.25
+"""Seconds a checkpoint page spends on diffs before it leaves the rest to load after it."""
+FRAGMENT_BUDGET = 0.5
+"""Seconds one request for the rest of a page's diffs spends on them."""
 
 
 def _param(request: Request, key: str) -> str:
@@ -74,27 +80,72 @@ def change_counts(request: Request) -> Response:
     return JSONResponse(counts)
 
 
+def _diffs_within(
+    state: UiState, comparison: views.Comparison, start: int, budget: float
+) -> list[tuple[int, Change, TextDiff | None]]:
+    """The page's diffs from change ``start`` on, computed until ``budget`` seconds are spent
+    (at least one); the rest come as None, for the page to fetch (``more_diffs``). Reading a
+    file costs the store a look at its packs, which on a store of thousands of unpacked
+    checkpoints takes a while: the page shows what it has within the budget."""
+    deadline = time.monotonic() + budget
+    found: list[tuple[int, Change, TextDiff | None]] = []
+    for index, change in comparison.shown:
+        if index < start:
+            continue
+        if found and time.monotonic() > deadline:
+            found.append((index, change, None))
+            continue
+        found.append(
+            (index, change, file_diff(state.store, comparison.old, comparison.new, change))
+        )
+    return found
+
+
+def _comparison(request: Request) -> views.Comparison:
+    """The comparison a checkpoint page's query names."""
+    state = state_of(request)
+    return views.compare(
+        state.store,
+        state.cache,
+        _param(request, "s"),
+        _param(request, "n"),
+        request.query_params.get("against") or "previous",
+        _page_number(request),
+    )
+
+
 def checkpoint_page(request: Request) -> Response:
     """A checkpoint's changes against the previous checkpoint, another one or the directory,
-    with a file tree and one page of unified diffs."""
+    with a file tree and one page of unified diffs (those not ready in time load after)."""
     state = state_of(request)
-    session, name = _param(request, "s"), _param(request, "n")
-    against = request.query_params.get("against") or "previous"
-    comparison = views.compare(
-        state.store, state.cache, session, name, against, _page_number(request)
-    )
-    diffs = [
-        (index, file_diff(state.store, comparison.old, comparison.new, change))
-        for index, change in comparison.shown
-    ]
+    comparison = _comparison(request)
+    session = comparison.info.session
     return state.render(
         request,
         "checkpoint.html",
         title=f"{session} / {comparison.info.name}",
         session=session,
         comparison=comparison,
-        diffs=diffs,
+        diffs=_diffs_within(state, comparison, 0, PAGE_BUDGET),
         tree=views.change_tree(comparison.changes),
+    )
+
+
+def more_diffs(request: Request) -> Response:
+    """The diffs of a checkpoint page from change ``from`` on, as HTML for the page to put in
+    place of those it could not show in time."""
+    state = state_of(request)
+    comparison = _comparison(request)
+    try:
+        start = int(request.query_params.get("from", "0"))
+    except ValueError:
+        start = 0
+    return state.render(
+        request,
+        "_diffs.html",
+        session=comparison.info.session,
+        comparison=comparison,
+        diffs=_diffs_within(state, comparison, start, FRAGMENT_BUDGET),
     )
 
 
@@ -176,6 +227,7 @@ ROUTES = [
     Route("/api/head", timeline_head),
     Route("/api/changes", change_counts),
     Route("/checkpoint", checkpoint_page),
+    Route("/checkpoint/diffs", more_diffs),
     Route("/files", files_page),
     Route("/file", file_page),
     Route("/history", history_page),

@@ -138,3 +138,31 @@ def ui_client(store: Any, *, read_only: bool = False, port: int = 8765) -> Any:
     client.cookies.set(secrets.cookie_name, secrets.token)
     client.secrets = secrets  # type: ignore[attr-defined]
     return client
+
+
+@contextmanager
+def ui_in_thread(store: Any, *, read_only: bool = False) -> Iterator[str]:
+    """The UI over ``store`` served by uvicorn in a thread of this process (so a test can
+    patch the UI's settings); yields its URL with the token."""
+    import time
+
+    import uvicorn
+
+    from snapstore.ui.app import UiState, build_app
+    from snapstore.ui.server import bind, new_secrets
+
+    listener = bind(0)
+    secrets = new_secrets(listener.getsockname()[1])
+    app = build_app(UiState(store, secrets, read_only))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + STARTUP_TIMEOUT
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{secrets.port}/?token={secrets.token}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        listener.close()

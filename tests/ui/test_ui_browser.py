@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 from helpers.cli import cli_env
-from helpers.webui import HTML_NAME, chromium, require_browser, ui_server
+from helpers.trees import write_tree
+from helpers.webui import HTML_NAME, chromium, require_browser, ui_in_thread, ui_server
 
 from snapstore import SnapStore
 
@@ -96,6 +97,7 @@ def test_browse_diff_restore_undo_and_follow_new_checkpoints(
         assert driver.find_element(By.LINK_TEXT, HTML_NAME).is_displayed()
         assert no_alert(driver)
 
+        (project / HTML_NAME).write_text("changed after step-2\n")
         driver.get(url.split("?")[0] + "session?s=agent")
         row = wait(driver).until(
             lambda d: d.find_element(By.CSS_SELECTOR, 'tr[data-name="step-1"]')
@@ -105,6 +107,7 @@ def test_browse_diff_restore_undo_and_follow_new_checkpoints(
             expected_conditions.visibility_of_element_located((By.ID, "confirm-dialog"))
         )
         assert APP in dialog.text and "would" in dialog.text
+        assert HTML_NAME in dialog.text  # a path holding HTML is shown as text here too
         assert "version two" in (project / APP).read_text()  # the preview wrote nothing
         button(driver, "Confirm", dialog).click()
         result = wait(driver).until(
@@ -126,3 +129,24 @@ def test_browse_diff_restore_undo_and_follow_new_checkpoints(
         wait(driver).until(lambda d: not d.find_elements(By.CSS_SELECTOR, 'tr[data-name="step-3"]'))
         assert [info.name for info in two_steps.list("agent")] == ["step-1", "step-2"]
         assert no_alert(driver)
+
+
+def test_diffs_left_for_later_load_into_the_page(
+    store: SnapStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from snapstore.ui import pages
+
+    require_browser()
+    base = tmp_path / "p"
+    write_tree(base, {f"f{n}.txt": f"old {n}\n" for n in range(3)})
+    store.create("s", "a", ["."], base_dir=base)
+    write_tree(base, {f"f{n}.txt": f"new {n}\n" for n in range(3)})
+    store.create("s", "b", ["."], base_dir=base)
+    monkeypatch.setattr(pages, "PAGE_BUDGET", 0.0)
+    monkeypatch.setattr(pages, "FRAGMENT_BUDGET", 0.0)
+    with ui_in_thread(store) as url, chromium() as driver:
+        driver.get(url)
+        driver.get(url.split("?")[0] + "checkpoint?s=s&n=b")
+        wait(driver).until(lambda d: not d.find_elements(By.CSS_SELECTOR, "article.pending"))
+        added = [e.text for e in driver.find_elements(By.CSS_SELECTOR, "pre.udiff ins")]
+        assert added == ["+new 0", "+new 1", "+new 2"]

@@ -144,3 +144,23 @@ def test_unknown_names_are_a_not_found_page(client: Any) -> None:
         assert response.status_code == 404, url
         assert "Error" in response.text
     assert client.get("/checkpoint?s=agent").status_code == 400
+
+
+def test_diffs_not_ready_in_time_load_after_the_page(
+    store: SnapStore, tmp_path: Path, monkeypatch: Any
+) -> None:
+    from snapstore.ui import pages
+
+    base = tmp_path / "p"
+    write_tree(base, {f"f{n}.txt": f"old {n}\n" for n in range(4)})
+    store.create("s", "a", ["."], base_dir=base)
+    write_tree(base, {f"f{n}.txt": f"new {n}\n" for n in range(4)})
+    store.create("s", "b", ["."], base_dir=base)
+    monkeypatch.setattr(pages, "PAGE_BUDGET", 0.0)
+    monkeypatch.setattr(pages, "FRAGMENT_BUDGET", 0.0)
+    client = ui_client(store)
+    page = client.get("/checkpoint?s=s&n=b").text
+    assert page.count('<article class="diff"') == 1 and page.count("diff pending") == 3
+    assert "<ins>+new 0</ins>" in page and "+new 1" not in page
+    more = client.get("/checkpoint/diffs?s=s&n=b&against=previous&page=1&from=2").text
+    assert "<ins>+new 2</ins>" in more and 'id="change-3"' in more and "+new 1" not in more

@@ -164,6 +164,32 @@
     });
   }
 
+  // ---------------------------------------------------------------- diffs that load after the page
+
+  const diffs = document.getElementById("diffs");
+
+  async function loadPendingDiffs() {
+    for (;;) {
+      const pending = diffs.querySelector("article.diff.pending");
+      if (!pending) return;
+      const response = await fetch(diffs.dataset.moreUrl + "&from=" + pending.dataset.index, {credentials: "same-origin"});
+      if (!response.ok) return;
+      const holder = document.createElement("div");
+      holder.innerHTML = await response.text();  // server-rendered, escaped HTML
+      let progressed = false;
+      for (const article of holder.querySelectorAll("article.diff:not(.pending)")) {
+        const old = document.getElementById(article.id);
+        if (old && old.classList.contains("pending")) {
+          old.replaceWith(article);
+          progressed = true;
+        }
+      }
+      if (!progressed) return;
+    }
+  }
+
+  if (diffs) loadPendingDiffs();
+
   // ---------------------------------------------------------------- the live timeline
 
   const timeline = document.getElementById("timeline");
