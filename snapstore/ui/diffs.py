@@ -74,7 +74,8 @@ class Version:
 
 @dataclass(frozen=True)
 class Side:
-    """One side of a comparison: checkpoint ``name`` of ``session``, or ``directory``."""
+    """One side of a comparison: checkpoint ``name`` of ``session``, or ``directory``, or
+    neither: nothing at all (what the first checkpoint of a session is compared with)."""
 
     session: str
     name: str | None = None
@@ -83,7 +84,9 @@ class Side:
     @property
     def label(self) -> str:
         """How the UI names this side."""
-        return self.name if self.name is not None else f"{self.directory} (now)"
+        if self.name is not None:
+            return self.name
+        return "nothing" if self.directory is None else f"{self.directory} (now)"
 
 
 @dataclass(frozen=True)
@@ -214,7 +217,8 @@ def _side_bytes(store: SnapStore, side: Side, path: str, version: Version | None
         return b""
     if side.name is not None:
         return store.read(side.session, side.name, path)
-    assert side.directory is not None
+    if side.directory is None:
+        return b""
     flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
     descriptor = os.open(os.path.join(side.directory, path), flags)
     with os.fdopen(descriptor, "rb") as handle:

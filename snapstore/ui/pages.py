@@ -43,10 +43,22 @@ def _page_number(request: Request) -> int:
 
 
 def sessions_page(request: Request) -> Response:
-    """Every session: its checkpoints, state values, and newest checkpoint."""
+    """Every session: its checkpoints, state values, and newest checkpoints; it follows new
+    checkpoints by itself."""
     state = state_of(request)
     summaries = views.session_summaries(state.store)
-    return state.render(request, "sessions.html", title="Sessions", summaries=summaries)
+    signature = views.sessions_signature(summaries)
+    return state.render(
+        request, "sessions.html", title="Sessions", summaries=summaries, signature=signature
+    )
+
+
+def sessions_rows(request: Request) -> Response:
+    """The rows of the sessions page, for the page to swap in when checkpoints come or go."""
+    state = state_of(request)
+    summaries = views.session_summaries(state.store)
+    signature = views.sessions_signature(summaries)
+    return state.render(request, "_sessions.html", summaries=summaries, signature=signature)
 
 
 def session_page(request: Request) -> Response:
@@ -222,6 +234,7 @@ def backups_page(request: Request) -> Response:
 
 ROUTES = [
     Route("/", sessions_page),
+    Route("/sessions/rows", sessions_rows),
     Route("/session", session_page),
     Route("/session/rows", timeline_rows),
     Route("/api/head", timeline_head),

@@ -57,7 +57,12 @@ def serve(
     url = f"http://{HOST}:{server_secrets.port}/?{TOKEN_PARAMETER}={server_secrets.token}"
     print(url, file=out, flush=True)
     config = uvicorn.Config(
-        app, log_level="warning", access_log=False, lifespan="off", server_header=False
+        app,
+        log_level="warning",
+        access_log=False,
+        lifespan="off",
+        server_header=False,
+        proxy_headers=False,
     )
     if open_browser:
         webbrowser.open(url)

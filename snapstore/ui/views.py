@@ -29,6 +29,8 @@ DIFF_PAGE = 25
 """Files whose diffs one page of a checkpoint's changes shows."""
 FILES_PAGE = 200
 """Entries per page of a checkpoint's file listing."""
+RECENT_NAMES = 5
+"""How many of a session's newest checkpoints the sessions page names."""
 
 
 @dataclass
@@ -39,6 +41,8 @@ class SessionSummary:
     checkpoints: int = 0
     states: int = 0
     newest: SnapshotInfo | None = None
+    recent: list[str] = field(default_factory=list)
+    """The names of its newest checkpoints, newest first (at most ``RECENT_NAMES``)."""
 
 
 def session_summaries(store: SnapStore) -> list[SessionSummary]:
@@ -50,9 +54,18 @@ def session_summaries(store: SnapStore) -> list[SessionSummary]:
         if info.kind == "files":
             summary.checkpoints += 1
             summary.newest = info
+            summary.recent = [info.name, *summary.recent[: RECENT_NAMES - 1]]
         else:
             summary.states += 1
     return sorted(found.values(), key=lambda summary: summary.name)
+
+
+def sessions_signature(summaries: list[SessionSummary]) -> str:
+    """What changes when a checkpoint comes or goes: the page compares it when it polls."""
+    return "|".join(
+        f"{summary.name}:{summary.checkpoints}:{summary.states}:{','.join(summary.recent)}"
+        for summary in summaries
+    )
 
 
 def checkpoints(store: SnapStore, session: str) -> list[SnapshotInfo]:
@@ -177,7 +190,7 @@ def compare(
     else:
         other_index = _other_index(store, found, session, index, against)
         if other_index is None:
-            old, before = Side(session, name="(nothing)"), {}
+            old, before = Side(session), {}
         else:
             old, before = (
                 Side(session, found[other_index].name),

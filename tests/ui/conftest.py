@@ -46,3 +46,22 @@ def two_steps(store: SnapStore, project: Path) -> SnapStore:
 def client(two_steps: SnapStore) -> Any:
     """A TestClient on the UI over ``two_steps``, cookie exchanged."""
     return ui_client(two_steps)
+
+
+@pytest.fixture
+def diffs_left_for_later(
+    store: SnapStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> SnapStore:
+    """Session ``s``: checkpoints ``a`` and ``b`` of four files that all changed (``old N``
+    to ``new N``), with the checkpoint page's time budgets at zero, so that a page shows one
+    diff and leaves the others to load after it."""
+    from snapstore.ui import pages
+
+    base = tmp_path / "p"
+    write_tree(base, {f"f{n}.txt": f"old {n}\n" for n in range(4)})
+    store.create("s", "a", ["."], base_dir=base)
+    write_tree(base, {f"f{n}.txt": f"new {n}\n" for n in range(4)})
+    store.create("s", "b", ["."], base_dir=base)
+    monkeypatch.setattr(pages, "PAGE_BUDGET", 0.0)
+    monkeypatch.setattr(pages, "FRAGMENT_BUDGET", 0.0)
+    return store

@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 from helpers.cli import cli_env
-from helpers.trees import write_tree
 from helpers.webui import HTML_NAME, chromium, require_browser, ui_in_thread, ui_server
 
 from snapstore import SnapStore
@@ -71,6 +70,10 @@ def test_browse_diff_restore_undo_and_follow_new_checkpoints(
         wait(driver).until(expected_conditions.title_contains("Sessions"))
         assert "?token=" not in driver.current_url  # exchanged for the cookie
         assert "agent" in driver.find_element(By.TAG_NAME, "main").text
+        driver.execute_script("window.notReloaded = true;")
+        checkpoint_from_another_process(root, project, "step-2b")
+        wait(driver).until(lambda d: d.find_elements(By.LINK_TEXT, "step-2b"))
+        assert driver.execute_script("return window.notReloaded === true;")
 
         driver.find_element(By.LINK_TEXT, "agent").click()
         wait(driver).until(expected_conditions.presence_of_element_located((By.ID, "timeline")))
@@ -127,26 +130,15 @@ def test_browse_diff_restore_undo_and_follow_new_checkpoints(
         )
         button(driver, "Confirm", dialog).click()
         wait(driver).until(lambda d: not d.find_elements(By.CSS_SELECTOR, 'tr[data-name="step-3"]'))
-        assert [info.name for info in two_steps.list("agent")] == ["step-1", "step-2"]
+        assert [info.name for info in two_steps.list("agent")] == ["step-1", "step-2", "step-2b"]
         assert no_alert(driver)
 
 
-def test_diffs_left_for_later_load_into_the_page(
-    store: SnapStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from snapstore.ui import pages
-
+def test_diffs_left_for_later_load_into_the_page(diffs_left_for_later: SnapStore) -> None:
     require_browser()
-    base = tmp_path / "p"
-    write_tree(base, {f"f{n}.txt": f"old {n}\n" for n in range(3)})
-    store.create("s", "a", ["."], base_dir=base)
-    write_tree(base, {f"f{n}.txt": f"new {n}\n" for n in range(3)})
-    store.create("s", "b", ["."], base_dir=base)
-    monkeypatch.setattr(pages, "PAGE_BUDGET", 0.0)
-    monkeypatch.setattr(pages, "FRAGMENT_BUDGET", 0.0)
-    with ui_in_thread(store) as url, chromium() as driver:
+    with ui_in_thread(diffs_left_for_later) as url, chromium() as driver:
         driver.get(url)
         driver.get(url.split("?")[0] + "checkpoint?s=s&n=b")
         wait(driver).until(lambda d: not d.find_elements(By.CSS_SELECTOR, "article.pending"))
         added = [e.text for e in driver.find_elements(By.CSS_SELECTOR, "pre.udiff ins")]
-        assert added == ["+new 0", "+new 1", "+new 2"]
+        assert added == ["+new 0", "+new 1", "+new 2", "+new 3"]

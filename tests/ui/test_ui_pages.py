@@ -25,7 +25,13 @@ def test_sessions_page_lists_sessions_with_newest_checkpoint(
 ) -> None:
     two_steps.put_state("agent", "cursor", {"offset": 3})
     page = client.get("/").text
-    assert "agent" in page and "step-2" in page
+    assert "agent" in page and "step-2" in page and "step-1" in page
+    rows = client.get("/sessions/rows").text
+    assert "step-2" in rows and "<html" not in rows
+    signature = re.search(r'data-signature="([^"]*)"', rows)
+    assert signature is not None and f'data-signature="{signature.group(1)}"' in page
+    two_steps.create("agent", "step-3", [])
+    assert signature.group(1) not in client.get("/sessions/rows").text
     summary = re.search(r"<td class=\"num\">(\d+)</td>", page)
     assert summary is not None and summary.group(1) == "2"
     assert "cursor" not in page  # state values are counted, not listed as checkpoints
@@ -146,19 +152,8 @@ def test_unknown_names_are_a_not_found_page(client: Any) -> None:
     assert client.get("/checkpoint?s=agent").status_code == 400
 
 
-def test_diffs_not_ready_in_time_load_after_the_page(
-    store: SnapStore, tmp_path: Path, monkeypatch: Any
-) -> None:
-    from snapstore.ui import pages
-
-    base = tmp_path / "p"
-    write_tree(base, {f"f{n}.txt": f"old {n}\n" for n in range(4)})
-    store.create("s", "a", ["."], base_dir=base)
-    write_tree(base, {f"f{n}.txt": f"new {n}\n" for n in range(4)})
-    store.create("s", "b", ["."], base_dir=base)
-    monkeypatch.setattr(pages, "PAGE_BUDGET", 0.0)
-    monkeypatch.setattr(pages, "FRAGMENT_BUDGET", 0.0)
-    client = ui_client(store)
+def test_diffs_not_ready_in_time_load_after_the_page(diffs_left_for_later: SnapStore) -> None:
+    client = ui_client(diffs_left_for_later)
     page = client.get("/checkpoint?s=s&n=b").text
     assert page.count('<article class="diff"') == 1 and page.count("diff pending") == 3
     assert "<ins>+new 0</ins>" in page and "+new 1" not in page

@@ -246,4 +246,29 @@
     fillChanges();
     window.setTimeout(poll, POLL_MS);
   }
+
+  // ---------------------------------------------------------------- the live sessions page
+
+  const sessions = document.getElementById("sessions-rows");
+
+  async function pollSessions() {
+    try {
+      const response = await fetch(document.getElementById("sessions").dataset.rowsUrl, {credentials: "same-origin"});
+      if (response.ok) {
+        const holder = document.createElement("tbody");
+        holder.innerHTML = await response.text();  // server-rendered, escaped HTML
+        const first = holder.querySelector("tr");
+        const signature = first ? first.dataset.signature : "";
+        if (signature !== sessions.dataset.signature) {
+          sessions.replaceChildren(...holder.children);
+          sessions.dataset.signature = signature;
+        }
+      }
+    } catch (ignored) {
+      // the server may be restarting; try again at the next tick
+    }
+    window.setTimeout(pollSessions, POLL_MS);
+  }
+
+  if (sessions) window.setTimeout(pollSessions, POLL_MS);
 })();
