@@ -189,17 +189,12 @@ def compare(
         )
     else:
         other_index = _other_index(store, found, session, index, against)
-        if other_index is None:
-            old, before = Side(session), {}
-        else:
-            old, before = (
-                Side(session, found[other_index].name),
-                cache.versions(store, found[other_index]),
-            )
-        new, after = this, cache.versions(store, info)
-        if other_index is not None and other_index > index:
-            old, new, before, after = new, old, after, before
-        changes = checkpoint_changes(before, after)
+        older, newer = sorted([index, other_index], key=lambda i: -1 if i is None else i)
+        old = Side(session) if older is None else Side(session, found[older].name)
+        assert newer is not None
+        new = Side(session, found[newer].name)
+        before = {} if older is None else cache.versions(store, found[older])
+        changes = checkpoint_changes(before, cache.versions(store, found[newer]))
     paging = Paging.of(page, len(changes), DIFF_PAGE)
     return Comparison(info, against, old, new, changes, paging)
 
