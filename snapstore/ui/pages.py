@@ -227,8 +227,14 @@ def backups_page(request: Request) -> Response:
     state = state_of(request)
     session = _param(request, "s")
     backups = list(reversed(state.store.backups(session)))
+    names = {backup.name for backup in backups}
     return state.render(
-        request, "backups.html", title=f"{session}: undo backups", session=session, backups=backups
+        request,
+        "backups.html",
+        title=f"{session}: undo backups",
+        session=session,
+        backups=backups,
+        backup_names=names,
     )
 
 

@@ -164,6 +164,12 @@ class Comparison:
         start = (self.paging.page - 1) * DIFF_PAGE
         return list(enumerate(self.changes))[start : start + DIFF_PAGE]
 
+    def recorded(self, change: Change) -> bool:
+        """Whether the checkpoint this page is about records the changed path (so that a
+        restore of that path alone can put it back)."""
+        version = change.old if self.old.name == self.info.name else change.new
+        return version is not None
+
     def page_of(self, index: int) -> int:
         """The page that shows the diff of change ``index``."""
         return index // DIFF_PAGE + 1

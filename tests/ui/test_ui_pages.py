@@ -159,3 +159,18 @@ def test_diffs_not_ready_in_time_load_after_the_page(diffs_left_for_later: SnapS
     assert "<ins>+new 0</ins>" in page and "+new 1" not in page
     more = client.get("/checkpoint/diffs?s=s&n=b&against=previous&page=1&from=2").text
     assert "<ins>+new 2</ins>" in more and 'id="change-3"' in more and "+new 1" not in more
+
+
+def test_only_paths_the_checkpoint_records_can_be_ticked_for_a_restore(client: Any) -> None:
+    newer = client.get("/checkpoint?s=agent&n=step-2").text
+    assert 'class="pick" value="NOTES.md"' in newer
+    older = client.get("/checkpoint?s=agent&n=step-1&against=step-2").text
+    assert "NOTES.md" in older and 'class="pick" value="NOTES.md"' not in older
+    assert 'class="pick" value="src/app.py"' in older
+
+
+def test_an_undo_of_an_undo_says_so(client: Any, two_steps: SnapStore) -> None:
+    first = two_steps.restore("agent", "step-1").backup
+    two_steps.undo("agent")
+    page = client.get("/backups?s=agent").text
+    assert f"an undo (of {first})" in page
