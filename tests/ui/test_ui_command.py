@@ -55,3 +55,25 @@ def test_the_command_is_listed_in_the_help(tmp_path: Path) -> None:
 @pytest.mark.parametrize("port", ["-1", "65536", "x"])
 def test_a_bad_port_is_a_usage_error(tmp_path: Path, port: str) -> None:
     assert Cli(tmp_path).run("ui", "--no-browser", "--port", port).code == 2
+
+
+def test_without_the_ui_extra_the_command_says_how_to_install_it(
+    store: SnapStore, root: Path, tmp_path: Path
+) -> None:
+    from helpers.cli import REPO
+
+    store.create("s", "n", [], base_dir=tmp_path)
+    hidden = tmp_path / "hidden"
+    (hidden / "starlette").mkdir(parents=True)
+    (hidden / "starlette" / "__init__.py").write_text("raise ImportError('not installed')\n")
+    cli = Cli(tmp_path)
+    result = cli.run(
+        "--root",
+        str(root),
+        "ui",
+        "--no-browser",
+        root=False,
+        env={"PYTHONPATH": f"{hidden}:{REPO}"},
+    )
+    assert result.code == 1
+    assert "pip install 'snapstore[ui]'" in result.stderr and result.stdout == ""
