@@ -138,7 +138,7 @@ class SnapStore:
         ttl: Duration | None = None,
         exclude: Iterable[str] = (),
         default_excludes: bool = True,
-        gitignore: bool = False,
+        gitignore: bool = True,
         if_exists: str = "replace",
         missing: str = "absent",
         skip_unreadable: bool = False,
@@ -150,9 +150,11 @@ class SnapStore:
         ``name``: None generates a unique name that sorts by time. ``exclude``: gitignore
         patterns (relative to ``base_dir``) to leave out, besides the base dir's
         ``.snapstoreignore``, the built-in VCS directories (``.git``, ``.hg``, ``.svn``,
-        ``.jj``; ``default_excludes=False`` keeps them) and, with ``gitignore``, the rules of
-        every ``.gitignore`` met; the rules are recorded, and a restore leaves what they match
-        alone. ``if_exists="error"`` refuses to replace a snapshot of the same name
+        ``.jj``; ``default_excludes=False`` keeps them) and, unless ``gitignore=False``, what
+        git ignores (the ``.gitignore`` files from the work tree's top down to each path, and
+        ``.git/info/exclude``); the rules are recorded, and a restore leaves what they match
+        alone. A path asked for that the rules leave out is refused (InvalidValueError).
+        ``if_exists="error"`` refuses to replace a snapshot of the same name
         (SnapshotExistsError); ``missing="error"`` refuses paths that do not exist
         (MissingPathError) instead of recording them as absent. ``rehash``: read every file,
         trusting no cached digest. ``progress(done, total)`` counts the files that must be read.
@@ -197,7 +199,7 @@ class SnapStore:
         ttl: Duration | None = None,
         exclude: Iterable[str] = (),
         default_excludes: bool = True,
-        gitignore: bool = False,
+        gitignore: bool = True,
         if_exists: str = "replace",
         missing: str = "absent",
         skip_unreadable: bool = False,

@@ -51,18 +51,21 @@ def _paths(store: SnapStore, name: str) -> set[str]:
 def test_vcs_metadata_and_snapstoreignore_are_left_out_by_default(
     store: SnapStore, repo: Path
 ) -> None:
-    info = store.create("s", "n", ["."], base_dir=repo)
+    info = store.create("s", "n", ["."], base_dir=repo, gitignore=False)
     paths = _paths(store, "n")
     assert ".git" not in paths and not any(p.startswith(".git/") for p in paths)
     assert "notes.tmp" not in paths and "src/cache.pyc" in paths and "build/a.o" in paths
     assert info.excludes[:4] == (".git", ".hg", ".svn", ".jj")
     assert "*.tmp" in info.excludes
-    store.create("s", "all", ["."], base_dir=repo, default_excludes=False)
+    store.create("s", "all", ["."], base_dir=repo, default_excludes=False, gitignore=False)
     assert ".git/HEAD" in _paths(store, "all")
 
 
-def test_gitignore_files_are_honoured_when_asked(store: SnapStore, repo: Path) -> None:
-    info = store.create("s", "n", ["."], base_dir=repo, gitignore=True, exclude=["*.bin"])
+@pytest.mark.parametrize("gitignore", [{}, {"gitignore": True}])
+def test_gitignore_files_are_honoured_by_default(
+    store: SnapStore, repo: Path, gitignore: dict[str, bool]
+) -> None:
+    info = store.create("s", "n", ["."], base_dir=repo, exclude=["*.bin"], **gitignore)
     paths = _paths(store, "n")
     assert {"src/app.py", "src/gen/keep.txt", ".gitignore", "src/.gitignore"} <= paths
     assert not {"src/cache.pyc", "build", ".venv", "src/gen/out.bin"} & paths

@@ -89,7 +89,11 @@ def absent_warning(absent: Sequence[str], base_dir: str, maybe_name: str | None)
     help="Leave out what PATTERN matches (gitignore syntax, relative to --base); repeatable.",
 )
 @click.option(
-    "--gitignore", is_flag=True, help="Also leave out what the .gitignore files met ignore."
+    "--gitignore/--no-gitignore",
+    default=True,
+    show_default=True,
+    help="Leave out what git ignores (the .gitignore files from the work tree's top down, "
+    ".git/info/exclude); --no-gitignore records it too.",
 )
 @click.option(
     "--no-default-excludes",
@@ -138,9 +142,9 @@ def create(
     The snapshot is called NAME (--name), replacing one of that name unless --no-replace,
     or gets a new name that sorts by time, which is printed (alone, with --quiet). A PATH that
     does not exist is recorded as absent, with a warning. Left out: .git, .hg, .svn and .jj
-    (unless --no-default-excludes), what --exclude, the base dir's .snapstoreignore and, with
-    --gitignore, .gitignore files match. Exits 3 (partial success) when --skip-unreadable
-    left files out of the committed snapshot.
+    (unless --no-default-excludes), what --exclude and the base dir's .snapstoreignore match,
+    and what git ignores (unless --no-gitignore). Exits 3 (partial success) when
+    --skip-unreadable left files out of the committed snapshot.
     """
     store = settings.writable_store("create writes new blobs and a manifest", create=True)
     base = os.path.abspath(base_dir)

@@ -42,9 +42,11 @@ CHECKPOINT = """\
 Save the current state of files before you change them. Call it before editing, creating, \
 deleting or renaming files, with every file or directory you may touch: directories are \
 recorded with everything in them, and a path that does not exist yet is recorded as absent \
-(so a restore removes the file if you create it). Cheap for files that did not change since \
-the last checkpoint. Reusing a name replaces that checkpoint. Returns the checkpoint's \
-header: its name (generated if you give none), file_count, total_bytes, base_dir, created_at."""
+(so a restore removes the file if you create it). Files git ignores are left out, and a \
+restore leaves them alone; pass gitignore=false to checkpoint an ignored file. Cheap for files \
+that did not change since the last checkpoint. Reusing a name replaces that checkpoint. \
+Returns the checkpoint's header: its name (generated if you give none), file_count, \
+total_bytes, base_dir, created_at."""
 
 LIST_CHECKPOINTS = """\
 List checkpoints, oldest first: of one session, or of every session when session is omitted. \
@@ -123,6 +125,13 @@ class CheckpointTools:
             str | None,
             Field(description="The project directory (absolute); default: the server's."),
         ] = None,
+        gitignore: Annotated[
+            bool,
+            Field(
+                description="Leave out what git ignores (.gitignore files); false records "
+                "ignored files too."
+            ),
+        ] = True,
         ctx: Context | None = None,
     ) -> dict[str, Any]:
         """Checkpoint ``paths`` under ``base_dir``."""
@@ -132,6 +141,7 @@ class CheckpointTools:
                 name,
                 paths,
                 base_dir=base_dir or os.getcwd(),
+                gitignore=gitignore,
                 progress=self._progress(ctx),
             )
         )

@@ -195,7 +195,7 @@ _WATCHED = {
     "base_dir": Param(text, "."),
     "exclude": Param(texts, []),
     "default_excludes": Param(flag, True),
-    "gitignore": Param(flag, False),
+    "gitignore": Param(flag, True),
 }
 
 METHODS: dict[str, Method] = {

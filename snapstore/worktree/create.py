@@ -34,8 +34,9 @@ from snapstore.repo.layout import is_store_root
 from snapstore.repo.repository import Repository
 from snapstore.worktree import treememo
 from snapstore.worktree.excludes import Matcher, check_patterns, initial_patterns
+from snapstore.worktree.gitrules import LeadingRules, leading_rules
 from snapstore.worktree.ingest import ingest_scan
-from snapstore.worktree.scan import Scanner, relative_to_base
+from snapstore.worktree.scan import GITIGNORE_ADVICE, Scanner, relative_to_base
 from snapstore.worktree.statcache import StatCache
 
 Progress = Callable[[int, int], None]
@@ -58,7 +59,7 @@ class Request:
     backup_of: str | None = None
     exclude: tuple[str, ...] = ()
     default_excludes: bool = True
-    gitignore: bool = False
+    gitignore: bool = True
     if_exists: str = "replace"
 
 
@@ -136,6 +137,21 @@ def checkpoint_request(
     )
 
 
+def git_rules(request: Request) -> LeadingRules:
+    """git's rules a create of ``request`` starts with (none without ``gitignore``);
+    InvalidValueError if they ignore the base directory whole (a checkpoint of it would
+    record nothing, and its restore would touch nothing)."""
+    if not request.gitignore or request.backup_of is not None:
+        return LeadingRules()
+    rules = leading_rules(request.base, request.paths)
+    if rules.ignored is not None:
+        raise InvalidValueError(
+            f"cannot snapshot in {request.base}: {rules.ignored}, so git ignores everything "
+            f"in it; {GITIGNORE_ADVICE}"
+        )
+    return rules
+
+
 def store_trees(trees: BuiltTrees, batch: BlobBatch) -> None:
     """Store each tree object of ``trees`` through ``batch``, unless it already is."""
     for digest, data in trees.objects.items():
@@ -207,12 +223,14 @@ def take_snapshot(
     cache = StatCache(repo.backend, request.base, scan_start_ns)
     batch = BlobBatch(repo.blobs)
     backup = request.backup_of is not None
+    git = git_rules(request)
     excludes = Matcher(
         ()
         if backup
         else initial_patterns(
             request.base, request.exclude, default_excludes=request.default_excludes
-        )
+        ),
+        gitignore=git.patterns,
     )
     scanner = Scanner(
         request.base,
@@ -221,6 +239,7 @@ def take_snapshot(
         skip_special=backup,
         excludes=excludes,
         gitignore=request.gitignore and not backup,
+        ignore_read=git.read_dirs,
         reuse=None if request.rehash else cache.reuse_hook(batch.claim, batch.claim_extents),
     )
     try:

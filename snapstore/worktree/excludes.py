@@ -1,12 +1,14 @@
 """Exclude rules: which paths under a base directory a snapshot leaves out, in gitignore syntax.
 
 The rules of a snapshot are one ordered list of patterns relative to its base directory (later
-patterns override earlier ones, ``!`` re-includes): the built-in VCS metadata directories, the
-caller's patterns, the base directory's ``.snapstoreignore``, and, when asked for, every
-``.gitignore`` met while walking, rewritten relative to the base. The list is recorded in the
-manifest, so that a restore of the snapshot leaves exactly the same paths alone. Matching is
-``pathspec``'s git-compatible matcher; the common case (the built-in rules alone) is a name
-lookup. Storage roots are never recorded whatever the rules say (see ``scan``).
+patterns override earlier ones, ``!`` re-includes): with ``gitignore``, git's rules first (those
+of the repository above the base, ``gitrules``, then every ``.gitignore`` met while walking,
+rewritten relative to the base), then the fixed rules, which win over them as git's command-line
+patterns win over ignore files: the built-in VCS metadata directories, the caller's patterns and
+the base directory's ``.snapstoreignore``. The list is recorded in the manifest, so that a
+restore of the snapshot leaves exactly the same paths alone. Matching is ``pathspec``'s
+git-compatible matcher; the common case (the built-in rules alone) is a name lookup. Storage
+roots are never recorded whatever the rules say (see ``scan``).
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from snapstore.errors import InvalidValueError
-from snapstore.fs.reading import read_regular
+from snapstore.format.paths import parents
+from snapstore.fs.reading import open_regular, read_all
 
 if TYPE_CHECKING:
     import pathspec
@@ -32,14 +35,41 @@ MAX_IGNORE_FILE_BYTES = 1 << 20
 
 def read_patterns(path: str) -> list[str]:
     """The pattern lines of an ignore file (comments and blank lines dropped); none if the
-    file is missing, unreadable, not a regular file or over 1 MiB."""
+    file is missing, unreadable, over 1 MiB, or not a regular file: a symlink is not followed,
+    as git does not follow a symlinked ``.gitignore``. A line that is not UTF-8 is left out:
+    it could only match a name that is not UTF-8, which no snapshot records."""
     try:
-        data, _ = read_regular(path, max_bytes=MAX_IGNORE_FILE_BYTES)
+        fd = open_regular(path, follow=False)
     except OSError:
         return []
-    lines = data.decode("utf-8", "replace").splitlines()
-    found = (line for line in (_strip(line) for line in lines) if line and not line.startswith("#"))
-    return [line for line in found if is_valid_pattern(line)]
+    try:
+        size = os.fstat(fd).st_size
+        if size > MAX_IGNORE_FILE_BYTES:
+            return []
+        data = read_all(fd, size)
+    except OSError:
+        return []
+    finally:
+        os.close(fd)
+    return parse_patterns(data)
+
+
+def parse_patterns(data: bytes) -> list[str]:
+    """The pattern lines of an ignore file's bytes, as ``read_patterns`` keeps them."""
+    data = data.removeprefix(b"\xef\xbb\xbf")  # git skips a UTF-8 byte order mark
+    patterns = []
+    for raw in data.split(b"\n"):
+        try:
+            line = _strip(raw.decode("utf-8"))
+        except UnicodeDecodeError:
+            continue
+        if not line or line.startswith("#"):
+            continue
+        if line[0] in " \t":
+            line = "\\" + line  # a leading space is part of the name in git
+        if is_valid_pattern(line):
+            patterns.append(line)
+    return patterns
 
 
 @functools.lru_cache(maxsize=4096)
@@ -66,15 +96,32 @@ def _strip(line: str) -> str:
     return stripped
 
 
+_GLOB_SPECIAL = re.compile(r"[\\*?\[\]]")
+
+
+def escape(directory: str) -> str:
+    """``directory`` (relative, "/"-separated) as the start of a pattern (followed by ``/``)
+    matching exactly that path: every character a gitignore pattern reads specially is
+    escaped with a backslash (glob characters anywhere; ``!``, ``#`` and a blank where they
+    would start the pattern). The same directory is always escaped the same way, so the rules
+    rebased below it start with its escaped form."""
+    escaped = _GLOB_SPECIAL.sub(lambda found: "\\" + found[0], directory)
+    if escaped[:1] in ("!", "#", " ", "\t"):
+        escaped = "\\" + escaped
+    return escaped
+
+
 def rebase(pattern: str, directory: str) -> str:
     """A pattern of the ignore file in ``directory`` (relative to the base, "" for the base
-    itself) as a pattern relative to the base, with the same meaning."""
+    itself) as a pattern relative to the base, with the same meaning: the directory's name is
+    escaped, so that ``x*``, ``[ab]``, ``!keep`` or ``#tmp`` stand for themselves."""
     if not directory:
         return pattern
     negated = pattern.startswith("!")
     body = pattern[1:] if negated else pattern
     anchored = "/" in body.rstrip("/")
-    rebased = f"{directory}/{body.lstrip('/')}" if anchored else f"{directory}/**/{body}"
+    prefix = escape(directory)
+    rebased = f"{prefix}/{body.lstrip('/')}" if anchored else f"{prefix}/**/{body}"
     return ("!" if negated else "") + rebased
 
 
@@ -101,21 +148,34 @@ def initial_patterns(base_dir: str, exclude: Sequence[str], *, default_excludes:
 
 
 class Matcher:
-    """Decides whether a path (relative to the base) is excluded by an ordered pattern list.
-    Patterns may be added while walking (``.gitignore`` files); the list only grows."""
+    """Decides whether a path (relative to the base) is excluded by an ordered pattern list:
+    git's rules (``gitignore``, which ``.gitignore`` files met while walking extend), then the
+    fixed ones (``patterns``), which win over them. The lists only grow."""
 
-    def __init__(self, patterns: Iterable[str] = ()) -> None:
+    def __init__(self, patterns: Iterable[str] = (), *, gitignore: Iterable[str] = ()) -> None:
+        self.fixed: list[str] = list(patterns)
+        self.gitignore: list[str] = list(gitignore)
         self.patterns: list[str] = []
         self._names: frozenset[str] = frozenset()
         self._spec: pathspec.GitIgnoreSpec | None = None
-        self.extend(patterns)
+        self._compile()
 
     def extend(self, patterns: Iterable[str]) -> None:
-        """Add patterns after the current ones (they win over earlier ones)."""
+        """Add patterns after the current ones (they win over every earlier one)."""
         added = list(patterns)
-        if not added:
-            return
-        self.patterns += added
+        if added:
+            self.fixed += added
+            self._compile()
+
+    def extend_gitignore(self, patterns: Iterable[str]) -> None:
+        """Add git's rules after the git rules already there (the fixed rules still win)."""
+        added = list(patterns)
+        if added:
+            self.gitignore += added
+            self._compile()
+
+    def _compile(self) -> None:
+        self.patterns = self.gitignore + self.fixed
         if all(p in BUILT_IN for p in self.patterns):
             self._names = frozenset(self.patterns)
             self._spec = None
@@ -137,7 +197,26 @@ class Matcher:
         return bool(self.patterns)
 
     def __call__(self, path: str, is_dir: bool) -> bool:
-        """True if ``path`` (relative to the base, "/"-separated) is excluded."""
+        """True if ``path`` (relative to the base, "/"-separated) is excluded, the directories
+        on the way being known not to be (as when walking down to it)."""
         if self._spec is None:
             return path.rpartition("/")[2] in self._names
         return self._spec.match_file(path + "/" if is_dir else path)
+
+    def rule_leaving_out(self, path: str, is_dir: bool) -> str | None:
+        """The rule that excludes ``path`` or a directory on the way to it, or None: a path in
+        an excluded directory is excluded whatever later rules say, as in git."""
+        for directory in parents(path):
+            rule = self._deciding_rule(directory, True)
+            if rule is not None:
+                return rule
+        return self._deciding_rule(path, is_dir)
+
+    def _deciding_rule(self, path: str, is_dir: bool) -> str | None:
+        if self._spec is None:
+            name = path.rpartition("/")[2]
+            return name if name in self._names else None
+        found = self._spec.check_file(path + "/" if is_dir else path)
+        if not found.include or found.index is None:
+            return None
+        return self.patterns[found.index]

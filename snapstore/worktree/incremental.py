@@ -28,7 +28,8 @@ Why such a checkpoint never records a stale file:
 - **Any doubt means a full scan**, under the same locks: changes unknown (the watch's queue
   overflowed, it missed events, it was just armed), ``rehash``, another session, base
   directory, requested paths or exclude rules (a ``.snapstoreignore`` that changed, or with
-  ``gitignore`` a ``.gitignore`` in or under a changed path), a directory on the way to a
+  ``gitignore`` git's rules from outside the requested paths, read again by every create, or a
+  ``.gitignore`` in or under a changed path), a directory on the way to a
   changed path that is no longer one, a changed path that cannot be recorded as given,
   hard links (a parent recording link groups, or a changed file with several links: a write
   through one link changes them all, but only the name written through is reported).
@@ -72,11 +73,13 @@ from snapstore.worktree.create import (
     Recorded,
     Request,
     commit_recorded,
+    git_rules,
     plain_file_rows,
     store_trees,
     take_snapshot,
 )
 from snapstore.worktree.excludes import Matcher, initial_patterns
+from snapstore.worktree.gitrules import LeadingRules
 from snapstore.worktree.ingest import ingest_scan
 from snapstore.worktree.parentmemo import (
     Committed,
@@ -130,14 +133,15 @@ def take_incremental(
     initial = initial_patterns(
         request.base, request.exclude, default_excludes=request.default_excludes
     )
-    reason = refusal(request, parent, known, base, initial)
+    git = git_rules(request)
+    reason = refusal(request, parent, known, base, initial, list(git.patterns))
     if reason is None:
         assert known is not None and base is not None
-        planned = plan_rescan(request, base, known, len(initial))
+        planned = plan_rescan(request, base, known, len(git.patterns), len(initial))
         built = (
             planned
             if isinstance(planned, str)
-            else _build(repo, request, base, planned, start, progress)
+            else _build(repo, request, base, planned, start, (git, len(initial)), progress)
         )
         if not isinstance(built, str):
             forget(repo, parent, built[0].info)
@@ -159,21 +163,26 @@ def _build(
     base: Remembered,
     plan: Plan,
     start: ScanStart,
+    rules_read: tuple[LeadingRules, int],
     progress: Progress | None,
 ) -> tuple[IncrementalReport, bool] | str:
     """Scan the planned paths, ingest what must be read, merge with the parent's rows, store
     the tree objects built again and commit; or, committing nothing, why a full scan must be
-    made instead."""
+    made instead. ``rules_read``: git's rules read before the walk, and how many of the
+    parent's rules are fixed ones (they come last)."""
     if not plan.replaced and not plan.refresh:
         return _commit_unchanged(repo, request, base, start)
     batch = BlobBatch(repo.blobs)
+    git, fixed = rules_read
     rules = list(base.info.excludes)
+    split = len(rules) - fixed
     scanner = Scanner(
         request.base,
         exclude_dirs=repo.own_roots(),
         skip_unreadable=request.skip_unreadable,
-        excludes=Matcher(rules),
+        excludes=Matcher(rules[split:], gitignore=rules[:split]),
         gitignore=request.gitignore,
+        ignore_read=git.read_dirs,
     )
     try:
         for path, root in plan.scans:

@@ -23,7 +23,7 @@ from snapstore.repo.layout import is_store_root
 from snapstore.worktree import statcache
 from snapstore.worktree.changes import ChangedPaths, outermost, under
 from snapstore.worktree.create import Request
-from snapstore.worktree.excludes import GITIGNORE
+from snapstore.worktree.excludes import GITIGNORE, escape
 from snapstore.worktree.parentmemo import Remembered, decode_rows, find_row
 
 
@@ -46,8 +46,10 @@ def refusal(
     known: ChangedPaths | None,
     base: Remembered | None,
     initial: list[str],
+    leading: list[str],
 ) -> str | None:
-    """Why the create cannot build on ``parent`` with ``known``, or None."""
+    """Why the create cannot build on ``parent`` with ``known``, or None. ``initial``: the
+    fixed rules a create starts with now; ``leading``: git's rules read before its walk."""
     if known is None:
         return "the changes since the previous checkpoint are not known"
     if parent is None:
@@ -65,9 +67,12 @@ def refusal(
     if info.roots != tuple(sorted(set(request.paths))) or request.shallow:
         return "the previous checkpoint recorded other paths"
     if base.gitignore != request.gitignore or not _same_excludes(
-        info.excludes, initial, request.gitignore
+        info.excludes, initial, leading, request.gitignore
     ):
-        return "the exclude rules changed (options, or the base directory's .snapstoreignore)"
+        return (
+            "the exclude rules changed (options, the base directory's .snapstoreignore, or "
+            "git's rules from outside the checkpointed paths)"
+        )
     if known.since_ns > base.started_mono_ns:
         return "the changes do not cover the whole time since the previous checkpoint's scan"
     if any("link" in attrs for attrs in base.attrs.values()):
@@ -75,12 +80,20 @@ def refusal(
     return None
 
 
-def _same_excludes(recorded: tuple[str, ...], initial: list[str], gitignore: bool) -> bool:
-    """Whether a scan starting with ``initial`` ends with the rules ``recorded`` (with
-    ``gitignore``, the rules of ``.gitignore`` files follow the initial ones)."""
-    if gitignore:
-        return list(recorded[: len(initial)]) == initial
-    return list(recorded) == initial
+def _same_excludes(
+    recorded: tuple[str, ...], initial: list[str], leading: list[str], gitignore: bool
+) -> bool:
+    """Whether a scan starting with the fixed rules ``initial`` and git's rules ``leading``
+    ends with the rules ``recorded`` (with ``gitignore``: ``leading``, then the rules of the
+    ``.gitignore`` files the walk met, then ``initial``)."""
+    if not gitignore:
+        return list(recorded) == initial
+    fixed_from = len(recorded) - len(initial)
+    return (
+        fixed_from >= len(leading)
+        and list(recorded[fixed_from:]) == initial
+        and list(recorded[: len(leading)]) == leading
+    )
 
 
 def _checked(paths: Iterable[str]) -> list[str] | None:
@@ -97,11 +110,12 @@ def _checked(paths: Iterable[str]) -> list[str] | None:
 
 
 def plan_rescan(
-    request: Request, base: Remembered, known: ChangedPaths, initial_rules: int
+    request: Request, base: Remembered, known: ChangedPaths, leading: int, fixed: int
 ) -> Plan | str:
     """What to scan again, or why it cannot be worked out (a full scan then). Directories
     outside the requested paths (the base, the directories on the way to a requested path)
-    have no entry to refresh."""
+    have no entry to refresh. The parent's rules are ``leading`` of git's read before its
+    walk, those of the ``.gitignore`` files the walk met, then ``fixed`` ones."""
     skipped = [entry.path for entry in base.info.skipped]
     if any(printable(path) != path for path in skipped):
         return "the previous checkpoint skipped a path whose name it could not record"
@@ -128,7 +142,8 @@ def plan_rescan(
     ]
     refreshed = [row for row in refreshed if not any(under(row[0], p) for p in replaced)]
     if request.gitignore:
-        doubt = _gitignore_doubt(base.info.excludes[initial_rules:], replaced, refreshed)
+        rules = base.info.excludes
+        doubt = _gitignore_doubt(rules[leading : len(rules) - fixed], replaced, refreshed)
         if doubt is not None:
             return doubt
     scans = _scans(replaced, request.paths)
@@ -196,7 +211,7 @@ def _gitignore_doubt(
         if path.rsplit("/", 1)[-1] == GITIGNORE:
             return f"{path} changed, and with it what is excluded"
     for path in replaced:
-        prefix = path + "/"
+        prefix = escape(path) + "/"
         if any(rule.removeprefix("!").startswith(prefix) for rule in read_rules):
             return f"the rules of a .gitignore in {path} may have changed"
     return None

@@ -28,6 +28,8 @@ from snapstore.models import SkippedPath
 from snapstore.repo.layout import MARKER_FILE, is_store_root
 from snapstore.worktree.excludes import GITIGNORE, Matcher, read_patterns, rebase
 
+GITIGNORE_ADVICE = "pass gitignore=False (--no-gitignore) to record what .gitignore files ignore"
+
 __all__ = ["UnreadablePathError"]
 
 _DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
@@ -98,7 +100,8 @@ class Scanner:
     """Walks paths under a base directory. Never records a storage root (the store's own,
     listed in ``exclude_dirs`` by device and inode, or any directory holding a snapstore
     FORMAT marker) nor restore temp files, nor what ``excludes`` matches; with ``gitignore``,
-    the ``.gitignore`` files met on the way add their rules to it. ``skip_special``: FIFOs,
+    the ``.gitignore`` files met on the way add their rules to it (but those of the
+    directories in ``ignore_read``, already among its rules). ``skip_special``: FIFOs,
     sockets and devices, which hold no data to keep, are noted as skipped instead of failing
     the scan."""
 
@@ -111,12 +114,14 @@ class Scanner:
         skip_special: bool = False,
         excludes: Matcher | None = None,
         gitignore: bool = False,
+        ignore_read: Iterable[str] = (),
         reuse: Reuse | None = None,
     ) -> None:
         self.base_dir = base_dir
         self.exclude_dirs = set(exclude_dirs)
         self.excludes = excludes if excludes is not None else Matcher()
         self.gitignore = gitignore
+        self.ignore_read = set(ignore_read)
         self.skip_unreadable = skip_unreadable
         self.skip_special = skip_special
         self.reuse = reuse or _read_everything
@@ -170,10 +175,12 @@ class Scanner:
         except UnsafePathError as error:
             self._problem(relative, str(error))
             return
-        if self.excludes(relative, stat.S_ISDIR(info.st_mode)):
+        rule = self.excludes.rule_leaving_out(relative, stat.S_ISDIR(info.st_mode))
+        if rule is not None:
+            advice = f"; {GITIGNORE_ADVICE}" if self.gitignore else ""
             raise InvalidValueError(
-                f"cannot snapshot {relative!r}: the exclude rules leave it out (rules: "
-                f"{', '.join(self.excludes.patterns[:5])})"
+                f"cannot snapshot {relative!r}: the exclude rules leave it out (rule "
+                f"{rule!r}{advice})"
             )
         if stat.S_ISDIR(info.st_mode) and (
             file_id(info) in self.exclude_dirs or is_store_root(absolute)
@@ -324,8 +331,10 @@ class Scanner:
             self.result.rows.append(row)
         if self.gitignore and GITIGNORE in names:
             within = "" if relative == "." else relative
-            found = read_patterns(os.path.join(absolute, GITIGNORE))
-            self.excludes.extend(rebase(pattern, within) for pattern in found)
+            if within not in self.ignore_read:
+                self.ignore_read.add(within)
+                found = read_patterns(os.path.join(absolute, GITIGNORE))
+                self.excludes.extend_gitignore(rebase(pattern, within) for pattern in found)
         if self.excludes:
             children = self._not_excluded(relative, children)
         rows, to_read, reuse = self.result.rows, self.result.to_read, self.reuse

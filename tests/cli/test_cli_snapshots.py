@@ -239,16 +239,20 @@ def test_create_excludes(cli: Cli, project: Path) -> None:
 
     default = paths()
     assert ".git/HEAD" not in default and "src/app.pyc" not in default
-    assert {"README.md", "data/blob.bin", ".snapstoreignore"} <= default
-    assert cli.json("show", "s1", "n1")["snapshot"]["excludes"][:4] == [
+    assert "data/blob.bin" not in default, "git's rules are honoured by default"
+    assert {"README.md", ".snapstoreignore"} <= default
+    assert cli.json("show", "s1", "n1")["snapshot"]["excludes"] == [
+        "data/**/*.bin",
         ".git",
         ".hg",
         ".svn",
         ".jj",
+        "*.pyc",
     ]
     assert ".git/HEAD" in paths("--no-default-excludes")
     assert "data/blob.bin" not in paths("--gitignore")
-    kept = paths("--exclude", "src/", "--exclude", "*.md")
+    assert "data/blob.bin" in paths("--no-gitignore")
+    kept = paths("--exclude", "src/", "--exclude", "*.md", "--no-gitignore")
     assert not any(p.startswith("src/") or p.endswith(".md") for p in kept)
     excludes = cli.json("show", "s1", "n1")["snapshot"]["excludes"]
     assert excludes == [".git", ".hg", ".svn", ".jj", "src/", "*.md", "*.pyc"]

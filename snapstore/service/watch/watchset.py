@@ -78,7 +78,7 @@ class WatchSet:
         base_dir: str = ".",
         exclude: Iterable[str] = (),
         default_excludes: bool = True,
-        gitignore: bool = False,
+        gitignore: bool = True,
     ) -> dict[str, Any]:
         """Watch ``paths`` under ``base_dir`` (no-op if already watched); the watch status."""
         watched = self._get(paths, base_dir, (tuple(exclude), default_excludes, gitignore))
