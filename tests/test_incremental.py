@@ -671,3 +671,46 @@ def test_a_file_linked_from_outside_the_tree_is_looked_at_again_when_written_the
     assert report.reason == "a changed path is a file with several hard links"
     assert store.read("s", "n", "src/app.py") == b"print('written outside')\n"
     chain.check(report)
+
+
+@pytest.mark.parametrize("where", ["above the base", "on the way", "info/exclude"])
+def test_git_rules_outside_the_checkpointed_paths_are_read_again_by_every_create(
+    store: SnapStore, tmp_path: Path, where: str
+):
+    """No watch of the checkpointed paths sees a .gitignore above them or the repository's
+    info/exclude change: every create reads those rules again, and scans everything when they
+    differ from the parent's."""
+    top = tmp_path / "repo"
+    rules = ".git/info/exclude" if where == "info/exclude" else ".gitignore"
+    write_tree(top, {".git/HEAD": "ref: main\n", "src/a.py": "a\n", "src/b.log": "b\n"})
+    write_tree(top, {rules: "*.tmp\n"})
+    age(top)
+    base, paths = (top / "src", ["."]) if where == "above the base" else (top, ["src"])
+    chain = Chain(store, base, paths)
+    chain.create(known=False)
+    assert chain.create().scan == "incremental"
+    (top / rules).write_text("*.log\n")
+    report = chain.create()
+    assert report.scan == "full" and "exclude rules changed" in (report.reason or "")
+    assert not any(
+        path.endswith(".log") for path in {row[0] for row in rows_of(store, report.info)}
+    )
+    chain.check(report)
+
+
+def test_the_rules_of_a_rescanned_directory_with_a_glob_name_are_not_trusted(
+    store: SnapStore, tmp_path: Path
+):
+    """The rules a walk read from ``x*/.gitignore`` are recorded escaped (``x\\*/...``); a
+    rescan of ``x*`` must still find that they came from there (the file may be gone)."""
+    base = make_tree(tmp_path)
+    write_tree(base, {"x*/.gitignore": "secret\n", "x*/secret": "s\n", "xyz/secret": "d\n"})
+    age(base)
+    chain = Chain(store, base, ["."])
+    chain.create(known=False)
+    (base / "x*/.gitignore").unlink()
+    (base / "x*/new.txt").write_text("new\n")
+    report = chain.create(rescan=["x*/new.txt", "x*"])
+    assert report.scan == "full", report.reason
+    chain.check(report)
+    assert "x*/secret" in {row[0] for row in rows_of(store, report.info)}
