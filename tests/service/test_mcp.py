@@ -64,7 +64,8 @@ def test_the_tools_are_listed_with_descriptions_for_a_model(tmp_path: Path):
         assert "OVERWRITES" in restore and "undo_restore" in restore
         checkpoint_schema = listed["checkpoint"].input_schema
         assert set(checkpoint_schema["required"]) == {"session", "paths"}
-        assert {"name", "base_dir"} <= set(checkpoint_schema["properties"])
+        assert {"name", "base_dir", "gitignore"} <= set(checkpoint_schema["properties"])
+        assert checkpoint_schema["properties"]["gitignore"]["default"] is True
         assert "dry_run" in listed["restore_checkpoint"].input_schema["properties"]
 
     with_server(tmp_path / "store", tmp_path, body)
@@ -160,3 +161,23 @@ def test_without_the_extra_mcp_prints_one_line_and_exits_1(tmp_path: Path):
     assert len(lines) == 1
     assert lines[0].startswith("error: ") and "pip install 'snapstore[mcp]'" in lines[0]
     assert done.stdout == b""
+
+
+def test_checkpoint_leaves_out_what_git_ignores_unless_gitignore_is_false(tmp_path: Path):
+    project = tmp_path / "project"
+    (project / ".git").mkdir(parents=True)
+    (project / ".git" / "HEAD").write_text("ref: main\n")
+    (project / ".gitignore").write_text("*.log\n")
+    (project / "a.log").write_text("log")
+    (project / "a.txt").write_text("a")
+
+    async def body(session: ClientSession) -> None:
+        ignoring = await call(session, "checkpoint", {"session": "s", "paths": ["."]})
+        assert ignoring["snapshot"]["file_count"] == 2  # a.txt and .gitignore
+        failed = await session.call_tool("checkpoint", {"session": "s", "paths": ["a.log"]})
+        assert failed.is_error and "gitignore=False" in str(failed.content)
+        arguments = {"session": "s", "paths": ["a.log"], "gitignore": False}
+        everything = await call(session, "checkpoint", arguments)
+        assert everything["snapshot"]["file_count"] == 1
+
+    with_server(tmp_path / "store", project, body)

@@ -408,3 +408,19 @@ def test_nan_and_infinity_are_not_json_in_either_direction(tmp_path: Path) -> No
     assert [info.name for info in store.list("s")] == ["one", "k"]
     reply = json.loads(line, parse_constant=lambda token: pytest.fail(f"{token} in {line!r}"))
     assert reply["id"] == 2 and reply["error"]["code"] == 1002
+
+
+def test_create_leaves_out_what_git_ignores_unless_gitignore_is_false(
+    server: Server, tmp_path: Path
+):
+    project = tmp_path / "repo"
+    (project / ".git").mkdir(parents=True)
+    (project / ".git" / "HEAD").write_text("ref: main\n")
+    (project / ".gitignore").write_text("*.log\n")
+    (project / "a.log").write_text("log")
+    (project / "a.txt").write_text("a")
+    params = {"session": "s", "name": "n", "paths": ["."], "base_dir": str(project)}
+    ignoring = server.call("create", params)["snapshot"]
+    assert ignoring["file_count"] == 2 and ignoring["excludes"][0] == "*.log"
+    everything = server.call("create", {**params, "gitignore": False})["snapshot"]
+    assert everything["file_count"] == 3 and "*.log" not in everything["excludes"]
