@@ -315,3 +315,37 @@ def test_the_git_directory_is_never_followed_as_a_symlink(tmp_path: Path):
     store = SnapStore(tmp_path / "store")
     store.create("s", "n", ["."], base_dir=base)
     assert "a.txt" in recorded(store, "n")
+
+
+TRICKY = {
+    "a directory rule after its parent's re-inclusion": ("P/\nA/\n!A/\n", ["A/P/f", "A/g"]),
+    "a whitelist": ("*\n!*/\n!*.txt\n", ["a.txt", "b.md", "d/c.txt", "d/e.md"]),
+    "re-included one level down": (
+        "/*\n!/foo\n/foo/*\n!/foo/bar\n",
+        ["foo/bar/x", "foo/baz/y", "top.txt"],
+    ),
+    "inside a directory, then back": ("**/tmp/**\n!**/tmp/keep\n", ["a/tmp/x", "a/tmp/keep"]),
+    "character classes": (
+        "[[:digit:]]*.log\n[!a]b\n\\[x]\n[a-c]?.d\na[b\n",
+        ["1a.log", "a.log", "ab", "cb", "[x]", "x", "b1.d", "d1.d", "a[b"],
+    ),
+    "directories below": ("doc/**/\n", ["doc/a/f", "doc/f"]),
+    "any depth between": ("a/**/b\n", ["a/b", "a/x/b", "a/x/y/b/c", "b"]),
+    "a re-included file in an ignored directory": ("build/\n!build/keep\n", ["build/keep"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(TRICKY))
+def test_tricky_rules_decide_as_git_does(tmp_path: Path, case: str):
+    """pathspec's GitIgnoreSpec keeps ``A/P`` with ``P/``, ``A/``, ``!A/``, which git ignores:
+    snapstore decides with git's rule (the last pattern matching the path itself)."""
+    rules, files = TRICKY[case]
+    top = init_repo(tmp_path / "repo")
+    write_tree(top, {".gitignore": rules, **{path: path for path in files}})
+    store = SnapStore(tmp_path / "store")
+    info = store.create("s", "n", ["."], base_dir=top)
+    assert recorded_files(store, "n") == git_would_add(top)
+    matcher = Matcher(info.excludes)
+    paths = every_path(top)
+    ignored = git_ignores(top, [path for path, _ in paths])
+    assert {path for path, is_dir in paths if matcher.rule_leaving_out(path, is_dir)} == ignored

@@ -6,25 +6,22 @@ of the repository above the base, ``gitrules``, then every ``.gitignore`` met wh
 rewritten relative to the base), then the fixed rules, which win over them as git's command-line
 patterns win over ignore files: the built-in VCS metadata directories, the caller's patterns and
 the base directory's ``.snapstoreignore``. The list is recorded in the manifest, so that a
-restore of the snapshot leaves exactly the same paths alone. Matching is ``pathspec``'s
-git-compatible matcher; the common case (the built-in rules alone) is a name lookup. Storage
-roots are never recorded whatever the rules say (see ``scan``).
+restore of the snapshot leaves exactly the same paths alone. Matching is git's (``wildmatch``):
+the last rule matching a path itself decides, a path in an excluded directory is excluded; the
+common case (the built-in rules alone) is a name lookup. Storage roots are never recorded
+whatever the rules say (see ``scan``).
 """
 
 from __future__ import annotations
 
-import functools
 import os
 import re
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
 
 from snapstore.errors import InvalidValueError
 from snapstore.format.paths import parents
 from snapstore.fs.reading import open_regular, read_all
-
-if TYPE_CHECKING:
-    import pathspec
+from snapstore.worktree import wildmatch
 
 VCS_DIRS = (".git", ".hg", ".svn", ".jj")
 BUILT_IN = tuple(VCS_DIRS)
@@ -72,20 +69,11 @@ def parse_patterns(data: bytes) -> list[str]:
     return patterns
 
 
-@functools.lru_cache(maxsize=4096)
 def is_valid_pattern(pattern: str) -> bool:
     """Whether ``pattern`` is a gitignore pattern that can be matched (``!`` alone, a
     trailing backslash or a reversed range ``[z-a]`` cannot). An ignore file's invalid lines
     are left out, as git leaves them out: they match nothing."""
-    if not any(special in pattern for special in "[\\!"):
-        return True  # what fails to compile needs one of these: no need to load pathspec
-    import pathspec
-
-    try:
-        pathspec.GitIgnoreSpec.from_lines([pattern])
-    except (ValueError, re.error):
-        return False
-    return True
+    return wildmatch.is_valid(pattern)
 
 
 def _strip(line: str) -> str:
@@ -157,7 +145,7 @@ class Matcher:
         self.gitignore: list[str] = list(gitignore)
         self.patterns: list[str] = []
         self._names: frozenset[str] = frozenset()
-        self._spec: pathspec.GitIgnoreSpec | None = None
+        self._rules: wildmatch.RuleSet | None = None
         self._compile()
 
     def extend(self, patterns: Iterable[str]) -> None:
@@ -178,14 +166,12 @@ class Matcher:
         self.patterns = self.gitignore + self.fixed
         if all(p in BUILT_IN for p in self.patterns):
             self._names = frozenset(self.patterns)
-            self._spec = None
+            self._rules = None
         else:
-            import pathspec  # deferred: only snapshots with rules of their own pay for it
-
             self._names = frozenset()
             try:
-                self._spec = pathspec.GitIgnoreSpec.from_lines(self.patterns)
-            except (ValueError, re.error) as error:  # only a damaged or forged snapshot's
+                self._rules = wildmatch.RuleSet(self.patterns)
+            except wildmatch.InvalidPattern as error:  # only a damaged or forged snapshot's
                 raise InvalidValueError(f"an exclude pattern cannot be matched: {error}") from None
 
     @property
@@ -199,9 +185,9 @@ class Matcher:
     def __call__(self, path: str, is_dir: bool) -> bool:
         """True if ``path`` (relative to the base, "/"-separated) is excluded, the directories
         on the way being known not to be (as when walking down to it)."""
-        if self._spec is None:
+        if self._rules is None:
             return path.rpartition("/")[2] in self._names
-        return self._spec.match_file(path + "/" if is_dir else path)
+        return self._rules.excludes(path, is_dir)
 
     def rule_leaving_out(self, path: str, is_dir: bool) -> str | None:
         """The rule that excludes ``path`` or a directory on the way to it, or None: a path in
@@ -213,10 +199,10 @@ class Matcher:
         return self._deciding_rule(path, is_dir)
 
     def _deciding_rule(self, path: str, is_dir: bool) -> str | None:
-        if self._spec is None:
+        if self._rules is None:
             name = path.rpartition("/")[2]
             return name if name in self._names else None
-        found = self._spec.check_file(path + "/" if is_dir else path)
-        if not found.include or found.index is None:
+        index = self._rules.deciding(path, is_dir)
+        if index < 0 or self._rules.negated[index]:
             return None
-        return self.patterns[found.index]
+        return self.patterns[index]

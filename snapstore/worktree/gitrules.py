@@ -30,17 +30,15 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from snapstore.format.paths import parents
 from snapstore.fs.reading import open_regular, read_all
 from snapstore.worktree.excludes import GITIGNORE, read_patterns, rebase
-
-if TYPE_CHECKING:
-    import pathspec
+from snapstore.worktree.wildmatch import InvalidPattern, segment_expression
 
 GIT = ".git"
 MAX_GITDIR_FILE_BYTES = 4096
@@ -157,15 +155,17 @@ def _split(pattern: str) -> tuple[bool, list[str], bool]:
 
 
 @functools.lru_cache(maxsize=4096)
-def _segment_matcher(segment: str) -> pathspec.GitIgnoreSpec:
-    import pathspec  # deferred: only checkpoints inside a repository with rules pay for it
-
-    return pathspec.GitIgnoreSpec.from_lines([f"/{segment}/"])
+def _segment_matcher(segment: str) -> re.Pattern[str] | None:
+    try:
+        return re.compile(segment_expression(segment), re.DOTALL)
+    except (InvalidPattern, re.error):
+        return None
 
 
 def _segment_matches(segment: str, name: str) -> bool:
     """Whether one segment of a pattern (no ``**``) matches the directory name ``name``."""
-    return _segment_matcher(segment).match_file(name + "/")
+    matcher = _segment_matcher(segment)
+    return matcher is not None and matcher.fullmatch(name) is not None
 
 
 def reroot(pattern: str, components: Sequence[str]) -> tuple[list[str], list[int]]:
