@@ -31,7 +31,7 @@ CHILD_CREATE = """
 import sys
 from snapstore import SnapStore
 root, session, name, base = sys.argv[1:5]
-SnapStore(root).create(session, name, ["."], base_dir=base)
+SnapStore(root).create(session, name, ["."], base_dir=base, gitignore=False)
 """
 
 
@@ -52,7 +52,10 @@ Maintenance = list[tuple[str, Callable[[], float]]]
 
 
 class HistorySnapstore(SnapstoreLibrary):
-    """snapstore called in this process (durable, the default)."""
+    """snapstore called in this process (durable, the default), recording every file of the
+    tree as the shadow git of the replay does (``git add -A --force``)."""
+
+    gitignore = False
 
     def repo_paths(self) -> list[Path]:
         return [self.root]
@@ -93,7 +96,9 @@ class HistorySnapstoreCli(SnapstoreCli):
 
     def command(self, label: str) -> Command:
         return Command(
-            self._argv("create", SESSION, ".", "--name", label, "--base", str(self.tree))
+            self._argv(
+                "create", SESSION, ".", "--name", label, "--base", str(self.tree), "--no-gitignore"
+            )
         )
 
 

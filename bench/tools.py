@@ -105,6 +105,8 @@ class SnapstoreLibrary(Subject):
     """``SnapStore.create``/``restore`` called in this process."""
 
     name = "snapstore"
+    gitignore = True
+    """Leave out what git ignores, as shadow git's ``git add -A`` does (the default)."""
 
     def __init__(self, *, durable: bool = True) -> None:
         super().__init__()
@@ -117,7 +119,7 @@ class SnapstoreLibrary(Subject):
     def snapshot(self, label: str) -> float:
         def create() -> None:
             store = SnapStore(self.root, durable=self.durable)
-            store.create(SESSION, label, ["."], base_dir=self.tree)
+            store.create(SESSION, label, ["."], base_dir=self.tree, gitignore=self.gitignore)
 
         return timed(create)
 
