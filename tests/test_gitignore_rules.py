@@ -349,3 +349,17 @@ def test_tricky_rules_decide_as_git_does(tmp_path: Path, case: str):
     paths = every_path(top)
     ignored = git_ignores(top, [path for path, _ in paths])
     assert {path for path, is_dir in paths if matcher.rule_leaving_out(path, is_dir)} == ignored
+
+
+def test_an_exclude_negation_brings_back_one_ignored_file(tmp_path: Path):
+    """The caller's patterns come after git's and win: ``!.env`` records ``.env`` (and a
+    restore puts it back) while the other rules still apply."""
+    top = init_repo(tmp_path / "repo")
+    write_tree(top, {".gitignore": ".env\n*.log\n", ".env": "key", "a.log": "log"})
+    store = SnapStore(tmp_path / "store")
+    store.create("s", "n", [".env"], base_dir=top, exclude=["!.env"])
+    store.create("s", "all", ["."], base_dir=top, exclude=["!.env"])
+    assert recorded(store, "all") == {".gitignore", ".env"}
+    (top / ".env").write_text("changed")
+    store.restore("s", "all")
+    assert (top / ".env").read_text() == "key" and (top / "a.log").exists()
