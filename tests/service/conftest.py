@@ -20,3 +20,15 @@ def project(tmp_path: Path) -> Path:
     base = tmp_path / "project"
     write_tree(base, PROJECT_FILES)
     return base
+
+
+@pytest.fixture
+def git_project(tmp_path: Path) -> Path:
+    """A git work tree whose .gitignore ignores ``a.log``; ``a.txt`` and the .gitignore are
+    what a checkpoint records by default."""
+    base = tmp_path / "repo"
+    write_tree(
+        base,
+        {".git/HEAD": "ref: main\n", ".gitignore": "*.log\n", "a.log": "log", "a.txt": "a"},
+    )
+    return base

@@ -163,14 +163,9 @@ def test_without_the_extra_mcp_prints_one_line_and_exits_1(tmp_path: Path):
     assert done.stdout == b""
 
 
-def test_checkpoint_leaves_out_what_git_ignores_unless_gitignore_is_false(tmp_path: Path):
-    project = tmp_path / "project"
-    (project / ".git").mkdir(parents=True)
-    (project / ".git" / "HEAD").write_text("ref: main\n")
-    (project / ".gitignore").write_text("*.log\n")
-    (project / "a.log").write_text("log")
-    (project / "a.txt").write_text("a")
-
+def test_checkpoint_leaves_out_what_git_ignores_unless_gitignore_is_false(
+    tmp_path: Path, git_project: Path
+):
     async def body(session: ClientSession) -> None:
         ignoring = await call(session, "checkpoint", {"session": "s", "paths": ["."]})
         assert ignoring["snapshot"]["file_count"] == 2  # a.txt and .gitignore
@@ -180,4 +175,4 @@ def test_checkpoint_leaves_out_what_git_ignores_unless_gitignore_is_false(tmp_pa
         everything = await call(session, "checkpoint", arguments)
         assert everything["snapshot"]["file_count"] == 1
 
-    with_server(tmp_path / "store", project, body)
+    with_server(tmp_path / "store", git_project, body)

@@ -411,15 +411,9 @@ def test_nan_and_infinity_are_not_json_in_either_direction(tmp_path: Path) -> No
 
 
 def test_create_leaves_out_what_git_ignores_unless_gitignore_is_false(
-    server: Server, tmp_path: Path
+    server: Server, git_project: Path
 ):
-    project = tmp_path / "repo"
-    (project / ".git").mkdir(parents=True)
-    (project / ".git" / "HEAD").write_text("ref: main\n")
-    (project / ".gitignore").write_text("*.log\n")
-    (project / "a.log").write_text("log")
-    (project / "a.txt").write_text("a")
-    params = {"session": "s", "name": "n", "paths": ["."], "base_dir": str(project)}
+    params = {"session": "s", "name": "n", "paths": ["."], "base_dir": str(git_project)}
     ignoring = server.call("create", params)["snapshot"]
     assert ignoring["file_count"] == 2 and ignoring["excludes"][0] == "*.log"
     everything = server.call("create", {**params, "gitignore": False})["snapshot"]
