@@ -6,6 +6,7 @@ and a restore leaving alone what they ignore."""
 from __future__ import annotations
 
 import os
+import random
 import subprocess
 from pathlib import Path
 
@@ -363,3 +364,26 @@ def test_an_exclude_negation_brings_back_one_ignored_file(tmp_path: Path):
     (top / ".env").write_text("changed")
     store.restore("s", "all")
     assert (top / ".env").read_text() == "key" and (top / "a.log").exists()
+
+
+GLOB_PIECES = ["a", "b", "c", "*", "?", "[ab]", "[!a]", "[a-b]", "[[:alpha:]]", "**", "/"]
+GLOB_PIECES += ["\\*", "!", ".", " "]
+NAMES = ["a", "b", "c", "ab", "ba", "a.b", "*", "aa", "a b", "!a", "[ab]"]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_rules_decide_as_git_check_ignore(tmp_path: Path, seed: int):
+    """Random patterns of glob pieces against random paths: the same decisions as git."""
+    rng = random.Random(seed)
+    for round_ in range(10):
+        lines = []
+        for _ in range(rng.randint(1, 6)):
+            pattern = "".join(rng.choice(GLOB_PIECES) for _ in range(rng.randint(1, 5)))
+            lines.append(("!" if rng.random() < 0.2 else "") + pattern)
+        paths = {"/".join(rng.choice(NAMES) for _ in range(rng.randint(1, 3))) for _ in range(40)}
+        top = init_repo(tmp_path / f"r{round_}")
+        data = ("\n".join(lines) + "\n").encode()
+        (top / ".gitignore").write_bytes(data)
+        matcher = Matcher(parse_patterns(data))
+        decided = {path for path in paths if matcher.rule_leaving_out(path, False)}
+        assert decided == git_ignores(top, sorted(paths)), lines
