@@ -49,6 +49,22 @@ PROGRESS_INTERVAL = 0.1
 sent), so a 50,000-file checkpoint does not send 50,000 lines."""
 
 
+MAX_REQUEST_BYTES = 32 << 20
+"""The longest request line the server reads (32 MiB, its line ending included): a longer one
+is skipped to its end and answered with an invalid request error, so a client cannot make the
+server buffer without limit."""
+
+_READ_PIECE = 1 << 20
+
+
+class LineTooLong:
+    """What ``Connection.read_line`` returns for a line over ``MAX_REQUEST_BYTES`` (skipped)."""
+
+    def __init__(self, length: int, limit: int) -> None:
+        self.length = length
+        self.limit = limit
+
+
 RELEASE_AFTER = 0.25
 """A call that took longer than this (seconds) probably built large structures (a 50,000-file
 checkpoint holds every entry): once it is answered, the server hands the freed memory back."""
@@ -89,17 +105,25 @@ class ClientGone(Exception):
 class Connection:
     """The two pipes to one client: lines in, messages out."""
 
-    def __init__(self, reader: BinaryIO, out_fd: int) -> None:
+    def __init__(self, reader: BinaryIO, out_fd: int, max_line: int = MAX_REQUEST_BYTES) -> None:
         self.reader = reader
         self.out_fd = out_fd
+        self.max_line = max_line
         self.open = True
 
-    def read_line(self) -> bytes | None:
-        """The next line without its line ending (None at end of input)."""
-        line = self.reader.readline()
+    def read_line(self) -> bytes | LineTooLong | None:
+        """The next line without its line ending (None at end of input); a line longer than
+        ``max_line`` is read to its end without being kept, and LineTooLong stands for it."""
+        line = self.reader.readline(self.max_line)
         if not line:
             return None
-        return line.rstrip(b"\r\n")
+        if len(line) < self.max_line or line.endswith(b"\n"):
+            return line.rstrip(b"\r\n")
+        length = len(line)
+        while line and not line.endswith(b"\n"):
+            line = self.reader.readline(_READ_PIECE)
+            length += len(line)
+        return LineTooLong(length, self.max_line)
 
     def send(self, message: dict[str, Any]) -> None:
         """Write one message; ClientGone (and the connection closed) if the client left."""
@@ -163,7 +187,7 @@ class Server:
                 if line is None:
                     break
                 started = time.monotonic()
-                reply = self.handle(line)
+                reply = self.handle(line) if isinstance(line, bytes) else _too_long(line)
                 if reply is not None:
                     self.connection.send(reply)
                 if time.monotonic() - started > RELEASE_AFTER:
@@ -231,6 +255,20 @@ class Server:
         if name == "shutdown":
             self.stopping = True
         return result
+
+
+def _too_long(line: LineTooLong) -> dict[str, Any]:
+    """The answer to a request line over the length limit (its id was not read)."""
+    limit = line.limit
+    return error_response(
+        None,
+        RpcError(
+            INVALID_REQUEST,
+            f"invalid request: the line is over {limit} bytes long (at least {line.length}); "
+            "the server reads lines of at most that length",
+            {"type": "RequestTooLarge", "limit": limit},
+        ),
+    )
 
 
 def _valid_id(request_id: Any) -> bool:

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from snapstore.service.confine import os_path_text
 from snapstore.service.protocol import WatchError
 from snapstore.service.watch.changes import Changes, as_changed_paths, requested_paths
 from snapstore.service.watch.tree import TreeWatcher
@@ -69,7 +70,7 @@ class WatchSet:
         self._watched: dict[tuple[str, tuple[str, ...]], _Watched] = {}
 
     def _key(self, paths: Iterable[str], base_dir: str) -> tuple[str, tuple[str, ...]]:
-        base = os.path.abspath(base_dir)
+        base = os.path.abspath(os_path_text(base_dir, "base_dir"))
         return base, requested_paths(base, paths)
 
     def start(
