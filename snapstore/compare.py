@@ -1,18 +1,26 @@
 """Compare: what changed between two snapshots, between a snapshot and a directory (from a
-restore's plan), and a path's history across a session.
+restore's plan), and a path's history across a session; and the contents of the changed files,
+for a patch (``snapstore.patch``).
 
-Only manifests are read (no blob): two entries are the same when kind, mode, size, digest,
-link target and file attributes (holes, hard link) agree.
+Both comparisons read the same way, as ``git diff`` does: from the first snapshot to the
+second, and from the snapshot to the directory (``added``: in the directory, not in the
+snapshot). Only manifests are read to decide what changed (no blob): two entries are the same
+when kind, mode, size, digest, link target and file attributes (holes, hard link) agree.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+import stat
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from snapstore.errors import SnapshotNotFound
 from snapstore.format.paths import check_relative_path
+from snapstore.fs.reading import open_regular, read_all
 from snapstore.models import DiffReport, FileEntry, PathVersion, SnapshotInfo
+from snapstore.patch import FilePatch, Patch, PatchBuilder, file_patch
+from snapstore.repo.contents import read_content
+from snapstore.repo.loose import BlobSource
 from snapstore.repo.repository import Repository
 from snapstore.restore.actions import Plan
 
@@ -52,19 +60,22 @@ def diff_entries(old: Iterable[FileEntry], new: Iterable[FileEntry]) -> DiffRepo
 
 
 def diff_plan(plan: Plan) -> DiffReport:
-    """What a restore planned as ``plan`` would add, modify and remove in its target (a
-    directory it would remove is listed with everything in it)."""
+    """What changed from the snapshot to the target of a restore planned as ``plan``:
+    ``added``, what the target holds that the snapshot does not (the restore would remove
+    it; a directory is listed with everything in it); ``removed``, what the snapshot holds
+    and the target lacks (the restore would create it); ``modified``, the rest."""
     report = DiffReport()
     for action in plan.changes:
         path = action.entry.path
         if action.operation == "remove":
-            report.removed.append(path)
-            if action.current == "dir":
-                report.removed.extend(subtree(os.path.join(plan.target, path), path))
-        elif action.operation == "create":
             report.added.append(path)
+            if action.current == "dir":
+                report.added.extend(subtree(os.path.join(plan.target, path), path))
+        elif action.operation == "create":
+            report.removed.append(path)
         else:
             report.modified.append(path)
+    report.added.sort()
     return report
 
 
@@ -116,3 +127,97 @@ def path_history(repo: Repository, session: str, path: str) -> list[PathVersion]
                 continue  # deleted since the listing
             versions.append((manifest.info, repo.trees.find(manifest, wanted)))
     return history(versions)
+
+
+# ----------------------------------------------------------------- patches
+
+Content = bytes | int | None
+"""One version of a file for a patch: its bytes; its size alone (an int) when it is larger
+than the patch reads; None where there is no such file."""
+
+
+def _within(path: str, paths: Sequence[str] | None) -> bool:
+    """Whether ``path`` is one of ``paths`` or lies below one (None: every path)."""
+    if paths is None:
+        return True
+    return any(path == wanted or path.startswith(wanted + "/") for wanted in paths)
+
+
+def entry_content(blobs: BlobSource, entry: FileEntry | None, max_file_bytes: int) -> Content:
+    """A recorded entry's content for a patch: a file's verified bytes (its size alone when
+    over ``max_file_bytes``), a symlink's target text; None for anything else."""
+    if entry is None or entry.kind not in ("file", "symlink"):
+        return None
+    if entry.kind == "symlink":
+        return (entry.target or "").encode("utf-8", "surrogateescape")
+    if entry.size > max_file_bytes:
+        return entry.size
+    return read_content(blobs, entry)
+
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def target_content(target: str, path: str, max_file_bytes: int) -> Content:
+    """The content of ``path`` in the directory ``target`` for a patch, read through real
+    directories only (never following a symlink on the way, so nothing outside the target is
+    read): a regular file's bytes (its size alone when over ``max_file_bytes``), a symlink's
+    target text; None for anything else or nothing."""
+    *parents, name = path.split("/")
+    try:
+        fd = os.open(target, _DIR_FLAGS)
+    except OSError:
+        return None
+    try:
+        for parent in parents:
+            child = os.open(parent, _DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = child
+        info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        if stat.S_ISLNK(info.st_mode):
+            return os.fsencode(os.readlink(name, dir_fd=fd))
+        if not stat.S_ISREG(info.st_mode):
+            return None
+        if info.st_size > max_file_bytes:
+            return info.st_size
+        file_fd = open_regular(name, dir_fd=fd, follow=False)
+        try:
+            return read_all(file_fd, max_file_bytes + 1)
+        finally:
+            os.close(file_fd)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def file_patches(
+    report: DiffReport,
+    old: Callable[[str], Content],
+    new: Callable[[str], Content],
+    *,
+    paths: Sequence[str] | None,
+    context: int,
+) -> Iterator[FilePatch]:
+    """The patch of each changed path of ``report`` (in path order, only those within
+    ``paths``) from its ``old`` to its ``new`` content; directories have none."""
+    changed = sorted({*report.added, *report.modified, *report.removed})
+    for path in changed:
+        if not _within(path, paths):
+            continue
+        before, after = old(path), new(path)
+        if before is None and after is None:
+            continue
+        yield file_patch(
+            path,
+            before if isinstance(before, bytes) else None,
+            after if isinstance(after, bytes) else None,
+            context=context,
+            old_size=before if isinstance(before, int) else None,
+            new_size=after if isinstance(after, int) else None,
+        )
+
+
+def build_patch(files: Iterable[FilePatch], max_bytes: int | None) -> Patch:
+    """The patch of ``files`` within ``max_bytes`` of text (``patch.PatchBuilder``)."""
+    return PatchBuilder(max_bytes).add_all(files)

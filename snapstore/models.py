@@ -157,10 +157,10 @@ class RestoreReport(_ToDict):
 
 @dataclass
 class DiffReport(_ToDict):
-    """How a target differs from a snapshot, as the changes a restore would make.
-
-    ``added``: in the snapshot, missing from the target; ``modified``: present in both but
-    different; ``removed``: recorded absent in the snapshot yet present in the target.
+    """What changed from a snapshot to a directory, or from one snapshot to another, read as
+    ``git diff`` reads: ``added``, in the directory (or second snapshot) but not in the
+    snapshot (a restore would remove it); ``removed``, in the snapshot but not in the
+    directory (a restore would put it back); ``modified``, in both but different.
     """
 
     added: list[str] = field(default_factory=list)

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from snapstore.compare import diff_entries, diff_plan, path_history
 from snapstore.errors import InvalidValueError, SnapshotNotFound
+from snapstore.format.paths import check_relative_path
 from snapstore.format.times import time_to_ns, ttl_seconds
 from snapstore.fs.seam import LOCAL, FileSystem
 from snapstore.maintenance.sweep import sweep
@@ -37,6 +38,7 @@ from snapstore.models import (
     SweepReport,
     VerifyReport,
 )
+from snapstore.patch import DEFAULT_CONTEXT, DEFAULT_MAX_BYTES, DEFAULT_MAX_FILE_BYTES, Patch
 from snapstore.repo.backend import Backend
 from snapstore.repo.catalog import manifest_name
 from snapstore.repo.opening import open_backend
@@ -353,9 +355,11 @@ class SnapStore:
         target: str | os.PathLike[str] | None = None,
     ) -> DiffReport:
         """What changed: from snapshot ``name`` to snapshot ``other`` of the same session, or,
-        without ``other``, what a restore of ``name`` into ``target`` (default: its base dir)
-        would change. Every path is listed on its own: a directory added or removed comes with
-        everything in it."""
+        without ``other``, from ``name`` to the directory ``target`` (default: its base dir),
+        as ``git diff <commit>`` reads: ``added`` is in the directory and not in the snapshot
+        (a restore would remove it), ``removed`` the reverse (a restore would put it back).
+        Every path is listed on its own: a directory added or removed comes with everything
+        in it. ``patch`` gives the contents' unified diff."""
         if isinstance(other, os.PathLike):
             raise InvalidValueError("diff compares two snapshots; pass a directory as target=")
         if other is not None:
@@ -364,6 +368,58 @@ class SnapStore:
             )
         target_dir = None if target is None else os.fspath(target)
         return diff_plan(self._restores.dry_plan(session, name, target_dir))
+
+    def patch(
+        self,
+        session: str,
+        name: str,
+        other: str | None = None,
+        *,
+        target: str | os.PathLike[str] | None = None,
+        paths: Iterable[str] | None = None,
+        context: int = DEFAULT_CONTEXT,
+        max_bytes: int | None = DEFAULT_MAX_BYTES,
+        max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+    ) -> Patch:
+        """The unified diff of what ``diff`` reports, read the same way: from snapshot
+        ``name`` to snapshot ``other``, or, without ``other``, from ``name`` to the directory
+        ``target`` (default: its base dir). ``paths``: only these paths (and below).
+
+        Text files get hunks with ``context`` lines around each change; binary files (a NUL
+        in the first 8 KiB) and files over ``max_file_bytes`` are named, not diffed. The
+        text is bounded by ``max_bytes`` (None: unbounded): what does not fit is left out
+        and ``Patch.truncated`` and a marker line say so. Files in the directory are read
+        through real directories only, never through a symlink."""
+        from snapstore.compare import build_patch, entry_content, file_patches, target_content
+
+        wanted = None if paths is None else [check_relative_path(p.strip("/")) for p in paths]
+        if context < 0 or (max_bytes is not None and max_bytes < 0) or max_file_bytes < 0:
+            raise InvalidValueError("context, max_bytes and max_file_bytes must not be negative")
+        if other is None:
+            info = self.repo.files_header(session, name)
+            target_dir = os.path.abspath(info.base_dir if target is None else target)
+            report = diff_plan(self._restores.dry_plan(session, name, target_dir))
+        with self.repo.blobs_in_use():
+            repo = self.repo
+            old = {e.path: e for e in repo.trees.entries(repo.files_manifest(session, name))}
+            if other is not None:
+                manifest = repo.files_manifest(session, other)
+                new = {entry.path: entry for entry in repo.trees.entries(manifest)}
+                report = diff_entries(old.values(), new.values())
+
+                def after(path: str) -> bytes | int | None:
+                    return entry_content(repo.blobs, new.get(path), max_file_bytes)
+
+            else:
+
+                def after(path: str) -> bytes | int | None:
+                    return target_content(target_dir, path, max_file_bytes)
+
+            def before(path: str) -> bytes | int | None:
+                return entry_content(repo.blobs, old.get(path), max_file_bytes)
+
+            files = file_patches(report, before, after, paths=wanted, context=context)
+            return build_patch(files, max_bytes)
 
     def history(self, session: str, path: str) -> builtins.list[PathVersion]:
         """The checkpoints of a session (oldest first) in which ``path`` changed: where it first

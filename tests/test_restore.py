@@ -125,10 +125,10 @@ def test_dry_run_and_diff_change_nothing(store: SnapStore, project: Path) -> Non
     assert report.dry_run and report.written == ["README.md", "src/app.py"]
     assert report.removed == ["extra.txt"]
     diff = store.diff("s", "cp")
-    assert (diff.added, diff.modified, diff.removed) == (
-        ["README.md"],
-        ["src/app.py"],
+    assert (diff.added, diff.modified, diff.removed) == (  # from the checkpoint to the dir
         ["extra.txt"],
+        ["src/app.py"],
+        ["README.md"],
     )
     assert read_tree(project) == picture
     assert [i.name for i in store.list()] == ["cp"]

@@ -162,7 +162,7 @@ def test_diff_against_a_directory_lists_a_removed_subtree_file_by_file(
     store.create("s", "one", ["."], base_dir=base)
     write_tree(base, {"added/x.txt": "x", "added/deep/y.txt": "y"})
     report = store.diff("s", "one")
-    assert report.removed == ["added", "added/deep", "added/deep/y.txt", "added/x.txt"]
+    assert report.added == ["added", "added/deep", "added/deep/y.txt", "added/x.txt"]
     assert read_tree(base)  # the diff wrote nothing
     assert (base / "added" / "x.txt").exists()
 

@@ -34,16 +34,11 @@ def _target_text(settings: Settings, session: str, name: str, target: Path | Non
 def diff_lines(
     report: DiffReport, label: str, target: str, limit: int | None = PATHS_SHOWN
 ) -> list[str]:
-    """Human output of ``diff``: a summary line, then a row per path a restore would change
-    (at most ``limit`` of each kind)."""
+    """Human output of ``diff`` of a snapshot and a directory: a summary line, then a row per
+    path that changed from the snapshot to the directory (at most ``limit`` of each kind)."""
     if not report.changed:
         return [f"{target} matches {label}"]
-    summary = (
-        f"{target} differs from {label}: a restore would add {len(report.added)}, "
-        f"modify {len(report.modified)}, remove {len(report.removed)}"
-    )
-    groups = [("add", report.added), ("modify", report.modified), ("remove", report.removed)]
-    return [summary, "", *render_table(["CHANGE", "PATH"], capped_rows(groups, limit))]
+    return _change_lines(report, label, target, limit)
 
 
 def snapshot_diff_lines(
@@ -53,6 +48,10 @@ def snapshot_diff_lines(
     changed from ``old`` to ``new`` (at most ``limit`` of each kind)."""
     if not report.changed:
         return [f"{new} matches {old}"]
+    return _change_lines(report, old, new, limit)
+
+
+def _change_lines(report: DiffReport, old: str, new: str, limit: int | None) -> list[str]:
     summary = (
         f"from {old} to {new}: added {len(report.added)}, modified {len(report.modified)}, "
         f"removed {len(report.removed)}"

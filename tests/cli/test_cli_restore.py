@@ -43,17 +43,17 @@ def test_diff_after_edits(cli: Cli, project: Path) -> None:
     checkpoint(cli, project)
     edit(project)
     document = cli.json("diff", "s1", "n1")
-    assert document["added"] == ["README.md"]
+    assert document["added"] == ["NEW.md"]  # from the checkpoint to the directory
     assert document["modified"] == ["src/app.py"]
-    assert document["removed"] == ["NEW.md"]
+    assert document["removed"] == ["README.md"]
     assert document["changed"] is True
     out = cli.ok("diff", "s1", "n1").stdout.splitlines()
-    assert "add 1, modify 1, remove 1" in out[0]
+    assert out[0] == f"from s1/n1 to {project}: added 1, modified 1, removed 1"
     assert out[2].split() == ["CHANGE", "PATH"]
     assert [line.split() for line in out[3:]] == [
-        ["add", "README.md"],
-        ["modify", "src/app.py"],
-        ["remove", "NEW.md"],
+        ["added", "NEW.md"],
+        ["modified", "src/app.py"],
+        ["removed", "README.md"],
     ]
 
 
@@ -61,7 +61,7 @@ def test_diff_against_another_target(cli: Cli, project: Path, tmp_path: Path) ->
     checkpoint(cli, project)
     document = cli.json("diff", "s1", "n1", "--target", str(tmp_path / "empty"))
     assert document["target"] == str(tmp_path / "empty")
-    assert "README.md" in document["added"] and "src/app.py" in document["added"]
+    assert "README.md" in document["removed"] and "src/app.py" in document["removed"]
 
 
 def test_restore_puts_the_project_back(cli: Cli, project: Path, tree: Tree) -> None:
@@ -206,14 +206,15 @@ def test_restore_list_prints_every_path_and_json_has_them_all(cli: Cli, project:
 def test_a_large_diff_prints_the_first_paths_of_each_kind(cli: Cli, project: Path) -> None:
     _big_change(cli, project)
     out = cli.ok("diff", "s1", "n1").stdout.splitlines()
-    assert out[0].endswith("a restore would add 30, modify 0, remove 25")
-    kinds = _kinds(out[3:], "add", "remove")
-    assert len(kinds["add"]) == 21 and kinds["add"][-1] == "... and 10 more (use --list)"
-    assert len(kinds["remove"]) == 21 and kinds["remove"][-1] == "... and 5 more (use --list)"
-    everything = _kinds(cli.ok("diff", "s1", "n1", "--list").stdout.splitlines()[3:], "add")
-    assert everything["add"] == [f"many/old-{index:02}.txt" for index in range(30)]
+    assert out[0].endswith("added 25, modified 0, removed 30")
+    kinds = _kinds(out[3:], "added", "removed")
+    assert len(kinds["removed"]) == 21 and kinds["removed"][-1] == "... and 10 more (use --list)"
+    assert len(kinds["added"]) == 21 and kinds["added"][-1] == "... and 5 more (use --list)"
+    listed = cli.ok("diff", "s1", "n1", "--list").stdout.splitlines()[3:]
+    everything = _kinds(listed, "removed")
+    assert everything["removed"] == [f"many/old-{index:02}.txt" for index in range(30)]
     document = cli.json("diff", "s1", "n1")
-    assert len(document["added"]) == 30 and len(document["removed"]) == 25
+    assert len(document["removed"]) == 30 and len(document["added"]) == 25
 
 
 def test_restore_and_undo_name_what_they_left_alone(cli: Cli, project: Path) -> None:

@@ -97,9 +97,9 @@ def test_checkpoint_diff_restore_undo_through_the_sdk_client(tmp_path: Path, pro
         assert [s["name"] for s in listed["snapshots"]] == ["before-edit"]
         diff = await call(session, "diff_checkpoint", {"session": "task"})
         assert diff["changed"] is True
-        assert diff["added"] == ["src/util.py"]
+        assert diff["added"] == ["NEW.md"]  # from the checkpoint to the directory
         assert diff["modified"] == ["src/app.py"]
-        assert diff["removed"] == ["NEW.md"]
+        assert diff["removed"] == ["src/util.py"]
 
         text = await call(
             session, "read_checkpoint_file", {"session": "task", "path": "src/app.py"}

@@ -102,7 +102,7 @@ def test_results_are_the_documents_the_command_line_prints(
     assert base64.b64decode(read["base64"]) == b"print('hello')\n"
     diff = server.call("diff", {"session": "ed", "name": "before"})
     assert diff == cli_json(root, "diff", "ed", "before")
-    assert diff["modified"] == ["src/app.py"] and diff["removed"] == ["src/new.py"]
+    assert diff["modified"] == ["src/app.py"] and diff["added"] == ["src/new.py"]
     assert server.call("get_state", {"session": "etl", "name": "cursor"}) == cli_json(
         root, "state", "get", "etl", "cursor"
     )
