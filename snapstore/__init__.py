@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from snapstore.models import (
         DiffReport,
         FileEntry,
+        FileSlice,
         GcReport,
         RestoreReport,
         SkippedPath,
@@ -55,6 +56,7 @@ if TYPE_CHECKING:
         SweepReport,
         VerifyReport,
     )
+    from snapstore.patch import FilePatch, Hunk, Patch
     from snapstore.store import SnapStore
 
 __version__ = "0.1.0"
@@ -89,6 +91,7 @@ _LAZY: dict[str, str] = {
         (
             "DiffReport",
             "FileEntry",
+            "FileSlice",
             "GcReport",
             "RestoreReport",
             "SkippedPath",
@@ -99,6 +102,7 @@ _LAZY: dict[str, str] = {
         ),
         "snapstore.models",
     ),
+    **dict.fromkeys(("FilePatch", "Hunk", "Patch"), "snapstore.patch"),
     "SnapStore": "snapstore.store",
     "UnreliableLockWarning": "snapstore.errors",
 }
@@ -127,9 +131,12 @@ __all__ = [
     "CorruptManifestError",
     "DiffReport",
     "FileEntry",
+    "FilePatch",
+    "FileSlice",
     "FileTooLargeError",
     "FormatError",
     "GcReport",
+    "Hunk",
     "InvalidNameError",
     "InvalidValueError",
     "LeaseLostError",
@@ -137,6 +144,7 @@ __all__ = [
     "MissingBlobError",
     "NotAStateSnapshotError",
     "ObjectStoreError",
+    "Patch",
     "PathNotInSnapshotError",
     "ReadOnlyStoreError",
     "RestoreError",

@@ -139,6 +139,29 @@ class PathVersion(_ToDict):
     entry: FileEntry | None
 
 
+@dataclass(frozen=True)
+class FileSlice(_ToDict):
+    """Part of one file of a snapshot (``SnapStore.read_slice``): its recorded ``size``, the
+    ``data`` from ``offset`` on, and whether the file is binary (a NUL byte in its first
+    8 KiB, as git decides)."""
+
+    path: str
+    size: int
+    offset: int
+    data: bytes
+    binary: bool
+
+    @property
+    def end(self) -> int:
+        """The offset just after ``data``: where the next part starts."""
+        return self.offset + len(self.data)
+
+    @property
+    def complete(self) -> bool:
+        """Whether ``data`` reaches the end of the file."""
+        return self.end >= self.size
+
+
 @dataclass
 class RestoreReport(_ToDict):
     """What a restore wrote, removed and left alone (or would, with ``dry_run``)."""

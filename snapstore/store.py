@@ -23,13 +23,14 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from snapstore.compare import diff_entries, diff_plan, path_history
-from snapstore.errors import InvalidValueError, SnapshotNotFound
+from snapstore.errors import InvalidValueError, PathNotInSnapshotError, SnapshotNotFound
 from snapstore.format.paths import check_relative_path
 from snapstore.format.times import time_to_ns, ttl_seconds
 from snapstore.fs.seam import LOCAL, FileSystem
 from snapstore.maintenance.sweep import sweep
 from snapstore.models import (
     DiffReport,
+    FileSlice,
     GcReport,
     PathVersion,
     RestoreReport,
@@ -285,6 +286,28 @@ class SnapStore:
     def read(self, session: str, name: str, path: str) -> bytes:
         """One file's bytes from a snapshot, verified against its digest."""
         return self.repo.read_file(session, name, path)
+
+    def read_slice(
+        self, session: str, name: str, path: str, *, offset: int = 0, length: int | None = None
+    ) -> FileSlice:
+        """Part of one file of a snapshot: at most ``length`` bytes (None: to the end) from
+        ``offset``, with the file's size and whether it is binary (a NUL in its first 8 KiB).
+        The file is read in one streaming pass and verified against its digest; only the part
+        asked for is kept in memory."""
+        from snapstore.patch import BINARY_PROBE_BYTES, is_binary
+        from snapstore.repo.contents import read_range
+
+        if offset < 0 or (length is not None and length < 0):
+            raise InvalidValueError("offset and length must not be negative")
+        repo = self.repo
+        with repo.blobs_in_use():
+            entry = repo.trees.lookup(repo.files_manifest(session, name), path)
+            if entry.kind != "file" or entry.digest is None:
+                raise PathNotInSnapshotError(
+                    f"{entry.path!r} is a {entry.kind} in snapshot {name!r}, not a file"
+                )
+            head, data = read_range(repo.blobs, entry, offset, length, BINARY_PROBE_BYTES)
+        return FileSlice(entry.path, entry.size, min(offset, entry.size), data, is_binary(head))
 
     # ----------------------------------------------------------------- restore and undo
 

@@ -2,14 +2,14 @@
 // sample project, edit it, look at the diff, restore, check it byte for byte, undo the
 // restore, check again, and verify the store. The Node twin of examples/bridge_demo.py.
 //
-//   node examples/node/bridge-demo.mjs            (snapstore on the PATH, or $SNAPSTORE)
+//   node examples/node/bridge-demo.mjs   ($SNAPSTORE, snapstore on the PATH, or this checkout's .venv)
 //
-// Exits 0 when every check passes, 1 otherwise.
+// Exits 0 when every check passes, 1 otherwise (with a message when snapstore cannot be run).
 
 import { mkdtempSync, mkdirSync, readFileSync, readdirSync, rmSync, unlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, relative } from "node:path";
-import { SnapstoreClient } from "./snapstore-client.mjs";
+import { SnapstoreClient, findSnapstore } from "./snapstore-client.mjs";
 
 const SESSION = "editor-session";
 const FILES = {
@@ -43,12 +43,14 @@ function sameTree(actual, expected) {
 }
 
 async function main() {
+  const command = findSnapstore();
   const work = mkdtempSync(join(tmpdir(), "bridge-demo-node-"));
-  const project = join(work, "project");
-  writeTree(project, FILES);
-  const client = SnapstoreClient.spawn({ root: join(work, "store") });
   const checks = [];
+  let client = null;
   try {
+    const project = join(work, "project");
+    writeTree(project, FILES);
+    client = SnapstoreClient.spawn({ command, root: join(work, "store") });
     const hello = await client.call("initialize");
     console.log(`server ${hello.server.version}, protocol ${hello.protocol_version}, root ${hello.root}`);
 
@@ -67,9 +69,9 @@ async function main() {
     console.log("edited: modified src/app.py, deleted config.json, added NOTES.md");
 
     const diff = await client.call("diff", { session: SESSION, name: "before-edit" });
-    console.log(`diff: add ${diff.added}, modify ${diff.modified}, remove ${diff.removed}`);
-    checks.push(["diff", diff.changed && diff.added.join() === "config.json" &&
-      diff.modified.join() === "src/app.py" && diff.removed.join() === "NOTES.md"]);
+    console.log(`diff: added ${diff.added}, modified ${diff.modified}, removed ${diff.removed}`);
+    checks.push(["diff", diff.changed && diff.added.join() === "NOTES.md" &&
+      diff.modified.join() === "src/app.py" && diff.removed.join() === "config.json"]);
 
     const restored = await client.call("restore", { session: SESSION, name: "latest" });
     console.log(`restored: wrote ${restored.written}, removed ${restored.removed}, undo backup ${restored.backup}`);
@@ -92,12 +94,19 @@ async function main() {
     const verified = await client.call("verify", { deep: true });
     checks.push(["store verifies", verified.ok]);
   } finally {
-    const code = await client.close();
-    checks.push(["server exits 0", code === 0]);
+    if (client) {
+      const code = await client.close();
+      checks.push(["server exits 0", code === 0]);
+    }
     rmSync(work, { recursive: true, force: true });
   }
   for (const [name, ok] of checks) console.log(`${ok ? "ok  " : "FAIL"} ${name}`);
   return checks.every(([, ok]) => ok) ? 0 : 1;
 }
 
-process.exitCode = await main();
+try {
+  process.exitCode = await main();
+} catch (error) {
+  console.error(`bridge-demo: ${error.message}`);
+  process.exitCode = 1;
+}

@@ -10,7 +10,38 @@
 //   await client.close();
 
 import { spawn } from "node:child_process";
+import { accessSync, constants } from "node:fs";
+import { delimiter, dirname, join } from "node:path";
 import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
+
+function executable(path) {
+  try {
+    accessSync(path, constants.X_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * The `snapstore` executable to run: $SNAPSTORE, else `snapstore` on the PATH, else the one in
+ * this checkout's virtualenv (`.venv/bin/snapstore`, two directories up). Throws an Error
+ * saying how to install or point to it when there is none.
+ */
+export function findSnapstore(env = process.env) {
+  if (env.SNAPSTORE) return env.SNAPSTORE;
+  for (const dir of (env.PATH || "").split(delimiter).filter(Boolean)) {
+    if (executable(join(dir, "snapstore"))) return join(dir, "snapstore");
+  }
+  const here = dirname(fileURLToPath(import.meta.url));
+  const venv = join(here, "..", "..", ".venv", "bin", "snapstore");
+  if (executable(venv)) return venv;
+  throw new Error(
+    "snapstore not found: not in $SNAPSTORE, on the PATH, nor in this checkout's .venv; " +
+      "install it (pip install snapstore) or set SNAPSTORE=/path/to/snapstore",
+  );
+}
 
 /** An error response: `code` from the protocol's table, `type` the snapstore error type. */
 export class SnapstoreError extends Error {
@@ -25,10 +56,10 @@ export class SnapstoreError extends Error {
 
 export class SnapstoreClient {
   /**
-   * Start `snapstore [--root ROOT] serve`. `command` is the executable (default: `snapstore`
-   * on the PATH, or $SNAPSTORE); `args` come before `serve`.
+   * Start `snapstore [--root ROOT] serve`. `command` is the executable (default:
+   * `findSnapstore()`); `args` come before `serve`.
    */
-  static spawn({ command = process.env.SNAPSTORE || "snapstore", root, args = [], cwd } = {}) {
+  static spawn({ command = findSnapstore(), root, args = [], cwd } = {}) {
     const argv = [...(root ? ["--root", root] : []), ...args, "serve"];
     const child = spawn(command, argv, { cwd, stdio: ["pipe", "pipe", "inherit"] });
     return new SnapstoreClient(child);
@@ -38,10 +69,16 @@ export class SnapstoreClient {
     this.child = child;
     this.nextId = 1;
     this.pending = new Map();
+    this.spawnError = null;
     this.exited = new Promise((resolve) => {
       child.on("exit", (code, signal) => resolve(code ?? signal));
+      child.on("error", (error) => {
+        // The server could not be started (or killed): nothing more will come from it.
+        this.spawnError = error;
+        this.failAll(error);
+        resolve(null);
+      });
     });
-    child.on("error", (error) => this.failAll(error));
     child.stdin.on("error", (error) => this.failAll(error));
     const lines = createInterface({ input: child.stdout, crlfDelay: Infinity });
     lines.on("line", (line) => this.receive(line));
@@ -76,6 +113,7 @@ export class SnapstoreClient {
     const id = this.nextId++;
     const request = { jsonrpc: "2.0", id, method, params: onProgress ? { ...params, progress: true } : params };
     return new Promise((resolve, reject) => {
+      if (this.spawnError) return reject(this.spawnError);
       this.pending.set(id, { resolve, reject, onProgress });
       this.child.stdin.write(JSON.stringify(request) + "\n");
     });

@@ -44,7 +44,7 @@ COMMANDS: tuple[CommandSpec, ...] = (
     CommandSpec(
         "diff",
         "snapstore.cli.restoring:diff",
-        "Show what restoring snapshot NAME would change, or what changed from NAME to OTHER.",
+        "Show what changed from snapshot NAME to its base dir (or --target), or to OTHER.",
     ),
     CommandSpec(
         "log",

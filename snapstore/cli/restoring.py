@@ -9,8 +9,9 @@ import click
 
 from snapstore.cli.completion import complete_session, snapshot_names
 from snapstore.cli.context import Settings, pass_settings
-from snapstore.cli.output import align_rows, capped_rows, render_table
+from snapstore.cli.output import align_rows, capped_rows, count, render_table
 from snapstore.models import DiffReport, RestoreReport
+from snapstore.patch import Patch
 from snapstore.service import shapes
 
 PATHS_SHOWN = 20
@@ -60,6 +61,32 @@ def _change_lines(report: DiffReport, old: str, new: str, limit: int | None) -> 
     return [summary, "", *render_table(["CHANGE", "PATH"], capped_rows(groups, limit))]
 
 
+def stat_lines(patch: Patch) -> list[str]:
+    """``git diff --stat``: a line per file with its count of changed lines as ``+`` and
+    ``-``, then the totals."""
+    if not patch.files:
+        return []
+    width = max(len(file.path) for file in patch.files)
+    lines = []
+    for file in patch.files:
+        if file.binary or file.too_large:
+            what = "Bin" if file.binary else "Large"
+            lines.append(
+                f" {file.path:<{width}} | {what} {file.old_size or 0} -> {file.new_size or 0} bytes"
+            )
+            continue
+        changed = file.additions + file.deletions
+        bar = "+" * min(file.additions, 40) + "-" * min(file.deletions, 40)
+        lines.append(f" {file.path:<{width}} | {changed:>4} {bar}")
+    added = sum(file.additions for file in patch.files)
+    deleted = sum(file.deletions for file in patch.files)
+    lines.append(
+        f" {count(len(patch.files), 'file')} changed, {count(added, 'insertion')}(+), "
+        f"{count(deleted, 'deletion')}(-)"
+    )
+    return lines
+
+
 @click.command()
 @click.argument("session", shell_complete=complete_session)
 @click.argument("name", shell_complete=snapshot_names("files"))
@@ -70,6 +97,10 @@ def _change_lines(report: DiffReport, old: str, new: str, limit: int | None) -> 
     metavar="DIR",
     help="Compare NAME with this directory instead of its base dir.",
 )
+@click.option(
+    "--patch", "-p", "show_patch", is_flag=True, help="Print the unified diff of the text files."
+)
+@click.option("--stat", "show_stat", is_flag=True, help="Print the lines changed per file.")
 @list_option
 @pass_settings
 def diff(
@@ -78,13 +109,16 @@ def diff(
     name: str,
     other: str | None,
     target: Path | None,
+    show_patch: bool,
+    show_stat: bool,
     list_all: bool,
 ) -> None:
-    """Show what restoring snapshot NAME would change, or what changed from NAME to OTHER.
+    """Show what changed from snapshot NAME to its base dir (or --target), or to OTHER.
 
-    Without OTHER, NAME is compared with its base dir (or --target), and nothing is written.
-    NAME and OTHER may be latest, latest~N or the start of one snapshot's name. Prints the
-    first 20 paths of each kind of change; --list prints them all, --json too.
+    Reads as git diff does: 'added' is in the directory (or OTHER) and not in NAME. Nothing
+    is written. NAME and OTHER may be latest, latest~N or the start of one snapshot's name.
+    Prints the first 20 paths of each kind of change (--list: all; --json: all); --patch
+    prints the unified diff instead, --stat the lines changed per file.
     """
     if other is not None and target is not None:
         raise click.UsageError(
@@ -98,14 +132,18 @@ def diff(
         other = settings.snapshot_name(session, other)
         report = store.diff(session, name, other)
         lines = snapshot_diff_lines(report, f"{session}/{name}", f"{session}/{other}", limit)
+        document = shapes.snapshots_diff_document(session, name, other, report)
     else:
         target_text = _target_text(settings, session, name, target)
         report = store.diff(session, name, target=target_text)
         lines = diff_lines(report, f"{session}/{name}", target_text, limit)
-    if other is not None:
-        document = shapes.snapshots_diff_document(session, name, other, report)
-    else:
         document = shapes.diff_document(session, name, target_text, report)
+    if show_patch or show_stat:
+        patch = store.patch(session, name, other, target=target_text or None, max_bytes=None)
+        document["patch"] = shapes.patch_document(patch)
+        lines = stat_lines(patch) if show_stat else []
+        if show_patch:
+            lines += ([""] if lines else []) + patch.text.splitlines()
     settings.emit(document, lines)
 
 

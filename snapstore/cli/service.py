@@ -6,6 +6,10 @@ imported only when a command starts one.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
 import click
 
 from snapstore.cli.context import Settings, pass_settings
@@ -15,28 +19,50 @@ MCP_EXTRA_MISSING = (
 )
 
 
+def allow_option(help_text: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The repeatable ``--allow DIR`` of ``serve`` and ``mcp``."""
+    return click.option(
+        "--allow",
+        "allow",
+        multiple=True,
+        metavar="DIR",
+        type=click.Path(exists=True, file_okay=False, path_type=Path),
+        help=help_text,
+    )
+
+
 @click.command()
+@allow_option(
+    "Confine the server to this directory (repeatable): a base_dir, path or target "
+    "outside every --allow is refused. Without it, the server is not confined."
+)
 @pass_settings
-def serve(settings: Settings) -> int:
+def serve(settings: Settings, allow: tuple[Path, ...]) -> int:
     """Serve the API as JSON-RPC 2.0 on stdin/stdout, one JSON object per line.
 
     For bridges that keep one server per client running instead of spawning a command per
     call (docs/protocol.md). Any number of servers may share a root. Ends with exit code 0
-    when stdin is closed or the client calls shutdown.
+    when stdin is closed or the client calls shutdown. With --allow, every directory a call
+    reads or writes must lie inside one of the given ones.
     """
     from snapstore.service.server import run
 
-    return run(settings.root, lock_timeout=settings.lock_timeout)
+    return run(settings.root, lock_timeout=settings.lock_timeout, allow=list(allow))
 
 
 @click.command()
+@allow_option(
+    "Let the agent also work in this directory (repeatable); it always may in the "
+    "server's working directory, and nowhere else."
+)
 @pass_settings
-def mcp(settings: Settings) -> int:
+def mcp(settings: Settings, allow: tuple[Path, ...]) -> int:
     """Serve checkpoint tools to an agent over the Model Context Protocol (stdio).
 
     Tools: checkpoint, list_checkpoints, diff_checkpoint, restore_checkpoint,
-    read_checkpoint_file and undo_restore (docs/mcp.md). Needs the 'mcp' extra; without it,
-    exits 1 with one line saying so.
+    read_checkpoint_file and undo_restore (docs/mcp.md), confined to the working directory
+    and the --allow directories. Needs the 'mcp' extra; without it, exits 1 with one line
+    saying so.
     """
     try:
         import mcp.server  # noqa: F401
@@ -44,4 +70,4 @@ def mcp(settings: Settings) -> int:
         raise click.ClickException(MCP_EXTRA_MISSING) from None
     from snapstore.service.mcp import run
 
-    return run(settings.root, lock_timeout=settings.lock_timeout)
+    return run(settings.root, lock_timeout=settings.lock_timeout, allow=list(allow))

@@ -75,3 +75,25 @@ def read_content(blobs: BlobSource, entry: FileEntry) -> bytes:
     for offset, data in _map_pieces(blobs, extents):
         content[offset : offset + len(data)] = data
     return bytes(content)
+
+
+def read_range(
+    blobs: BlobSource, entry: FileEntry, offset: int, length: int | None, head_bytes: int
+) -> tuple[bytes, bytes]:
+    """The file's first ``head_bytes`` and its bytes from ``offset`` (at most ``length``;
+    None: to the end), read in one pass over its pieces, holes as zeros. Every piece is
+    verified (the whole file is read), yet only the two windows are kept in memory."""
+    assert entry.digest is not None
+    start = min(max(offset, 0), entry.size)
+    end = entry.size if length is None else min(entry.size, start + max(length, 0))
+    head = bytearray(min(head_bytes, entry.size))
+    window = bytearray(end - start)
+    for piece_offset, data in pieces(blobs, entry):
+        piece_end = piece_offset + len(data)
+        if piece_offset < len(head):
+            stop = min(len(head), piece_end)
+            head[piece_offset:stop] = data[: stop - piece_offset]
+        low, high = max(start, piece_offset), min(end, piece_end)
+        if low < high:
+            window[low - start : high - start] = data[low - piece_offset : high - piece_offset]
+    return bytes(head), bytes(window)

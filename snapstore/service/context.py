@@ -1,5 +1,6 @@
 """What one server keeps between calls, for ``snapstore serve`` and ``snapstore mcp`` alike:
-the store (opened at the first call that needs it) and the directories it watches."""
+the store (opened at the first call that needs it), the directories it watches, and those it
+may work in."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from snapstore.service.protocol import StoreNotFound
 
 if TYPE_CHECKING:
     from snapstore import SnapStore
+    from snapstore.service.confine import AllowedDirectories
     from snapstore.service.watch import WatchSet
 
 
@@ -19,8 +21,16 @@ class Service:
     """What one server keeps between calls: one ``SnapStore`` (opened at the first call that
     needs it, closed by ``close``) and the directories it watches."""
 
-    def __init__(self, root: str | os.PathLike[str], *, lock_timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        *,
+        lock_timeout: float = 30.0,
+        allowed: AllowedDirectories | None = None,
+    ) -> None:
         text = os.fspath(root)
+        self.allowed = allowed
+        """The directories calls may read or write (None: anywhere)."""
         self.root = text if is_store_url(text) else os.path.abspath(text)
         self.lock_timeout = lock_timeout
         self._store: SnapStore | None = None

@@ -9,12 +9,15 @@ matching command (``snapstore.service.shapes``). Values the library itself refus
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import snapstore
+from snapstore.patch import DEFAULT_CONTEXT, DEFAULT_MAX_BYTES
 from snapstore.service import shapes
+from snapstore.service.confine import os_path_text
 from snapstore.service.context import Service
 from snapstore.service.params import (
     Param,
@@ -25,6 +28,7 @@ from snapstore.service.params import (
     invalid,
     mapping,
     moment,
+    non_negative,
     optional_text,
     optional_texts,
     paths,
@@ -55,11 +59,24 @@ class Method:
         return checked_arguments(name, self.params, params)
 
 
+def _confine(service: Service, path: str | None, what: str, base: str | None = None) -> None:
+    """With ``--allow``, refuse ``path`` outside the allowed directories (PathNotAllowedError)."""
+    if service.allowed is not None and path is not None:
+        service.allowed.check(path, what, base)
+
+
+def _snapshot_dir(service: Service, session: str, name: str) -> str:
+    """The base directory of file snapshot ``name`` (a full name), confined with ``--allow``."""
+    base_dir = service.store().repo.files_header(session, name).base_dir
+    _confine(service, base_dir, f"the base directory of snapshot {name!r}")
+    return base_dir
+
+
 def target_diff_document(
     store: SnapStore, session: str, name: str, target: str | None = None
 ) -> dict[str, Any]:
-    """The ``diff`` document of what a restore of (session, name) into ``target`` would
-    change; by default into the snapshot's base directory, which the document names."""
+    """The ``diff`` document of what changed from (session, name) to ``target``; by default
+    its base directory, which the document names."""
     if target is None:
         target = store.get(session, name).info.base_dir
     return shapes.diff_document(session, name, target, store.diff(session, name, target=target))
@@ -68,6 +85,7 @@ def target_diff_document(
 def _initialize(service: Service, args: dict[str, Any], _: Progress | None) -> Any:
     from snapstore.service.watch import watch_support
 
+    allowed = None if service.allowed is None else list(service.allowed.directories)
     return {
         "protocol_version": PROTOCOL_VERSION,
         "server": {"name": "snapstore", "version": snapstore.__version__},
@@ -75,16 +93,24 @@ def _initialize(service: Service, args: dict[str, Any], _: Progress | None) -> A
         "store_exists": service.store_exists(),
         "methods": sorted(METHODS),
         "watch": watch_support(),
+        "allowed": allowed,
     }
 
 
 def _create(service: Service, args: dict[str, Any], progress: Progress | None) -> Any:
+    from snapstore.service.agent import absent_paths
+
     watch = args.pop("watch")
+    base = os.path.abspath(os_path_text(args["base_dir"], "base_dir"))
+    _confine(service, base, "base_dir")
+    if service.allowed is not None:
+        service.allowed.check_all(args["paths"], "path", base)
+    absent = absent_paths(base, args["paths"])
     store = service.store(create=True)
     if watch:
         info, status = service.watches.create(store, args, progress)
-        return {**shapes.snapshot_document(info), "watch": status}
-    return shapes.snapshot_document(store.create(**args, progress=progress))
+        return {**shapes.snapshot_document(info), "absent": absent, "watch": status}
+    return {**shapes.snapshot_document(store.create(**args, progress=progress)), "absent": absent}
 
 
 def _list(service: Service, args: dict[str, Any], _: Progress | None) -> Any:
@@ -103,6 +129,12 @@ def _backups(service: Service, args: dict[str, Any], _: Progress | None) -> Any:
     return shapes.backups_document(service.store().backups(args["session"]))
 
 
+def _resolve(service: Service, args: dict[str, Any], _: Progress | None) -> Any:
+    session, selector = args["session"], args["name"]
+    name = service.store().resolve(session, selector, prefix=args["prefix"])
+    return {"session": session, "selector": selector, "name": name}
+
+
 def _get(service: Service, args: dict[str, Any], _: Progress | None) -> Any:
     store = service.store()
     snapshot = store.get(args["session"], args["name"])
@@ -112,19 +144,48 @@ def _get(service: Service, args: dict[str, Any], _: Progress | None) -> Any:
 
 
 def _read(service: Service, args: dict[str, Any], _: Progress | None) -> Any:
-    data = service.store().read(args["session"], args["name"], args["path"])
-    return shapes.file_document(args["session"], args["name"], args["path"], data)
+    store = service.store()
+    session = args["session"]
+    name = store.resolve(session, args["name"])
+    if service.allowed is not None:
+        _snapshot_dir(service, session, name)
+    part = store.read_slice(
+        session, name, args["path"], offset=args["offset"], length=args["length"]
+    )
+    return {**shapes.slice_document(session, name, part), "path": args["path"]}
 
 
 def _diff(service: Service, args: dict[str, Any], _: Progress | None) -> Any:
     store = service.store()
-    session, name, other, target = args["session"], args["name"], args["other"], args["target"]
+    session, other, target = args["session"], args["other"], args["target"]
+    if other is not None and target is not None:
+        raise invalid("diff takes other (a second snapshot) or target, not both")
+    name = store.resolve(session, args["name"])
+    limit = args["limit"]
     if other is not None:
-        if target is not None:
-            raise invalid("diff takes other (a second snapshot) or target, not both")
+        other = store.resolve(session, other)
+        if service.allowed is not None:
+            _snapshot_dir(service, session, name)
+            _snapshot_dir(service, session, other)
         report = store.diff(session, name, other)
-        return shapes.snapshots_diff_document(session, name, other, report)
-    return target_diff_document(store, session, name, target)
+        document = shapes.snapshots_diff_document(session, name, other, report, limit=limit)
+    else:
+        if target is None:
+            target = _snapshot_dir(service, session, name)
+        _confine(service, target, "target")
+        report = store.diff(session, name, target=target)
+        document = shapes.diff_document(session, name, target, report, limit=limit)
+    if args["patch"]:
+        patch = store.patch(
+            session,
+            name,
+            other,
+            target=target,
+            context=args["context"],
+            max_bytes=args["max_bytes"],
+        )
+        document["patch"] = shapes.patch_document(patch)
+    return document
 
 
 def _history(service: Service, args: dict[str, Any], _: Progress | None) -> Any:
@@ -133,13 +194,32 @@ def _history(service: Service, args: dict[str, Any], _: Progress | None) -> Any:
 
 
 def _restore(service: Service, args: dict[str, Any], progress: Progress | None) -> Any:
-    report = service.store().restore(**args, progress=progress)
-    return shapes.restore_document(args["session"], args["name"], report)
+    store = service.store()
+    session = args["session"]
+    name = store.resolve(session, args["name"])
+    limit, unchanged = args.pop("limit"), args.pop("unchanged")
+    if args["target"] is None:
+        _snapshot_dir(service, session, name)
+    else:
+        _confine(service, args["target"], "target")
+    report = store.restore(**{**args, "name": name}, progress=progress)
+    return shapes.restore_document(session, name, report, limit=limit, unchanged=unchanged)
 
 
 def _undo(service: Service, args: dict[str, Any], progress: Progress | None) -> Any:
-    report = service.store().undo(**args, progress=progress)
-    return shapes.undo_document(args["session"], report)
+    store = service.store()
+    limit, unchanged = args.pop("limit"), args.pop("unchanged")
+    if service.allowed is not None:
+        if args["target"] is not None:
+            _confine(service, args["target"], "target")
+        else:
+            backups = store.backups(args["session"])
+            chosen = [b for b in backups if args["backup"] in (None, b.name)][-1:]
+            for backup in chosen:
+                _confine(service, backup.base_dir, f"the directory of undo backup {backup.name!r}")
+                args["backup"] = backup.name
+    report = store.undo(**args, progress=progress)
+    return shapes.undo_document(args["session"], report, limit=limit, unchanged=unchanged)
 
 
 def _delete(service: Service, args: dict[str, Any], _: Progress | None) -> Any:
@@ -177,6 +257,10 @@ def _put_state(service: Service, args: dict[str, Any], _: Progress | None) -> An
 
 
 def _watch(service: Service, args: dict[str, Any], _: Progress | None) -> Any:
+    base = os.path.abspath(os_path_text(args["base_dir"], "base_dir"))
+    _confine(service, base, "base_dir")
+    if service.allowed is not None:
+        service.allowed.check_all(args["paths"], "path", base)
     return service.watches.start(**args)
 
 
@@ -221,11 +305,28 @@ METHODS: dict[str, Method] = {
     "latest": Method(_latest, _SESSION),
     "sessions": Method(_sessions),
     "backups": Method(_backups, _SESSION),
+    "resolve": Method(_resolve, {**_SNAPSHOT, "prefix": Param(flag, False)}),
     "get": Method(_get, _SNAPSHOT),
-    "read": Method(_read, {**_SNAPSHOT, "path": Param(text)}),
+    "read": Method(
+        _read,
+        {
+            **_SNAPSHOT,
+            "path": Param(text),
+            "offset": Param(non_negative, 0),
+            "length": Param(count, None),
+        },
+    ),
     "diff": Method(
         _diff,
-        {**_SNAPSHOT, "other": Param(optional_text, None), "target": Param(optional_text, None)},
+        {
+            **_SNAPSHOT,
+            "other": Param(optional_text, None),
+            "target": Param(optional_text, None),
+            "limit": Param(count, None),
+            "patch": Param(flag, False),
+            "context": Param(non_negative, DEFAULT_CONTEXT),
+            "max_bytes": Param(count, DEFAULT_MAX_BYTES),
+        },
     ),
     "history": Method(_history, {**_SESSION, "path": Param(text)}),
     "restore": Method(
@@ -237,6 +338,8 @@ METHODS: dict[str, Method] = {
             "dry_run": Param(flag, False),
             "backup": Param(flag, True),
             "keep_special_bits": Param(flag, False),
+            "limit": Param(count, None),
+            "unchanged": Param(flag, True),
         },
         progress=True,
     ),
@@ -247,6 +350,8 @@ METHODS: dict[str, Method] = {
             "backup": Param(optional_text, None),
             "target": Param(optional_text, None),
             "dry_run": Param(flag, False),
+            "limit": Param(count, None),
+            "unchanged": Param(flag, True),
         },
         progress=True,
     ),

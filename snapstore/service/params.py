@@ -78,6 +78,13 @@ def count(name: str, value: Any) -> int | None:
     return value
 
 
+def non_negative(name: str, value: Any) -> int:
+    """A non-negative integer."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise invalid(f"{name} must be a non-negative integer")
+    return value
+
+
 def mapping(name: str, value: Any) -> dict[str, Any] | None:
     """A JSON object, or null."""
     if value is None:

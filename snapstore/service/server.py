@@ -22,12 +22,14 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, BinaryIO
 
 from snapstore.logs import get_logger
+from snapstore.service.confine import AllowedDirectories
 from snapstore.service.context import Service
 from snapstore.service.methods import METHODS
+from snapstore.service.progress import INTERVAL, Throttle
 from snapstore.service.protocol import (
     INVALID_PARAMS,
     INVALID_REQUEST,
@@ -44,7 +46,7 @@ from snapstore.service.protocol import (
 
 log = get_logger("snapstore.service")
 
-PROGRESS_INTERVAL = 0.1
+PROGRESS_INTERVAL = INTERVAL
 """Seconds between two progress notifications of one call (the first and the last are always
 sent), so a 50,000-file checkpoint does not send 50,000 lines."""
 
@@ -139,23 +141,19 @@ class Connection:
             raise ClientGone() from error
 
 
-class ProgressReporter:
+class ProgressReporter(Throttle):
     """The ``progress(done, total)`` callback of one request: sends ``progress``
     notifications at most every PROGRESS_INTERVAL seconds, and the final one. A client gone
     meanwhile only stops the notifications: the call itself runs to its end."""
 
     def __init__(self, connection: Connection, request_id: Any, token: Any) -> None:
+        super().__init__(self._notify, PROGRESS_INTERVAL)
         self.connection = connection
         self.params: dict[str, Any] = {"id": request_id}
         if token is not None:
             self.params["token"] = token
-        self.last = 0.0
 
-    def __call__(self, done: int, total: int) -> None:
-        now = time.monotonic()
-        if done < total and now - self.last < PROGRESS_INTERVAL:
-            return
-        self.last = now
+    def _notify(self, done: int, total: int) -> None:
         with contextlib.suppress(ClientGone):
             self.connection.send(
                 notification("progress", {**self.params, "done": done, "total": total})
@@ -283,11 +281,17 @@ def _echo_id(request_id: Any) -> Any:
     return request_id if _valid_id(request_id) else None
 
 
-def run(root: str | os.PathLike[str], *, lock_timeout: float = 30.0) -> int:
+def run(
+    root: str | os.PathLike[str],
+    *,
+    lock_timeout: float = 30.0,
+    allow: Sequence[str | os.PathLike[str]] = (),
+) -> int:
     """Serve on this process's stdin and stdout until end of input; the exit code (0).
 
     SIGINT is ignored: a Ctrl-C typed at the client's terminal reaches the whole process
-    group, and the client, not the server, decides when to stop (by closing stdin)."""
+    group, and the client, not the server, decides when to stop (by closing stdin). With
+    ``allow``, every directory a call reads or writes must lie in one of those."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     keep_large_buffers_apart()
     sys.stdout.flush()
@@ -295,7 +299,8 @@ def run(root: str | os.PathLike[str], *, lock_timeout: float = 30.0) -> int:
     os.dup2(2, 1)
     reader = open(0, "rb", closefd=False)  # noqa: SIM115 - stdin stays open until exit
     connection = Connection(reader, out_fd)
-    service = Service(root, lock_timeout=lock_timeout)
+    allowed = AllowedDirectories(allow) if allow else None
+    service = Service(root, lock_timeout=lock_timeout, allowed=allowed)
     try:
         return Server(service, connection).serve()
     finally:

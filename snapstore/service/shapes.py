@@ -10,10 +10,11 @@ from __future__ import annotations
 import base64
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from snapstore.models import (
     DiffReport,
+    FileSlice,
     GcReport,
     PathVersion,
     RestoreReport,
@@ -22,6 +23,9 @@ from snapstore.models import (
     SweepReport,
     VerifyReport,
 )
+
+if TYPE_CHECKING:
+    from snapstore.patch import Patch
 
 
 def json_default(value: Any) -> Any:
@@ -74,9 +78,30 @@ def file_document(session: str, name: str, path: str, data: bytes) -> dict[str, 
     }
 
 
-def diff_document(session: str, name: str, target: str, report: DiffReport) -> dict[str, Any]:
-    """``diff``: what a restore of (session, name) into ``target`` would change."""
-    return {
+def _capped(document: dict[str, Any], keys: Sequence[str], limit: int | None) -> None:
+    """Add ``counts`` (the length of each list ``keys`` names) and, with a ``limit``, cut
+    each list to its first ``limit`` paths, ``truncated`` saying whether any was cut."""
+    document["counts"] = {key: len(document[key]) for key in keys}
+    if limit is None:
+        return
+    cut = False
+    for key in keys:
+        if len(document[key]) > limit:
+            document[key] = document[key][:limit]
+            cut = True
+    document["truncated"] = cut
+
+
+DIFF_KEYS = ("added", "modified", "removed")
+RESTORE_KEYS = ("written", "removed", "unchanged", "kept")
+
+
+def diff_document(
+    session: str, name: str, target: str, report: DiffReport, *, limit: int | None = None
+) -> dict[str, Any]:
+    """``diff``: what changed from (session, name) to the directory ``target``; ``counts``
+    of each kind, each list cut to ``limit`` paths if given."""
+    document = {
         "session": session,
         "name": name,
         "other": None,
@@ -84,13 +109,15 @@ def diff_document(session: str, name: str, target: str, report: DiffReport) -> d
         **report.to_dict(),
         "changed": report.changed,
     }
+    _capped(document, DIFF_KEYS, limit)
+    return document
 
 
 def snapshots_diff_document(
-    session: str, name: str, other: str, report: DiffReport
+    session: str, name: str, other: str, report: DiffReport, *, limit: int | None = None
 ) -> dict[str, Any]:
     """``diff`` of two snapshots of a session: what changed from ``name`` to ``other``."""
-    return {
+    document = {
         "session": session,
         "name": name,
         "other": other,
@@ -98,16 +125,56 @@ def snapshots_diff_document(
         **report.to_dict(),
         "changed": report.changed,
     }
+    _capped(document, DIFF_KEYS, limit)
+    return document
 
 
-def restore_document(session: str, name: str, report: RestoreReport) -> dict[str, Any]:
-    """``restore``: what was written, removed, left alone, and the undo backup kept."""
-    return {"session": session, "name": name, **report.to_dict()}
+def restore_document(
+    session: str,
+    name: str,
+    report: RestoreReport,
+    *,
+    limit: int | None = None,
+    unchanged: bool = True,
+) -> dict[str, Any]:
+    """``restore``: what was written, removed, left alone, and the undo backup kept; the
+    ``counts`` of each, each list cut to ``limit`` paths if given, and the unchanged paths
+    left out (only counted) unless ``unchanged``."""
+    document = {"session": session, "name": name, **report.to_dict()}
+    _capped(document, RESTORE_KEYS, limit)
+    if not unchanged:
+        del document["unchanged"]
+    return document
 
 
-def undo_document(session: str, report: RestoreReport) -> dict[str, Any]:
+def undo_document(
+    session: str, report: RestoreReport, *, limit: int | None = None, unchanged: bool = True
+) -> dict[str, Any]:
     """``undo``: as ``restore``, without a snapshot name (the backup is in ``backup``)."""
-    return {"session": session, **report.to_dict()}
+    document = restore_document(session, "", report, limit=limit, unchanged=unchanged)
+    del document["name"]
+    return document
+
+
+def patch_document(patch: Patch) -> dict[str, Any]:
+    """A patch: its unified diff ``text`` and, per file, its change and hunks."""
+    return patch.to_dict()
+
+
+def slice_document(session: str, name: str, part: FileSlice) -> dict[str, Any]:
+    """``read`` with ``offset``/``length``: the part's bytes in base64, where it starts and
+    ends, and the file's size."""
+    return {
+        "session": session,
+        "name": name,
+        "path": part.path,
+        "size": part.size,
+        "base64": base64.b64encode(part.data).decode("ascii"),
+        "offset": part.offset,
+        "length": len(part.data),
+        "complete": part.complete,
+        "binary": part.binary,
+    }
 
 
 def deleted_document(session: str, name: str, deleted: bool) -> dict[str, Any]:

@@ -36,6 +36,7 @@ def test_diff_of_an_unchanged_project(cli: Cli, project: Path) -> None:
         "modified": [],
         "removed": [],
         "changed": False,
+        "counts": {"added": 0, "modified": 0, "removed": 0},
     }
 
 
@@ -230,3 +231,21 @@ def test_restore_and_undo_name_what_they_left_alone(cli: Cli, project: Path) -> 
     undo = cli.ok("undo", "s1").stdout
     assert undo.startswith(f"undo of s1 into {project}: wrote 1, removed 0")
     assert (project / "README.md").read_text() == "edited\n"
+
+
+def test_diff_patch_and_stat_read_from_the_checkpoint_to_the_directory(
+    cli: Cli, project: Path
+) -> None:
+    checkpoint(cli, project)
+    (project / "src/app.py").write_text("print('changed')\n")
+    out = cli.ok("diff", "s1", "n1", "--patch").stdout
+    assert "--- a/src/app.py\n+++ b/src/app.py\n" in out
+    assert "-print('hello')\n+print('changed')\n" in out
+    stat = cli.ok("diff", "s1", "n1", "--stat").stdout.splitlines()
+    assert stat[0].split() == ["src/app.py", "|", "2", "+-"]
+    assert stat[-1] == " 1 file changed, 1 insertion(+), 1 deletion(-)"
+    document = cli.json("diff", "s1", "n1", "--patch")
+    assert document["patch"]["files"][0]["path"] == "src/app.py"
+    assert "+print('changed')" in document["patch"]["text"]
+    help_text = cli.ok("diff", "--help").stdout
+    assert "--patch" in help_text and "--stat" in help_text

@@ -48,7 +48,7 @@ def test_cat_diff_and_restore_take_selectors(cli: Cli, three: Path) -> None:
     assert document["name"] == "before-refactor"
     assert document["modified"] == ["README.md"]
     assert cli.ok("diff", "s1", "before-r").stdout.startswith(
-        f"{three} differs from s1/before-refactor: "
+        f"from s1/before-refactor to {three}: "
     )
     restored = cli.json("restore", "s1", "latest~2", "--dry-run")
     assert restored["name"] == "before-edit" and restored["written"] == ["README.md"]
@@ -144,6 +144,7 @@ def test_diff_of_two_snapshots(cli: Cli, project: Path) -> None:
         "modified": ["README.md"],
         "removed": ["src/util.py"],
         "changed": True,
+        "counts": {"added": 2, "modified": 1, "removed": 1},
     }
     out = cli.ok("diff", "s1", "old", "new").stdout.splitlines()
     assert out[0] == "from s1/old to s1/new: added 2, modified 1, removed 1"

@@ -42,9 +42,11 @@ class RpcFailed(Exception):
 class Server:
     """One ``snapstore --root ROOT serve`` process and the lines it sent."""
 
-    def __init__(self, root: Path, cwd: Path | None = None, *args: str) -> None:
+    def __init__(
+        self, root: Path, cwd: Path | None = None, *args: str, serve_args: tuple[str, ...] = ()
+    ) -> None:
         self.process = subprocess.Popen(
-            [*snapstore_command(), "--root", str(root), *args, "serve"],
+            [*snapstore_command(), "--root", str(root), *args, "serve", *serve_args],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

@@ -108,6 +108,12 @@ def test_checkpoint_diff_restore_undo_through_the_sdk_client(tmp_path: Path, pro
         binary = await call(
             session, "read_checkpoint_file", {"session": "task", "path": "data/blob.bin"}
         )
+        assert binary["binary"] is True and binary["content"] is None
+        binary = await call(
+            session,
+            "read_checkpoint_file",
+            {"session": "task", "path": "data/blob.bin", "base64": True},
+        )
         assert binary["encoding"] == "base64"
         assert base64.b64decode(binary["content"]) == bytes(range(256))
 
@@ -131,7 +137,7 @@ def test_checkpoint_diff_restore_undo_through_the_sdk_client(tmp_path: Path, pro
 def test_failures_are_tool_errors_naming_the_error_type(tmp_path: Path, project: Path):
     async def body(session: ClientSession) -> None:
         listed = await call(session, "list_checkpoints", {})
-        assert listed == {"snapshots": []}
+        assert listed == {"snapshots": [], "count": 0}
         missing = await session.call_tool("diff_checkpoint", {"session": "none"})
         assert missing.is_error
         assert "StoreNotFound" in missing.content[0].text  # type: ignore[union-attr]
