@@ -125,6 +125,16 @@ class InvalidValueError(SnapstoreError, ValueError):
     """A metadata or state value cannot be stored (not msgpack-encodable, or the wrong type)."""
 
 
+class SweepRefusedError(InvalidValueError):
+    """A sweep whose ``ttl`` or ``keep_last`` would delete every file checkpoint of a session
+    was not confirmed (``allow_emptying=False``); nothing was deleted. ``sessions`` names
+    them."""
+
+    def __init__(self, message: str, sessions: list[str]) -> None:
+        super().__init__(message)
+        self.sessions = sessions
+
+
 class UnreliableLockWarning(UserWarning):
     """The store lives on a network or FUSE filesystem whose locks may not be honoured."""
 

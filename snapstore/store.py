@@ -467,6 +467,7 @@ class SnapStore:
         keep_last: int | None = None,
         now: datetime | None = None,
         dry_run: bool = False,
+        allow_emptying: bool = True,
     ) -> SweepReport:
         """Delete expired snapshots, deciding from the manifests in the store under the lock.
 
@@ -476,11 +477,18 @@ class SnapStore:
         snapshots (resume values) are removed only by their own expiry; undo backups only by
         their own retention (``undo_depth``). Ages and order go by ``Header.order_ns``, which
         a clock running ahead cannot push into the future; snapshots whose recorded time is
-        ahead of their file's are reported in ``SweepReport.future_stamped``.
+        ahead of their file's are reported in ``SweepReport.future_stamped``. With
+        ``allow_emptying=False``, a ``ttl`` or ``keep_last`` that would delete every file
+        checkpoint of a session deletes nothing and raises SweepRefusedError.
         """
         now_ns = time_to_ns(now) if now is not None else time.time_ns()
         return sweep(
-            self.repo, ttl=ttl_seconds(ttl), keep_last=keep_last, now_ns=now_ns, dry_run=dry_run
+            self.repo,
+            ttl=ttl_seconds(ttl),
+            keep_last=keep_last,
+            now_ns=now_ns,
+            dry_run=dry_run,
+            allow_emptying=allow_emptying,
         )
 
     # ----------------------------------------------------------------- gc and verify

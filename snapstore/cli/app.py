@@ -200,11 +200,12 @@ def _fail(error_type: str, message: str, json_output: bool, code: int) -> int:
 
 
 def _usage_failure(error: click.UsageError, json_output: bool) -> int:
-    """Report a usage error the way click does, or as a JSON error document."""
-    if json_output:
-        return _fail("UsageError", error.format_message(), json_output, ExitCode.USAGE)
-    error.show()
-    return ExitCode.USAGE
+    """Report a usage error as every error is reported: one ``error:`` line on stderr (naming
+    the command's help), and a JSON error document with ``--json``."""
+    message = error.format_message()
+    if error.ctx is not None and not json_output:
+        message += f" (see '{error.ctx.command_path} --help')"
+    return _fail("UsageError", message, json_output, ExitCode.USAGE)
 
 
 def _stdout_reader_gone() -> bool:

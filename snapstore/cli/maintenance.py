@@ -22,7 +22,7 @@ from snapstore.cli.output import (
     stderr_is_terminal,
 )
 from snapstore.cli.params import DURATION
-from snapstore.errors import SnapshotNotFound, SnapstoreError
+from snapstore.errors import SnapshotNotFound, SnapstoreError, SweepRefusedError
 from snapstore.models import GcReport
 from snapstore.service import shapes
 
@@ -145,12 +145,27 @@ def delete_session(settings: Settings, session: str, yes: bool, missing_ok: bool
     help="Keep only the N newest snapshots of each session.",
 )
 @click.option("--dry-run", is_flag=True, help="Report what would be deleted; delete nothing.")
+@click.option(
+    "--yes",
+    "-y",
+    is_flag=True,
+    help="Go ahead even if --ttl or --keep-last deletes every checkpoint of a session.",
+)
 @pass_settings
-def sweep(settings: Settings, ttl: float | None, keep_last: int | None, dry_run: bool) -> None:
-    """Delete expired snapshots, and those beyond --ttl or --keep-last."""
+def sweep(
+    settings: Settings, ttl: float | None, keep_last: int | None, dry_run: bool, yes: bool
+) -> None:
+    """Delete expired snapshots, and those beyond --ttl or --keep-last.
+
+    A sweep whose --ttl or --keep-last would delete every file checkpoint of a session
+    deletes nothing without --yes (exit code 2).
+    """
     store = settings.store()
-    with partial_deletes(store):
-        report = store.sweep(ttl=ttl, keep_last=keep_last, dry_run=dry_run)
+    try:
+        with partial_deletes(store):
+            report = store.sweep(ttl=ttl, keep_last=keep_last, dry_run=dry_run, allow_emptying=yes)
+    except SweepRefusedError as error:
+        raise click.UsageError(f"{error}: pass --yes to delete them") from None
     verb = "would delete" if dry_run else "deleted"
     lines = [f"{verb} {count(len(report.deleted), 'snapshot')}"]
     lines += ["  " + line for line in align_rows([list(pair) for pair in report.deleted])]

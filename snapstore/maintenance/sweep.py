@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 
-from snapstore.errors import InvalidValueError
+from snapstore.errors import InvalidValueError, SweepRefusedError
 from snapstore.models import SweepReport
 from snapstore.repo.catalog import ManifestFile
 from snapstore.repo.repository import Repository
@@ -20,9 +20,12 @@ def sweep(
     keep_last: int | None,
     now_ns: int,
     dry_run: bool,
+    allow_emptying: bool = True,
 ) -> SweepReport:
     """Delete (or, with ``dry_run``, list) what ``choose_victims`` picks, under the namespace
-    lock; report future-stamped snapshots too."""
+    lock; report future-stamped snapshots too. Without ``allow_emptying``, a sweep whose
+    ``ttl`` or ``keep_last`` would delete every file checkpoint of a session deletes nothing
+    and raises SweepRefusedError (a dry run only lists)."""
     if ttl is not None and ttl < 0:
         raise InvalidValueError(f"ttl must not be negative, got {ttl}")
     if keep_last is not None and (isinstance(keep_last, bool) or keep_last < 0):
@@ -31,11 +34,38 @@ def sweep(
     with repo.namespace_lock.exclusive():
         found = repo.catalog.headers()
         report.future_stamped = future_stamped(found)
-        for victim in choose_victims(found, ttl=ttl, keep_last=keep_last, now_ns=now_ns):
+        victims = choose_victims(found, ttl=ttl, keep_last=keep_last, now_ns=now_ns)
+        if not (allow_emptying or dry_run) and (ttl is not None or keep_last is not None):
+            _refuse_emptying(found, victims)
+        for victim in victims:
             if not dry_run:
                 repo.catalog.remove(victim.name, victim.version)
             report.deleted.append((victim.header.info.session, victim.header.info.name))
     return report
+
+
+def emptied_sessions(found: Iterable[ManifestFile], victims: list[ManifestFile]) -> list[str]:
+    """The sessions all of whose file checkpoints are among ``victims``."""
+    going = {(v.header.info.session, v.header.info.name) for v in victims}
+    sessions: dict[str, bool] = {}
+    for item in found:
+        info = item.header.info
+        if info.kind == "files" and not info.is_backup:
+            kept = (info.session, info.name) not in going
+            sessions[info.session] = sessions.get(info.session, False) or kept
+    return sorted(session for session, any_kept in sessions.items() if not any_kept)
+
+
+def _refuse_emptying(found: list[ManifestFile], victims: list[ManifestFile]) -> None:
+    emptied = emptied_sessions(found, victims)
+    if emptied:
+        shown = ", ".join(repr(session) for session in emptied[:5])
+        more = f" and {len(emptied) - 5} more" if len(emptied) > 5 else ""
+        raise SweepRefusedError(
+            f"this sweep would delete every file checkpoint of session{'s' * (len(emptied) > 1)} "
+            f"{shown}{more}; nothing was deleted",
+            emptied,
+        )
 
 
 def future_stamped(found: Iterable[ManifestFile]) -> list[tuple[str, str]]:

@@ -233,7 +233,9 @@ def _delete_session(service: Service, args: dict[str, Any], _: Progress | None) 
 
 
 def _sweep(service: Service, args: dict[str, Any], _: Progress | None) -> Any:
-    return shapes.sweep_document(service.store().sweep(**args), args["dry_run"])
+    allow_emptying = args.pop("yes")
+    report = service.store().sweep(**args, allow_emptying=allow_emptying)
+    return shapes.sweep_document(report, args["dry_run"])
 
 
 def _gc(service: Service, args: dict[str, Any], _: Progress | None) -> Any:
@@ -364,6 +366,7 @@ METHODS: dict[str, Method] = {
             "keep_last": Param(count, None),
             "now": Param(moment, None),
             "dry_run": Param(flag, False),
+            "yes": Param(flag, False),
         },
     ),
     "gc": Method(_gc, {"dry_run": Param(flag, False)}),

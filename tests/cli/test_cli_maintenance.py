@@ -65,7 +65,7 @@ def test_sweep_by_ttl(cli: Cli, project: Path) -> None:
     dry = cli.json("sweep", "--ttl", "0.01", "--dry-run")
     assert dry == {"deleted": [{"session": "s1", "name": "n1"}], "dry_run": True}
     assert names(cli) == ["s1/n1"]
-    assert cli.ok("sweep", "--ttl", "0s").stdout.splitlines()[0] == "deleted 1 snapshot"
+    assert cli.ok("sweep", "--ttl", "0s", "--yes").stdout.splitlines()[0] == "deleted 1 snapshot"
     assert names(cli) == []
 
 
@@ -268,7 +268,7 @@ def test_delete_session_that_stops_part_way_is_a_partial_success(cli: Cli, proje
 def test_sweep_that_stops_part_way_is_a_partial_success(cli: Cli, project: Path) -> None:
     for name in ("a", "b", "c"):
         cli.snapshot(project, "README.md", name=name)
-    result = _run_failing_second_delete(cli, "sweep", "--keep-last", "0")
+    result = _run_failing_second_delete(cli, "sweep", "--keep-last", "0", "--yes")
     assert result.code == ExitCode.PARTIAL, result
     assert "1 of 3 snapshots were gone" in result.stderr
     assert len(names(cli)) == 2
