@@ -47,6 +47,7 @@ from snapstore.repo.repository import LATEST, Repository
 from snapstore.restore.journal import JournalDir
 
 if TYPE_CHECKING:
+    from snapstore.maintenance.stats import StoreStats
     from snapstore.restore.job import RestoreJob
     from snapstore.worktree.incremental import ChangeSource, IncrementalReport
 
@@ -490,6 +491,34 @@ class SnapStore:
             dry_run=dry_run,
             allow_emptying=allow_emptying,
         )
+
+    def stats(
+        self,
+        session: str | None = None,
+        *,
+        ttl: Duration | None = None,
+        keep_last: int | None = None,
+        now: datetime | None = None,
+    ) -> StoreStats:
+        """What the store holds and costs: store-wide (format, packs, blobs, stored and
+        on-disk bytes, garbage) and per session (only ``session``'s if given): checkpoints,
+        logical size, stored size, the bytes only it holds, and what a sweep with ``ttl`` and
+        ``keep_last`` followed by a gc would free. Reads every manifest and its trees under
+        the shared gc lock; changes nothing."""
+        from snapstore.maintenance.stats import collect_stats
+
+        now_ns = time_to_ns(now) if now is not None else time.time_ns()
+        return collect_stats(
+            self.repo, session=session, ttl=ttl_seconds(ttl), keep_last=keep_last, now_ns=now_ns
+        )
+
+    def stored_sizes(self, session: str | None = None) -> dict[tuple[str, str], int]:
+        """The stored bytes of each file snapshot (of ``session``, or all), by (session,
+        name): the compressed size of the distinct blobs it references, shared ones counted
+        in full (``stats`` says what only a session holds). Reads every tree."""
+        from snapstore.maintenance.stats import stored_per_snapshot
+
+        return stored_per_snapshot(self.repo, session)
 
     # ----------------------------------------------------------------- gc and verify
 

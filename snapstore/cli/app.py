@@ -92,6 +92,16 @@ COMMANDS: tuple[CommandSpec, ...] = (
         "Convert a store of an older format to the current one (gc does too).",
     ),
     CommandSpec(
+        "stats",
+        "snapstore.cli.stats:stats",
+        "Show what the store holds and costs, per session (only SESSION's, if given).",
+    ),
+    CommandSpec(
+        "sessions",
+        "snapstore.cli.stats:sessions",
+        "List the sessions: their checkpoints, state values, undo backups and newest checkpoint.",
+    ),
+    CommandSpec(
         "verify",
         "snapstore.cli.maintenance:verify",
         "Check every snapshot and blob; exit 13 when committed data is damaged.",

@@ -190,7 +190,9 @@ def create(
 @pass_settings
 def list_snapshots(settings: Settings, session: str | None) -> None:
     """List snapshots, oldest first (only SESSION's, if given)."""
-    infos = settings.store().list(session)
+    store = settings.store()
+    infos = store.list(session)
+    stored = store.stored_sizes(session) if infos else {}
     rows = [
         [
             info.session,
@@ -198,16 +200,27 @@ def list_snapshots(settings: Settings, session: str | None) -> None:
             info.kind,
             _files_cell(info),
             human_size(info.total_bytes),
+            _stored_cell(stored.get((info.session, info.name)), info),
             human_age(info.created_at),
             human_expiry(info.expires_at),
         ]
         for info in infos
     ]
-    headers = ["SESSION", "NAME", "KIND", "FILES", "SIZE", "CREATED", "EXPIRES"]
-    lines = render_table(headers, rows, right=(3, 4)) if rows else []
+    headers = ["SESSION", "NAME", "KIND", "FILES", "SIZE", "STORED", "CREATED", "EXPIRES"]
+    lines = render_table(headers, rows, right=(3, 4, 5)) if rows else []
     if not rows and not settings.json and not settings.quiet:
         print_note("no snapshots" + (f" in session {session!r}" if session else ""))
-    settings.emit(shapes.snapshots_document(infos), lines)
+    document = shapes.snapshots_document(infos)
+    for item, info in zip(document["snapshots"], infos, strict=True):
+        item["stored_bytes"] = stored.get((info.session, info.name))
+    settings.emit(document, lines)
+
+
+def _stored_cell(stored: int | None, info: SnapshotInfo) -> str:
+    """The STORED cell: the stored bytes of a file snapshot, ``-`` for state values."""
+    if info.kind != "files":
+        return "-"
+    return "?" if stored is None else human_size(stored)
 
 
 @click.command()

@@ -3,6 +3,7 @@ needing --yes (the same in ``serve``)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -73,3 +74,63 @@ def test_serve_sweep_that_empties_a_session_needs_yes(tmp_path: Path, project: P
         assert failed.value.data["type"] == "SweepRefusedError"
         assert len(server.call("list")["snapshots"]) == 1
         assert len(server.call("sweep", {"ttl": 0, "yes": True})["deleted"]) == 1
+
+
+def test_stats_counts_what_each_session_holds_and_what_a_sweep_frees(
+    cli: Cli, project: Path
+) -> None:
+    big = project / "big.bin"
+    for round_ in range(3):
+        big.write_bytes(os.urandom(200_000))  # incompressible: stored about as large
+        cli.snapshot(project, "big.bin", session="s", name=f"v{round_}")
+    cli.snapshot(project, "big.bin", session="t", name="shared")  # holds v2's blob too
+    cli.store().put_state("etl", "cursor", 7)
+    report = cli.json("stats", "--keep-last", "1")
+    by_name = {item["session"]: item for item in report["sessions"]}
+    s, t = by_name["s"], by_name["t"]
+    assert (s["checkpoints"], t["checkpoints"], by_name["etl"]["states"]) == (3, 1, 1)
+    assert s["logical_bytes"] == 600_000
+    assert 590_000 < s["stored_bytes"] < 700_000
+    assert 390_000 < s["unique_bytes"] < 460_000  # v0 and v1; v2's blob is shared with t
+    assert t["unique_bytes"] < 5_000
+    assert s["sweep_deletes"] == 2 and 390_000 < s["sweep_frees"] < 460_000
+    assert s["newest"]["name"] == "v2"
+    assert report["format"] == 2 and report["blobs"] >= 3
+    assert report["disk_bytes"] >= report["stored_bytes"] > 590_000
+    assert report["sweep_deletes"] == 2
+    only = cli.json("stats", "s")
+    assert [item["session"] for item in only["sessions"]] == ["s"]
+    text = cli.ok("stats").stdout
+    assert "store: format 2" in text and "SESSION" in text
+    before = sorted(info.name for info in cli.store().list())
+    cli.ok("sweep", "--keep-last", "1")
+    gc = cli.json("gc")
+    assert abs(gc["bytes_freed"] - report["sweep_frees"]) < 50_000
+    assert sorted(info.name for info in cli.store().list()) != before
+
+
+def test_sessions_lists_counts_and_the_newest_checkpoint(cli: Cli, project: Path) -> None:
+    cli.snapshot(project, "README.md", session="a", name="one")
+    cli.snapshot(project, "README.md", session="a", name="two")
+    cli.store().put_state("b", "cursor", 1)
+    document = cli.json("sessions")
+    assert [
+        (item["session"], item["checkpoints"], item["states"]) for item in document["sessions"]
+    ] == [("a", 2, 0), ("b", 0, 1)]
+    assert document["sessions"][0]["newest"]["name"] == "two"
+    assert document["sessions"][1]["newest"] is None
+    lines = cli.ok("sessions").stdout.splitlines()
+    assert lines[0].split()[:4] == ["SESSION", "CHECKPOINTS", "STATES", "BACKUPS"]
+    assert lines[1].split()[:5] == ["a", "2", "0", "0", "two"]
+
+
+def test_list_shows_the_stored_size_next_to_the_logical_size(cli: Cli, project: Path) -> None:
+    (project / "big.bin").write_bytes(os.urandom(100_000))
+    (project / "zeros.bin").write_bytes(bytes(1_000_000))
+    cli.snapshot(project, "big.bin", session="s", name="random")
+    cli.snapshot(project, "zeros.bin", session="s", name="zeros")
+    listed = {item["name"]: item for item in cli.json("list")["snapshots"]}
+    assert 99_000 < listed["random"]["stored_bytes"] < 110_000
+    assert listed["zeros"]["stored_bytes"] < 20_000 < listed["zeros"]["total_bytes"]
+    header = cli.ok("list").stdout.splitlines()[0].split()
+    assert header.index("STORED") == header.index("SIZE") + 1

@@ -262,7 +262,16 @@ def test_list_table(cli: Cli, project: Path) -> None:
     cli.snapshot(project, "src", session="alpha", name="first")
     cli.store().put_state("beta", "cursor", 7)
     lines = cli.ok("list").stdout.splitlines()
-    assert lines[0].split() == ["SESSION", "NAME", "KIND", "FILES", "SIZE", "CREATED", "EXPIRES"]
+    assert lines[0].split() == [
+        "SESSION",
+        "NAME",
+        "KIND",
+        "FILES",
+        "SIZE",
+        "STORED",
+        "CREATED",
+        "EXPIRES",
+    ]
     assert lines[1].split()[:4] == ["alpha", "first", "files", "2"]
     assert "just now" in lines[1] or "s ago" in lines[1]
     assert lines[2].split()[:4] == ["beta", "cursor", "state", "-"]

@@ -1,0 +1,125 @@
+"""Commands that say what a store holds: ``stats`` and ``sessions``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import click
+
+from snapstore.cli.completion import complete_session
+from snapstore.cli.context import Settings, pass_settings
+from snapstore.cli.output import count, human_age, human_size, print_note, render_table
+from snapstore.cli.params import DURATION
+from snapstore.models import SnapshotInfo
+
+
+@click.command()
+@click.argument("session", required=False, shell_complete=complete_session)
+@click.option("--ttl", type=DURATION, help="Count what a sweep --ttl DURATION would free.")
+@click.option(
+    "--keep-last",
+    type=click.IntRange(min=0),
+    help="Count what a sweep --keep-last N would free.",
+)
+@pass_settings
+def stats(
+    settings: Settings, session: str | None, ttl: float | None, keep_last: int | None
+) -> None:
+    """Show what the store holds and costs, per session (only SESSION's, if given).
+
+    Per session: checkpoints, their logical size, the stored size of what they reference,
+    the bytes only that session holds, and what a sweep (with --ttl/--keep-last) and the next
+    gc would free. Store-wide: format, packs, blobs, stored and on-disk bytes.
+    """
+    report = settings.store().stats(session, ttl=ttl, keep_last=keep_last)
+    rows = [
+        [
+            item.session,
+            str(item.checkpoints),
+            human_size(item.logical_bytes),
+            human_size(item.stored_bytes),
+            human_size(item.unique_bytes),
+            f"{item.sweep_deletes} / {human_size(item.sweep_frees)}",
+            item.newest.name if item.newest else "-",
+        ]
+        for item in report.sessions
+    ]
+    headers = ["SESSION", "CHECKPOINTS", "LOGICAL", "STORED", "ONLY HERE", "SWEEP FREES", "NEWEST"]
+    lines = render_table(headers, rows, right=(1, 2, 3, 4, 5)) if rows else []
+    lines += [""] if rows else []
+    lines += [
+        f"store: format {report.format}, {count(report.manifests, 'snapshot')}, "
+        f"{count(report.blobs, 'blob')} ({report.packed_blobs} packed in "
+        f"{count(report.packs, 'pack')}, {report.loose_blobs} loose)",
+        f"stored {human_size(report.stored_bytes)} "
+        f"({human_size(report.referenced_bytes)} referenced, "
+        f"{human_size(report.garbage_bytes)} for gc), {human_size(report.disk_bytes)} on disk",
+        f"a sweep{_options(ttl, keep_last)} would delete "
+        f"{count(report.sweep_deletes, 'snapshot')} and, with the next gc, free "
+        f"{human_size(report.sweep_frees)}",
+    ]
+    for problem in report.problems:
+        print_note(f"warning: {problem}")
+    settings.emit(report.to_dict(), lines)
+
+
+def _options(ttl: float | None, keep_last: int | None) -> str:
+    given = []
+    if ttl is not None:
+        given.append(f"--ttl {ttl:g}s")
+    if keep_last is not None:
+        given.append(f"--keep-last {keep_last}")
+    return (" " + " ".join(given)) if given else ""
+
+
+@dataclass
+class _Session:
+    session: str
+    checkpoints: int = 0
+    states: int = 0
+    backups: int = 0
+    newest: SnapshotInfo | None = None
+
+    def document(self) -> dict[str, Any]:
+        return {
+            "session": self.session,
+            "checkpoints": self.checkpoints,
+            "states": self.states,
+            "backups": self.backups,
+            "newest": self.newest.to_dict() if self.newest else None,
+        }
+
+    def row(self) -> list[str]:
+        newest = self.newest
+        return [
+            self.session,
+            str(self.checkpoints),
+            str(self.states),
+            str(self.backups),
+            newest.name if newest else "-",
+            human_age(newest.created_at) if newest else "-",
+        ]
+
+
+@click.command()
+@pass_settings
+def sessions(settings: Settings) -> None:
+    """List the sessions: their checkpoints, state values, undo backups and newest checkpoint."""
+    found: dict[str, _Session] = {}
+    for manifest in settings.store().repo.listing(None):
+        info = manifest.header.info
+        item = found.setdefault(info.session, _Session(info.session))
+        if info.is_backup:
+            item.backups += 1
+        elif info.kind == "state":
+            item.states += 1
+        else:
+            item.checkpoints += 1
+            item.newest = info
+    items = [found[name] for name in sorted(found)]
+    headers = ["SESSION", "CHECKPOINTS", "STATES", "BACKUPS", "NEWEST", "CREATED"]
+    lines = render_table(headers, [item.row() for item in items], right=(1, 2, 3)) if items else []
+    if not items and not settings.json and not settings.quiet:
+        print_note("no sessions")
+    settings.emit({"sessions": [item.document() for item in items]}, lines)
