@@ -226,3 +226,28 @@ def test_a_ttl_that_is_nan_or_beyond_a_thousand_years_is_refused(
     with pytest.raises(InvalidValueError):
         store.put_state("s", "k", 1, ttl=ttl)
     assert [info.name for info in store.list("s")] == ["one"]
+
+
+def _gc_store(tmp_path: Path, rounds: int, keep_last: int) -> SnapStore:
+    project = tmp_path / "p"
+    project.mkdir()
+    store = SnapStore(tmp_path / "store", durable=False)
+    for round_ in range(rounds):
+        for index in range(20):
+            (project / f"f{index}.txt").write_text(f"round {round_} file {index}\n" * (50 + round_))
+        store.create("s", f"n{round_}", ["."], base_dir=project)
+    store.sweep(keep_last=keep_last)
+    return store
+
+
+@pytest.mark.parametrize("rounds, keep_last", [(6, 2), (2, 2), (5, 0), (1, 1)])
+def test_gc_dry_run_reports_what_gc_then_does(tmp_path: Path, rounds: int, keep_last: int):
+    """The dry run compresses and lays out the packs gc would write (writing nowhere), so
+    its bytes and pack counts are gc's own (they were an uncompressed estimate)."""
+    store = _gc_store(tmp_path, rounds, keep_last)
+    before = sorted(p.name for p in (tmp_path / "store" / "packs").rglob("*"))
+    dry = store.gc(dry_run=True)
+    assert sorted(p.name for p in (tmp_path / "store" / "packs").rglob("*")) == before
+    real = store.gc()
+    fields = ("blobs_deleted", "bytes_freed", "packs_deleted", "packs_written")
+    assert [getattr(dry, f) for f in fields] == [getattr(real, f) for f in fields]

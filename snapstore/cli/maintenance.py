@@ -194,11 +194,10 @@ def gc(settings: Settings, dry_run: bool) -> None:
         f"{verb} {count(report.blobs_deleted, 'blob')} ({human_size(report.bytes_freed)}) "
         f"and {count(report.temp_files_removed, 'temp file')}"
     )
-    if dry_run and report.packs_deleted:
-        line += f"; would replace {count(report.packs_deleted, 'pack')}"
-    elif report.packs_deleted or report.packs_written:
+    if report.packs_deleted or report.packs_written:
         line += (
-            f"; replaced {count(report.packs_deleted, 'pack')} "
+            f"; {'would replace' if dry_run else 'replaced'} "
+            f"{count(report.packs_deleted, 'pack')} "
             f"with {count(report.packs_written, 'new pack')}"
         )
     settings.emit(document, [line], info=not dry_run)

@@ -18,17 +18,14 @@ import blake3
 from snapstore.errors import CorruptBlobError, MissingBlobError
 from snapstore.format.codec import REPACK_LEVEL
 from snapstore.format.packfile import (
-    BLOCK_HEAD,
     KIND_DATA,
     KIND_TREE,
-    PACK_MAGIC,
-    RECORD_HEAD,
     PackIndex,
 )
 from snapstore.logs import get_logger
+from snapstore.maintenance.measure import MeasuringBlobs
 from snapstore.repo.batch import PackSeries, is_small
 from snapstore.repo.blobs import Blobs
-from snapstore.repo.packs import BLOCK_BYTES
 from snapstore.repo.packset import Location
 from snapstore.repo.trees import Marks
 
@@ -137,6 +134,17 @@ def collect(storage: Blobs, marks: Marks, *, dry_run: bool) -> PackGcResult:
                 len(written),
                 written_bytes,
             )
+    if dry_run and (todo.rewrite or loose):
+        try:
+            measured = _rewrite(storage, todo, marks, loose, measure=True)
+        except (CorruptBlobError, MissingBlobError) as error:
+            result.problems.append(f"packs would not be rewritten: {error}")
+            todo.rewrite, loose, measured = [], {}, []
+            dead = todo.dead(referenced)
+            old_bytes = sum(i.pack_size for i in todo.delete)
+        result.packs_written = len(measured)
+        written_bytes = sum(i.pack_size for i in measured)
+        old_bytes += sum(storage.loose.size(digest) for digest in loose)
     if not dry_run:
         for digest in loose:
             old_bytes += storage.loose.delete(digest)  # it is in a published pack now
@@ -157,29 +165,10 @@ def collect(storage: Blobs, marks: Marks, *, dry_run: bool) -> PackGcResult:
             logger.info("deleted pack %s, which no index names", orphan)
     else:
         old_bytes += sum(packs.size_of(orphan) for orphan in packs.orphans())
-        written_bytes = _rewritten_bytes(todo, marks)
     result.packs_deleted = len(todo.delete) + len(todo.rewrite)
     result.blobs_deleted = len(dead)
     result.bytes_freed = max(0, old_bytes - written_bytes)
     return result
-
-
-def _rewritten_bytes(todo: PackGcPlan, marks: Marks) -> int:
-    """What rewriting would write (the live blobs of the packs to rewrite, as one pack, as
-    if nothing compressed): the estimate a dry run subtracts from what it would delete."""
-    live = {
-        digest: size
-        for index in todo.rewrite
-        for digest, (_, _, size) in index.entries.items()
-        if digest in marks.sizes
-    }
-    if not live:
-        return 0
-    raw = [0, 0]
-    for digest, size in live.items():
-        raw[digest in marks.trees] += RECORD_HEAD.size + size
-    blocks = sum(-(-part // BLOCK_BYTES) for part in raw)
-    return len(PACK_MAGIC) + blocks * BLOCK_HEAD.size + sum(raw)
 
 
 def _small_loose(storage: Blobs, referenced: set[bytes]) -> dict[bytes, int]:
@@ -219,13 +208,20 @@ def _copy_order(
 
 
 def _rewrite(
-    storage: Blobs, todo: PackGcPlan, marks: Marks, loose: dict[bytes, int]
+    storage: Blobs,
+    todo: PackGcPlan,
+    marks: Marks,
+    loose: dict[bytes, int],
+    *,
+    measure: bool = False,
 ) -> list[PackIndex]:
     """Copy the live blobs of the packs to rewrite, and the small ``loose`` blobs, into new
     packs (see ``_copy_order``); publish them and return their indexes. Every blob is
-    verified on the way."""
+    verified on the way. With ``measure`` (a dry run), the packs are compressed and laid
+    out as they would be but written nowhere: their indexes say what gc would write."""
     packs = storage.packs
-    series = PackSeries(storage, level=REPACK_LEVEL)
+    target = MeasuringBlobs(storage) if measure else storage
+    series = PackSeries(target, level=REPACK_LEVEL)  # type: ignore[arg-type]
     try:
         for kind, _, digest, where in _copy_order(storage, todo, marks, loose):
             if where is None:

@@ -292,7 +292,9 @@ def test_gc_says_when_it_merged_packs(cli: Cli, project: Path) -> None:
     for round_ in range(2):
         (project / f"round-{round_}.txt").write_text(f"new content {round_}\n" * 50)
         cli.snapshot(project, f"round-{round_}.txt", name=f"n{round_}")  # two packs, same size
-    assert cli.ok("gc", "--dry-run").stdout.strip().endswith("; would replace 2 packs")
+    dry = cli.ok("gc", "--dry-run").stdout.strip()
+    assert dry.endswith("; would replace 2 packs with 1 new pack"), dry
     out = cli.ok("gc").stdout.strip()
     assert out.endswith("; replaced 2 packs with 1 new pack"), out
+    assert out.split(";")[0].replace("freed", "would free") == dry.split(";")[0]
     assert cli.ok("gc").stdout.strip() == "freed 0 blobs (0 B) and 0 temp files"
