@@ -221,3 +221,45 @@ def file_patches(
 def build_patch(files: Iterable[FilePatch], max_bytes: int | None) -> Patch:
     """The patch of ``files`` within ``max_bytes`` of text (``patch.PatchBuilder``)."""
     return PatchBuilder(max_bytes).add_all(files)
+
+
+def snapshot_patch(
+    repo: Repository,
+    dry_plan: Callable[[str, str, str], Plan],
+    session: str,
+    name: str,
+    other: str | None,
+    *,
+    target: str | None,
+    paths: Sequence[str] | None,
+    context: int,
+    max_bytes: int | None,
+    max_file_bytes: int,
+) -> Patch:
+    """The patch ``SnapStore.patch`` returns: from snapshot ``name`` to ``other``, or to the
+    directory ``target`` (default: the snapshot's base dir), whose changes ``dry_plan``
+    (a restore's plan, writing nothing) decides. Blobs are read under the shared gc lock."""
+    target_dir = ""
+    report = DiffReport()
+    if other is None:
+        info = repo.files_header(session, name)
+        target_dir = os.path.abspath(info.base_dir if target is None else target)
+        report = diff_plan(dry_plan(session, name, target_dir))
+    with repo.blobs_in_use():
+        old = {e.path: e for e in repo.trees.entries(repo.files_manifest(session, name))}
+        new: dict[str, FileEntry] = {}
+        if other is not None:
+            new = {e.path: e for e in repo.trees.entries(repo.files_manifest(session, other))}
+            report = diff_entries(old.values(), new.values())
+
+        def before(path: str) -> Content:
+            return entry_content(repo.blobs, old.get(path), max_file_bytes)
+
+        def after(path: str) -> Content:
+            if other is not None:
+                return entry_content(repo.blobs, new.get(path), max_file_bytes)
+            return target_content(target_dir, path, max_file_bytes)
+
+        return build_patch(
+            file_patches(report, before, after, paths=paths, context=context), max_bytes
+        )

@@ -414,36 +414,22 @@ class SnapStore:
         text is bounded by ``max_bytes`` (None: unbounded): what does not fit is left out
         and ``Patch.truncated`` and a marker line say so. Files in the directory are read
         through real directories only, never through a symlink."""
-        from snapstore.compare import build_patch, entry_content, file_patches, target_content
+        from snapstore.compare import snapshot_patch
 
-        wanted = None if paths is None else [check_relative_path(p.strip("/")) for p in paths]
         if context < 0 or (max_bytes is not None and max_bytes < 0) or max_file_bytes < 0:
             raise InvalidValueError("context, max_bytes and max_file_bytes must not be negative")
-        if other is None:
-            info = self.repo.files_header(session, name)
-            target_dir = os.path.abspath(info.base_dir if target is None else target)
-            report = diff_plan(self._restores.dry_plan(session, name, target_dir))
-        with self.repo.blobs_in_use():
-            repo = self.repo
-            old = {e.path: e for e in repo.trees.entries(repo.files_manifest(session, name))}
-            if other is not None:
-                manifest = repo.files_manifest(session, other)
-                new = {entry.path: entry for entry in repo.trees.entries(manifest)}
-                report = diff_entries(old.values(), new.values())
-
-                def after(path: str) -> bytes | int | None:
-                    return entry_content(repo.blobs, new.get(path), max_file_bytes)
-
-            else:
-
-                def after(path: str) -> bytes | int | None:
-                    return target_content(target_dir, path, max_file_bytes)
-
-            def before(path: str) -> bytes | int | None:
-                return entry_content(repo.blobs, old.get(path), max_file_bytes)
-
-            files = file_patches(report, before, after, paths=wanted, context=context)
-            return build_patch(files, max_bytes)
+        return snapshot_patch(
+            self.repo,
+            self._restores.dry_plan,
+            session,
+            name,
+            other,
+            target=None if target is None else os.fspath(target),
+            paths=None if paths is None else [check_relative_path(p.strip("/")) for p in paths],
+            context=context,
+            max_bytes=max_bytes,
+            max_file_bytes=max_file_bytes,
+        )
 
     def history(self, session: str, path: str) -> builtins.list[PathVersion]:
         """The checkpoints of a session (oldest first) in which ``path`` changed: where it first
