@@ -163,3 +163,21 @@ def test_the_bash_script_completes_in_bash(cli: Cli, filled: Path, tmp_path: Pat
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["before-edit", "before-refactor"]
+
+
+@pytest.mark.parametrize(
+    "args, options",
+    [
+        (["diff", "s", "n"], {"--patch", "--stat"}),
+        (["sweep"], {"--yes"}),
+        (["stats"], {"--ttl", "--keep-last"}),
+        (["serve"], {"--allow"}),
+        (["mcp"], {"--allow"}),
+    ],
+)
+def test_new_options_complete(args: list[str], options: set[str]) -> None:
+    assert options <= set(complete(args, "--"))
+
+
+def test_new_commands_complete() -> None:
+    assert {"stats", "sessions"} <= set(complete([], "s"))
