@@ -48,7 +48,8 @@ def bridge_b(root: str) -> None:
     store = SnapStore(root)
     latest = store.list(SESSION)[-1]
     diff = store.diff(SESSION, latest.name)
-    print(f"B: {latest.name}: add {diff.added}, modify {diff.modified}, remove {diff.removed}")
+    print(f"B: {latest.name}: since then added {diff.added}, modified {diff.modified}, ", end="")
+    print(f"removed {diff.removed}")
     report = store.restore(SESSION, latest.name)
     print(f"B: restored, wrote {report.written}, removed {report.removed}")
 
