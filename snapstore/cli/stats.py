@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -11,7 +10,9 @@ from snapstore.cli.completion import complete_session
 from snapstore.cli.context import Settings, pass_settings
 from snapstore.cli.output import count, human_age, human_size, print_note, render_table
 from snapstore.cli.params import DURATION
-from snapstore.models import SnapshotInfo
+
+if TYPE_CHECKING:
+    from snapstore.maintenance.stats import SessionStats
 
 
 @click.command()
@@ -73,53 +74,42 @@ def _options(ttl: float | None, keep_last: int | None) -> str:
     return (" " + " ".join(given)) if given else ""
 
 
-@dataclass
-class _Session:
-    session: str
-    checkpoints: int = 0
-    states: int = 0
-    backups: int = 0
-    newest: SnapshotInfo | None = None
+def _session_row(item: SessionStats) -> list[str]:
+    newest = item.newest
+    return [
+        item.session,
+        str(item.checkpoints),
+        str(item.states),
+        str(item.backups),
+        newest.name if newest else "-",
+        human_age(newest.created_at) if newest else "-",
+    ]
 
-    def document(self) -> dict[str, Any]:
-        return {
-            "session": self.session,
-            "checkpoints": self.checkpoints,
-            "states": self.states,
-            "backups": self.backups,
-            "newest": self.newest.to_dict() if self.newest else None,
-        }
 
-    def row(self) -> list[str]:
-        newest = self.newest
-        return [
-            self.session,
-            str(self.checkpoints),
-            str(self.states),
-            str(self.backups),
-            newest.name if newest else "-",
-            human_age(newest.created_at) if newest else "-",
-        ]
+def _session_document(item: SessionStats) -> dict[str, Any]:
+    newest = item.newest
+    return {
+        "session": item.session,
+        "checkpoints": item.checkpoints,
+        "states": item.states,
+        "backups": item.backups,
+        "newest": newest.to_dict() if newest else None,
+    }
 
 
 @click.command()
 @pass_settings
 def sessions(settings: Settings) -> None:
     """List the sessions: their checkpoints, state values, undo backups and newest checkpoint."""
-    found: dict[str, _Session] = {}
-    for manifest in settings.store().repo.listing(None):
-        info = manifest.header.info
-        item = found.setdefault(info.session, _Session(info.session))
-        if info.is_backup:
-            item.backups += 1
-        elif info.kind == "state":
-            item.states += 1
-        else:
-            item.checkpoints += 1
-            item.newest = info
+    from snapstore.maintenance.stats import session_counts
+
+    infos = [manifest.header.info for manifest in settings.store().repo.listing(None)]
+    found = session_counts(infos)
     items = [found[name] for name in sorted(found)]
     headers = ["SESSION", "CHECKPOINTS", "STATES", "BACKUPS", "NEWEST", "CREATED"]
-    lines = render_table(headers, [item.row() for item in items], right=(1, 2, 3)) if items else []
+    lines = (
+        render_table(headers, [_session_row(i) for i in items], right=(1, 2, 3)) if items else []
+    )
     if not items and not settings.json and not settings.quiet:
         print_note("no sessions")
-    settings.emit({"sessions": [item.document() for item in items]}, lines)
+    settings.emit({"sessions": [_session_document(item) for item in items]}, lines)

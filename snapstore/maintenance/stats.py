@@ -76,6 +76,23 @@ class StoreStats(_ToDict):
     """Manifests that could not be read (their blobs are not counted)."""
 
 
+def session_counts(infos: Iterable[SnapshotInfo]) -> dict[str, SessionStats]:
+    """Each session's checkpoints, state values, undo backups, logical size and newest
+    checkpoint, from the headers ``infos`` (oldest first), by session."""
+    per_session: dict[str, SessionStats] = {}
+    for info in infos:
+        item = per_session.setdefault(info.session, SessionStats(info.session))
+        if info.is_backup:
+            item.backups += 1
+        elif info.kind == "state":
+            item.states += 1
+        else:
+            item.checkpoints += 1
+            item.logical_bytes += info.total_bytes
+            item.newest = info
+    return per_session
+
+
 def blob_sizes(repo: Repository) -> tuple[dict[bytes, float], int, int]:
     """Each stored blob's stored size, how many are packed, and how many packs there are."""
     sizes: dict[bytes, float] = {}
@@ -123,7 +140,7 @@ def collect_stats(
     stats = StoreStats(format=repo.format_major, sweep={"ttl": ttl, "keep_last": keep_last})
     with repo.blobs_in_use():
         sizes, stats.packed_blobs, stats.packs = blob_sizes(repo)
-        found = repo.catalog.headers()
+        found = sorted(repo.catalog.headers(), key=lambda item: item.header.order_ns)
         victims = {
             (item.header.info.session, item.header.info.name)
             for item in choose_victims(found, ttl=ttl, keep_last=keep_last, now_ns=now_ns)
@@ -174,17 +191,7 @@ def _fill(
     stats.referenced_bytes = _total(users, sizes)
     stats.garbage_bytes = _total((d for d in sizes if d not in users), sizes)
     freed_by_sweep: set[bytes] = set()
-    per_session: dict[str, SessionStats] = {}
-    for info in sorted(found_infos, key=lambda i: (i.session, i.created_at)):
-        item = per_session.setdefault(info.session, SessionStats(info.session))
-        if info.is_backup:
-            item.backups += 1
-        elif info.kind == "state":
-            item.states += 1
-        else:
-            item.checkpoints += 1
-            item.logical_bytes += info.total_bytes
-            item.newest = info
+    per_session = session_counts(found_infos)
     for session, item in per_session.items():
         mine = set().union(*(d for (s, _), d in by_snapshot.items() if s == session))
         item.stored_bytes = _total(mine, sizes)

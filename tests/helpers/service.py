@@ -128,3 +128,27 @@ class Server:
         for stream in (self.process.stdout, self.process.stderr):
             if stream is not None:
                 stream.close()
+
+
+def with_mcp_server(root: Path, cwd: Path, body: Any, *args: str) -> None:
+    """Run the coroutine function ``body(session)`` against a fresh
+    ``snapstore --root ROOT mcp ARGS`` subprocess started in ``cwd``, through the official
+    MCP SDK's stdio client (imported here: the ``mcp`` extra is optional)."""
+    import anyio
+    from mcp import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    command = snapstore_command()
+
+    async def main() -> None:
+        params = StdioServerParameters(
+            command=command[0],
+            args=[*command[1:], "--root", str(root), "mcp", *args],
+            env=service_env(),
+            cwd=cwd,
+        )
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            await body(session)
+
+    anyio.run(main)

@@ -9,14 +9,12 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
-from helpers.service import service_env, snapstore_command
+from helpers.service import service_env, with_mcp_server
 
 pytest.importorskip("mcp")
 
 from mcp import ClientSession
-from mcp.client.stdio import StdioServerParameters, stdio_client
 
 TOOLS = {
     "checkpoint",
@@ -30,22 +28,9 @@ TOOLS = {
 Session = Callable[[ClientSession], Awaitable[None]]
 
 
-def with_server(root: Path, cwd: Path, body: Session) -> None:
-    """Run ``body`` against a fresh ``snapstore --root ROOT mcp`` subprocess."""
-    command = snapstore_command()
-
-    async def main() -> None:
-        params = StdioServerParameters(
-            command=command[0],
-            args=[*command[1:], "--root", str(root), "mcp"],
-            env=service_env(),
-            cwd=cwd,
-        )
-        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
-            await session.initialize()
-            await body(session)
-
-    anyio.run(main)
+def with_server(root: Path, cwd: Path, body: Session, *args: str) -> None:
+    """Run ``body`` against a fresh ``snapstore --root ROOT mcp ARGS`` subprocess."""
+    with_mcp_server(root, cwd, body, *args)
 
 
 async def call(session: ClientSession, tool: str, arguments: dict[str, Any]) -> Any:

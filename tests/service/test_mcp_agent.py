@@ -11,37 +11,17 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
-from helpers.service import service_env, snapstore_command
+from helpers.service import with_mcp_server as with_server
 from helpers.trees import write_tree
 
 pytest.importorskip("mcp")
 
 from mcp import ClientSession
-from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from snapstore import SnapStore
 
 Body = Callable[[ClientSession], Awaitable[None]]
-
-
-def with_server(root: Path, cwd: Path, body: Body, *args: str) -> None:
-    """Run ``body`` against ``snapstore --root ROOT mcp ARGS`` started in ``cwd``."""
-    command = snapstore_command()
-
-    async def main() -> None:
-        params = StdioServerParameters(
-            command=command[0],
-            args=[*command[1:], "--root", str(root), "mcp", *args],
-            env=service_env(),
-            cwd=cwd,
-        )
-        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
-            await session.initialize()
-            await body(session)
-
-    anyio.run(main)
 
 
 async def call(session: ClientSession, tool: str, arguments: dict[str, Any]) -> Any:
