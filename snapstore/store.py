@@ -41,9 +41,8 @@ from snapstore.models import (
 )
 from snapstore.patch import DEFAULT_CONTEXT, DEFAULT_MAX_BYTES, DEFAULT_MAX_FILE_BYTES, Patch
 from snapstore.repo.backend import Backend
-from snapstore.repo.catalog import manifest_name
 from snapstore.repo.opening import open_backend
-from snapstore.repo.repository import LATEST, Repository
+from snapstore.repo.repository import Repository
 from snapstore.restore.journal import JournalDir
 
 if TYPE_CHECKING:
@@ -92,7 +91,7 @@ class SnapStore:
         # The parts, for tools and tests that look inside.
         self.backend, self.root, self.read_only = root, self.repo.root, self.repo.read_only
         self.blobs, self.catalog = self.repo.blobs, self.repo.catalog
-        self.namespace_lock, self.gc_lock = self.repo.namespace_lock, self.repo.gc_lock
+        self.gc_lock = self.repo.gc_lock
         self.target_locks, self.journals = self.repo.target_locks, JournalDir(root)
         self.blobs_in_use = self.repo.blobs_in_use
         if not self.repo.read_only and self.journals.pending():
@@ -163,10 +162,11 @@ class SnapStore:
         (MissingPathError) instead of recording them as absent. ``rehash``: read every file,
         trusting no cached digest. ``progress(done, total)`` counts the files that must be read.
 
-        Blobs are ingested before the namespace lock is taken; the manifest is committed last,
-        atomically. On any failure nothing is committed and the previous snapshot of
-        (session, name), if any, stays as it was. Waits for a restore into ``base_dir`` (or a
-        directory holding it) to finish. ``SnapshotInfo.replaced`` says whether it replaced one.
+        Blobs are ingested before the session's lock is taken; the manifest is committed last,
+        atomically, numbered after every snapshot the session holds. On any failure nothing is
+        committed and the previous snapshot of (session, name), if any, stays as it was. Waits
+        for a restore into ``base_dir`` (or a directory holding it) to finish.
+        ``SnapshotInfo.replaced`` says whether it replaced one.
         """
         from snapstore.worktree.create import checkpoint_request, take_snapshot
 
@@ -257,12 +257,9 @@ class SnapStore:
         return [m.header.info for m in self.repo.listing(session) if not m.header.info.is_backup]
 
     def latest(self, session: str) -> SnapshotInfo:
-        """The newest file checkpoint of a session (never an undo backup, never a state
-        value); SnapshotNotFound if it has none."""
-        checkpoints = self.repo.checkpoints(session)
-        if not checkpoints:
-            raise SnapshotNotFound(session, LATEST)
-        return checkpoints[-1]
+        """The newest file checkpoint of a session (the last committed: never an undo backup,
+        never a state value); SnapshotNotFound if it has none."""
+        return self.repo.latest(session)
 
     def backups(self, session: str) -> builtins.list[SnapshotInfo]:
         """The session's undo backups, oldest first: each restore keeps the state it
@@ -441,7 +438,7 @@ class SnapStore:
 
     def delete(self, session: str, name: str) -> bool:
         """Delete one snapshot durably; False if it did not exist. Errors are raised."""
-        return self.repo.delete(manifest_name(session, name))
+        return self.repo.delete(session, name)
 
     def delete_session(self, session: str) -> int:
         """Delete every snapshot of a session, undo backups included; returns how many."""
@@ -462,11 +459,13 @@ class SnapStore:
         only the N newest file snapshots of each session stay (with both, a snapshot stays if
         either keeps it). Any snapshot whose own ``expires_at`` has passed goes. State
         snapshots (resume values) are removed only by their own expiry; undo backups only by
-        their own retention (``undo_depth``). Ages and order go by ``Header.order_ns``, which
-        a clock running ahead cannot push into the future; snapshots whose recorded time is
-        ahead of their file's are reported in ``SweepReport.future_stamped``. With
-        ``allow_emptying=False``, a ``ttl`` or ``keep_last`` that would delete every file
-        checkpoint of a session deletes nothing and raises SweepRefusedError.
+        their own retention (``undo_depth``). The N newest are the N last committed (each
+        session numbers its snapshots as they are committed); ages go by ``Header.age_ns``,
+        which a clock running ahead or behind cannot move far from when the manifest was
+        written; snapshots whose recorded time is ahead of their file's are reported in
+        ``SweepReport.future_stamped``. With ``allow_emptying=False``, a ``ttl`` or
+        ``keep_last`` that would delete every file checkpoint of a session deletes nothing
+        and raises SweepRefusedError.
         """
         now_ns = time_to_ns(now) if now is not None else time.time_ns()
         return sweep(

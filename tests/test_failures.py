@@ -50,7 +50,10 @@ def test_failed_manifest_rename_leaves_old_snapshot_and_no_temp(root: Path, proj
 @pytest.mark.parametrize("operation", ["unlink", "fsync_dir"])
 def test_failed_delete_raises(root: Path, project: Path, operation: str) -> None:
     SnapStore(root).create("s", "n", ["README.md"], base_dir=project)
-    failing = FailingOperation(operation, OSError(errno.EIO, "injected"))
+    # The first unlink removes the session's head (a hint), the second the manifest.
+    failing = FailingOperation(
+        operation, OSError(errno.EIO, "injected"), nth=2 - (operation != "unlink")
+    )
     with pytest.raises(OSError, match="injected"):
         SnapStore(root, fs=failing).delete("s", "n")
     if operation == "unlink":
@@ -59,7 +62,7 @@ def test_failed_delete_raises(root: Path, project: Path, operation: str) -> None
 
 def test_failed_sweep_raises_and_keeps_the_snapshot(root: Path, project: Path) -> None:
     SnapStore(root).create("s", "n", ["README.md"], base_dir=project)
-    failing = FailingOperation("unlink", OSError(errno.EACCES, "Permission denied"))
+    failing = FailingOperation("unlink", OSError(errno.EACCES, "Permission denied"), nth=2)
     with pytest.raises(PermissionError):
         SnapStore(root, fs=failing).sweep(keep_last=0)
     assert [i.name for i in SnapStore(root).list()] == ["n"]

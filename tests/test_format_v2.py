@@ -248,7 +248,7 @@ def test_writing_into_a_format_1_store_marks_it_format_2_first(root: Path, tmp_p
     store = SnapStore(root)
     write_tree(tmp_path / "three", {"x": "x"})
     store.create("s", "three", ["."], base_dir=tmp_path / "three")
-    assert (root / "FORMAT").read_text() == "snapstore format 2\n"
+    assert (root / "FORMAT").read_text() == "snapstore format 3\n"
     assert store.read("s", "one", "d/b.txt") == b"bravo"
     assert store.verify(deep=True).ok
 
@@ -263,7 +263,7 @@ def test_gc_converts_a_format_1_store(root: Path, tmp_path: Path) -> None:
     for index in root.glob("packs/*.idx"):
         assert index.read_bytes()[:8] == b"SNAPIDX\x02"
     fresh = SnapStore(root)
-    assert fresh.format_version == 2 and fresh.verify(deep=True).ok
+    assert fresh.format_version == 3 and fresh.verify(deep=True).ok
     assert [info.name for info in fresh.list()] == ["one", "two", "cursor"]
     for name, files in trees.items():
         fresh.restore("s", name, tmp_path / f"out-{name}", backup=False)

@@ -16,12 +16,12 @@ from snapstore.repo.locks import FileLock, is_untrusted_lock_filesystem
 def test_timeout_names_the_lock(root: Path, project: Path) -> None:
     store = SnapStore(root, lock_timeout=0.2)
     other = SnapStore(root, lock_timeout=0.2)
-    with other.namespace_lock.exclusive():
+    with other.repo.sessions.lock("s").exclusive():
         started = time.monotonic()
-        with pytest.raises(LockTimeout, match="namespace") as caught:
+        with pytest.raises(LockTimeout, match="session 's'") as caught:
             store.create("s", "n", ["README.md"], base_dir=project)
         assert time.monotonic() - started < 5
-    assert caught.value.lock_name == "namespace"
+    assert caught.value.lock_name == "session 's'"
     assert store.list() == []
     assert os.listdir(root / "tmp") == []
 

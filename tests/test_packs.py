@@ -18,6 +18,7 @@ from snapstore.errors import CorruptPackError
 from snapstore.format import packfile as packs
 from snapstore.format.codec import CODEC_ZSTD
 from snapstore.format.packfile import KIND_TREE, MAX_BLOCK_RAW, decode_index, encode_index
+from snapstore.repo.backend import Kind
 from snapstore.repo.batch import PACKED_MAX_BYTES, BlobBatch
 from snapstore.repo.local import LocalBackend
 from snapstore.repo.packs import BLOCK_BYTES, PackWriter, read_index
@@ -30,7 +31,7 @@ def many_files(base: Path, count: int, *, tag: str = "") -> dict[str, bytes]:
 
 
 def pack_files(root: Path) -> list[str]:
-    return sorted(os.listdir(root / "packs"))
+    return sorted(name for name in os.listdir(root / "packs") if name != "log")
 
 
 def loose_count(root: Path) -> int:
@@ -178,28 +179,55 @@ def test_other_processes_packs_are_seen(root: Path, tmp_path: Path) -> None:
     assert reader.verify().ok
 
 
-def test_the_digest_map_is_built_again_only_when_the_packs_change(
-    root: Path, tmp_path: Path
+def test_a_refresh_reads_the_pack_log_instead_of_listing_the_packs(
+    root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Every create refreshes the pack list under the gc lock; the map from digest to pack
-    is rebuilt only if an index appeared or went away (it costs a pass over every digest)."""
+    """Every create refreshes the pack list under the gc lock: from the pack log, loading only
+    the indexes of packs other processes published since; the map from digest to pack grows
+    in place, and is built again (a pass over every digest) only after a listing."""
     many_files(tmp_path / "p", 50)
     store = SnapStore(root)
     store.create("s", "a", ["."], base_dir=tmp_path / "p")
     packs = store.blobs.packs
     packs.refresh()
     before = packs.by_digest()
+    known = len(before)
+    listings = []
+    names = store.backend.names
+
+    def counted(kind: Kind, prefix: str = "") -> list[str]:
+        listings.append(kind)
+        return names(kind, prefix)
+
+    monkeypatch.setattr(store.backend, "names", counted)
     packs.refresh()
     assert packs.by_digest() is before
     many_files(tmp_path / "q", 5, tag="other")
     SnapStore(root).create("s", "b", ["."], base_dir=tmp_path / "q")
     packs.refresh()
-    assert packs.by_digest() is not before
-    assert len(packs.by_digest()) > len(before)
-    store.delete("s", "b")
-    store.gc()
+    assert packs.by_digest() is before and len(before) > known
+    assert Kind.PACK not in listings and Kind.INDEX not in listings
+    other = SnapStore(root)
+    other.delete("s", "b")
+    other.gc()  # deletes the pack of "b": a new log, so the next refresh lists the packs
     packs.refresh()
-    assert set(packs.by_digest()) == set(before)
+    assert Kind.INDEX in listings
+    assert packs.by_digest() is not before and len(packs.by_digest()) == known
+
+
+def test_a_pack_missing_from_the_log_is_found_by_a_reader_that_misses_a_blob(
+    root: Path, tmp_path: Path
+) -> None:
+    many_files(tmp_path / "p", 5)
+    reader = SnapStore(root)
+    reader.create("s", "a", ["."], base_dir=tmp_path / "p")
+    many_files(tmp_path / "q", 5, tag="new")
+    writer = SnapStore(root)
+    log = root / "packs" / "log"
+    kept = log.read_bytes()
+    writer.create("s", "b", ["."], base_dir=tmp_path / "q")
+    log.write_bytes(kept)  # the line naming the new pack was lost
+    assert reader.read("s", "b", "d0/f000.txt") == (tmp_path / "q" / "d0/f000.txt").read_bytes()
 
 
 def _corrupt_packed_file(store: SnapStore, root: Path, digest: bytes) -> None:

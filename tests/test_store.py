@@ -265,8 +265,8 @@ def test_special_files_are_refused_or_skipped(store: SnapStore, project: Path) -
 
 def test_unknown_format_is_refused(root: Path) -> None:
     SnapStore(root)
-    (root / "FORMAT").write_text("snapstore format 3\n")
-    with pytest.raises(FormatError, match="format 3"):
+    (root / "FORMAT").write_text("snapstore format 4\n")
+    with pytest.raises(FormatError, match="format 4"):
         SnapStore(root)
 
 
@@ -347,14 +347,14 @@ def test_values_that_would_not_read_back_are_refused_before_commit(store: SnapSt
     assert store.get_state("a", "b") == {"ok": 1}
 
 
-def test_delete_session_checks_the_name_and_waits_for_the_namespace_lock(
+def test_delete_session_checks_the_name_and_waits_for_the_session_lock(
     store: SnapStore, project: Path
 ) -> None:
     with pytest.raises(InvalidNameError):
         store.delete_session("")
     store.create("s", "one", ["."], base_dir=project)
     store.create("s", "two", ["."], base_dir=project)
-    with store.namespace_lock.exclusive(), pytest.raises(LockTimeout):
+    with store.repo.sessions.lock("s").exclusive(), pytest.raises(LockTimeout):
         SnapStore(store.root, lock_timeout=0.2).delete_session("s")
     assert len(store.list("s")) == 2
     assert store.delete_session("s") == 2

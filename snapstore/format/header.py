@@ -12,8 +12,8 @@ from snapstore.format.times import ns_to_time
 from snapstore.models import SkippedPath, SnapshotInfo, SnapshotKind, frozen_from_fields
 
 CLOCK_TOLERANCE_NS = 60_000_000_000
-"""How far a recorded creation time may lie ahead of its manifest file's modification time
-before the file's time is trusted instead (clocks of hosts sharing a store differ a little)."""
+"""How far a recorded creation time may lie from its manifest file's modification time before
+the file's time is trusted instead (clocks of hosts sharing a store differ a little)."""
 
 
 def snapshot_info(
@@ -55,38 +55,54 @@ def snapshot_info(
 
 
 class Header(NamedTuple):
-    """A manifest's header as ``list()`` reads it: info plus raw timestamps (a named tuple:
-    a listing makes one per snapshot).
+    """A manifest's header as ``list()`` reads it: info plus raw timestamps and the sequence
+    number (a named tuple: a listing makes one per snapshot).
 
-    ``order_ns`` is what ordering and ages go by: the recorded creation time, unless it lies
-    more than ``CLOCK_TOLERANCE_NS`` after the manifest file's own modification time (set by
-    the filesystem when it was written), which then replaces it. A writer whose clock ran
-    ahead (or a forged header) cannot make a snapshot look newer than it was written; small
-    differences (file times are coarser than the clock) keep the finer recorded order.
+    ``seq`` orders the snapshots of one session: the commit that wrote it took the next
+    number under the session's lock, so no clock can invert two commits. 0 for a manifest
+    written before snapshots were numbered (they all come before the numbered ones).
+
+    ``order_ns`` is what orders snapshots of different sessions, and unnumbered ones within a
+    session: the recorded creation time, unless it lies more than ``CLOCK_TOLERANCE_NS`` after
+    the manifest file's own modification time (set by the filesystem when it was written),
+    which then replaces it. ``age_ns`` is what ages (time to live) go by: the creation time,
+    unless it lies more than the tolerance from the file's time on either side, which then
+    replaces it: neither a clock running ahead nor one running behind makes a snapshot look
+    younger or older than it is.
     """
 
     info: SnapshotInfo
     created_ns: int
     expires_ns: int | None
     order_ns: int = 0
+    seq: int = 0
+    age_ns: int = 0
 
     def with_file_time(self, mtime_ns: int) -> Header:
-        """This header, ordered as its file's modification time ``mtime_ns`` allows."""
-        if self.created_ns <= mtime_ns + CLOCK_TOLERANCE_NS:
+        """This header, ordered and aged as its file's modification time ``mtime_ns`` allows."""
+        created = self.created_ns
+        order = created if created <= mtime_ns + CLOCK_TOLERANCE_NS else mtime_ns
+        age = created if abs(created - mtime_ns) <= CLOCK_TOLERANCE_NS else mtime_ns
+        if order == self.order_ns and age == self.age_ns:
             return self
-        return self._replace(order_ns=mtime_ns)
+        return self._replace(order_ns=order, age_ns=age)
 
     @property
     def effective_expires_ns(self) -> int | None:
-        """The expiry, moved back as far as the creation time was (see ``order_ns``)."""
+        """The expiry, moved as far as the creation time was to age it (see ``age_ns``)."""
         if self.expires_ns is None:
             return None
-        return self.expires_ns - (self.created_ns - self.order_ns)
+        return self.expires_ns + (self.age_ns - self.created_ns)
 
     @property
     def ahead_ns(self) -> int:
         """How far the recorded creation time lies ahead of the manifest file's own time."""
         return self.created_ns - self.order_ns
+
+    @property
+    def session_order(self) -> tuple[int, int, str]:
+        """The key that orders the snapshots of one session, oldest first."""
+        return (self.seq, self.order_ns, self.info.name)
 
 
 def header_values(header: Header) -> list[Any]:
@@ -107,6 +123,7 @@ def header_values(header: Header) -> list[Any]:
         list(info.roots),
         info.backup_of,
         list(info.excludes),
+        header.seq,
     ]
 
 
@@ -127,6 +144,7 @@ def header_from_values(values: list[Any]) -> Header:
         roots,
         backup_of,
         excludes,
+        seq,
     ) = values
     info = snapshot_info(
         session,
@@ -143,4 +161,4 @@ def header_from_values(values: list[Any]) -> Header:
         backup_of,
         tuple(excludes),
     )
-    return Header(info, created_ns, expires_ns, created_ns)
+    return Header(info, created_ns, expires_ns, created_ns, seq, created_ns)

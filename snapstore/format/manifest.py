@@ -128,10 +128,12 @@ def encode(
     tree: TreeRef | None = None,
     value: Any = None,
     rows: Sequence[EntryRow] | None = None,
+    seq: int = 0,
 ) -> bytes:
     """Serialize a format 2 manifest (a file snapshot names its root ``tree``), or, given
     ``rows`` instead, a format 1 manifest listing them (what older stores hold; tests and
-    tools make them so; ``FileEntry`` objects are taken as rows, see ``entry_rows``). Raises
+    tools make them so; ``FileEntry`` objects are taken as rows, see ``entry_rows``). ``seq``:
+    the snapshot's number in its session (0: none, as written before numbering). Raises
     InvalidValueError for metadata or values msgpack refuses; rows are not validated."""
     version = FORMAT_VERSION if rows is None else 1
     header = {
@@ -152,6 +154,8 @@ def encode(
         header["backup_of"] = info.backup_of
     if info.excludes:
         header["excludes"] = list(info.excludes)
+    if seq:
+        header["seq"] = seq
     header_bytes = _pack(header, "snapshot metadata")
     if info.kind == "state":
         body_value: dict[str, Any] = {"value": value}
@@ -290,8 +294,11 @@ def decode_header(data: bytes, file_size: int) -> Header:
         _checksum(prelude.lengths, header_bytes) == prelude.header_checksum,
         "manifest header fails its checksum",
     )
-    info, created_ns, expires_ns = _decode_info(_unpack(header_bytes, "manifest header"), data[7])
-    return Header(info, created_ns, expires_ns, created_ns)
+    fields = _unpack(header_bytes, "manifest header")
+    info, created_ns, expires_ns = _decode_info(fields, data[7])
+    seq = fields.get("seq", 0)
+    _require(seq == 0 or _is_int(seq, 1, 2**63 - 1), "bad sequence number")
+    return Header(info, created_ns, expires_ns, created_ns, seq, created_ns)
 
 
 def header_bytes_needed(prelude_bytes: bytes) -> int:

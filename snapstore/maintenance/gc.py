@@ -37,7 +37,7 @@ def collect(repo: Repository, *, dry_run: bool) -> GcReport:
 
 
 def _collect_locked(repo: Repository, report: GcReport, *, dry_run: bool) -> None:
-    repo.blobs.refresh()
+    repo.blobs.refresh(full=True)
     if not dry_run:
         repo.require_current_format()
         conversion = convert_manifests(repo)
@@ -66,5 +66,4 @@ def _collect_locked(repo: Repository, report: GcReport, *, dry_run: bool) -> Non
     report.packs_written = packed.packs_written
     report.problems += packed.problems
     if not dry_run:
-        with repo.namespace_lock.exclusive():
-            repo.catalog.tidy()
+        repo.catalog.tidy()

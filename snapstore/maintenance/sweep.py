@@ -1,6 +1,7 @@
-"""Sweep: delete expired snapshots, deciding from the manifests in the store under the lock,
-never from one process's memory (a long-lived process never deletes a snapshot made after it
-started)."""
+"""Sweep: delete expired snapshots, deciding from the manifests in the store under each
+session's lock, never from one process's memory (a long-lived process never deletes a snapshot
+made after it started). Sessions are swept one at a time, each holding only its own lock: a
+sweep never holds up commits into other sessions."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from snapstore.errors import InvalidValueError, SweepRefusedError
 from snapstore.models import SweepReport
 from snapstore.repo.catalog import ManifestFile
 from snapstore.repo.repository import Repository
+from snapstore.repo.sessions import session_dir_of
 
 
 def sweep(
@@ -22,25 +24,37 @@ def sweep(
     dry_run: bool,
     allow_emptying: bool = True,
 ) -> SweepReport:
-    """Delete (or, with ``dry_run``, list) what ``choose_victims`` picks, under the namespace
-    lock; report future-stamped snapshots too. Without ``allow_emptying``, a sweep whose
-    ``ttl`` or ``keep_last`` would delete every file checkpoint of a session deletes nothing
-    and raises SweepRefusedError (a dry run only lists)."""
+    """Delete (or, with ``dry_run``, list) what ``choose_victims`` picks, session by session
+    under each session's lock; report future-stamped snapshots too. Without
+    ``allow_emptying``, a sweep whose ``ttl`` or ``keep_last`` would delete every file
+    checkpoint of a session raises SweepRefusedError: checked across the store before anything
+    is deleted, and again for each session under its lock (a session that changed meanwhile
+    stops the sweep there). A dry run only lists."""
     if ttl is not None and ttl < 0:
         raise InvalidValueError(f"ttl must not be negative, got {ttl}")
     if keep_last is not None and (isinstance(keep_last, bool) or keep_last < 0):
         raise InvalidValueError(f"keep_last must be a non-negative int, got {keep_last!r}")
+    repo.check_writable("sweep")
     report = SweepReport()
-    with repo.namespace_lock.exclusive():
-        found = repo.catalog.headers()
-        report.future_stamped = future_stamped(found)
-        victims = choose_victims(found, ttl=ttl, keep_last=keep_last, now_ns=now_ns)
-        if not (allow_emptying or dry_run) and (ttl is not None or keep_last is not None):
-            _refuse_emptying(found, victims)
-        for victim in victims:
-            if not dry_run:
-                repo.catalog.remove(victim.name, victim.version)
-            report.deleted.append((victim.header.info.session, victim.header.info.name))
+    refusing = not (allow_emptying or dry_run) and (ttl is not None or keep_last is not None)
+    if refusing:
+        everything = repo.catalog.headers()
+        _refuse_emptying(everything, choose_victims(everything, ttl=ttl, keep_last=keep_last, now_ns=now_ns))
+    swept: list[ManifestFile] = []
+    session_dirs = sorted({session_dir_of(name) for name in repo.catalog.names()})
+    for session_dir in session_dirs:
+        with repo.sessions.changing_dir(session_dir) as change:
+            found = repo.catalog.headers(session_dir=session_dir)
+            report.future_stamped += future_stamped(found)
+            victims = choose_victims(found, ttl=ttl, keep_last=keep_last, now_ns=now_ns)
+            if refusing:
+                _refuse_emptying(found, victims)
+            for victim in victims:
+                if not dry_run:
+                    change.remove(victim.name, victim.header.info.name, victim.version)
+                swept.append(victim)
+    swept.sort(key=_age_order)
+    report.deleted = [(item.header.info.session, item.header.info.name) for item in swept]
     return report
 
 
@@ -83,7 +97,8 @@ def choose_victims(
     """The manifests to delete: those past their own expiry, and file checkpoints that
     neither the TTL (created within ``ttl`` of now) nor ``keep_last`` (the N newest of their
     session) keeps. State snapshots go only by their own expiry, undo backups never (their
-    retention is their own). Ages go by ``Header.order_ns``. Oldest first."""
+    retention is their own). The N newest are the N last committed (``Header.session_order``);
+    ages go by ``Header.age_ns``. Oldest first."""
     by_session: dict[str, list[ManifestFile]] = defaultdict(list)
     victims: list[ManifestFile] = []
     for item in found:
@@ -98,14 +113,15 @@ def choose_victims(
     if ttl is None and keep_last is None:
         return sorted(victims, key=_age_order)
     for items in by_session.values():
-        items.sort(key=lambda m: (m.header.order_ns, m.header.info.name), reverse=True)
+        items.sort(key=lambda m: m.header.session_order, reverse=True)
         for rank, item in enumerate(items):
-            kept_by_ttl = ttl is not None and now_ns - item.header.order_ns <= ttl * 1e9
+            kept_by_ttl = ttl is not None and now_ns - item.header.age_ns <= ttl * 1e9
             kept_by_count = keep_last is not None and rank < keep_last
             if not (kept_by_ttl or kept_by_count):
                 victims.append(item)
     return sorted(victims, key=_age_order)
 
 
-def _age_order(item: ManifestFile) -> tuple[int, str, str]:
-    return (item.header.order_ns, item.header.info.session, item.header.info.name)
+def _age_order(item: ManifestFile) -> tuple[int, str, int, str]:
+    header = item.header
+    return (header.age_ns, header.info.session, header.seq, header.info.name)

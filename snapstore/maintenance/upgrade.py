@@ -8,7 +8,7 @@ blobs. The order, and why it is safe to stop anywhere (a kill or a power cut):
    refuses the store from then on, instead of mistaking format 2 packs for garbage.
 2. The tree objects of every format 1 manifest are written into a pack, published and
    flushed like any pack, before any manifest names them.
-3. Under the namespace lock, each format 1 manifest that has not changed since it was read is
+3. Under its session's lock, each format 1 manifest that has not changed since it was read is
    replaced, atomically and durably, by a format 2 manifest holding the same header (creation
    and expiry times included) and naming its root tree. A manifest replaced or deleted
    meanwhile is left alone; the trees written for it are garbage for the next gc.
@@ -21,6 +21,7 @@ on where the last run stopped.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass, field
 
 from snapstore.errors import CorruptManifestError
@@ -33,6 +34,7 @@ from snapstore.logs import get_logger
 from snapstore.repo.backend import Handle, Kind, Version
 from snapstore.repo.batch import BlobBatch
 from snapstore.repo.repository import Repository
+from snapstore.repo.sessions import session_dir_of
 
 logger = get_logger(__name__)
 
@@ -121,15 +123,19 @@ def convert_manifests(repo: Repository) -> ConversionResult:
     except BaseException:
         batch.abort()
         raise
-    with repo.namespace_lock.exclusive():
-        for converted in ready:
-            handle = Handle(Kind.MANIFEST, converted.name)
-            try:
-                if repo.backend.stat(handle).version != converted.version:
-                    continue  # replaced since it was read: its new form is already current
-            except (FileNotFoundError, NotADirectoryError):
-                continue
-            repo.backend.write(handle, converted.data)
-            result.converted += 1
+    by_session: dict[str, list[_Converted]] = defaultdict(list)
+    for converted in ready:
+        by_session[session_dir_of(converted.name)].append(converted)
+    for session_dir, conversions in sorted(by_session.items()):
+        with repo.sessions.changing_dir(session_dir) as change:
+            for converted in conversions:
+                handle = Handle(Kind.MANIFEST, converted.name)
+                try:
+                    if repo.backend.stat(handle).version != converted.version:
+                        continue  # replaced since it was read: its new form is already current
+                except (FileNotFoundError, NotADirectoryError):
+                    continue
+                change.rewrite(converted.name, converted.data)
+                result.converted += 1
     logger.info("converted %d format 1 manifests to format 2", result.converted)
     return result

@@ -23,6 +23,7 @@ def verify(
     """Check every committed snapshot of ``repo``; ``progress(done, total)`` counts blobs."""
     report = VerifyReport()
     with repo.blobs_in_use():
+        repo.blobs.refresh(full=True)
         marks, corrupt, report.snapshots_checked = referenced_blobs(repo, validate=True)
         report.problems.extend(corrupt)
         referenced = marks.sizes

@@ -19,7 +19,10 @@ import contextlib
 import enum
 from collections.abc import Hashable, Iterator
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from snapstore.repo.packlog import PackLog
 
 
 class Kind(enum.Enum):
@@ -170,6 +173,18 @@ class Backend(Protocol):
         for a name holding something that is no object (``stat`` raises UnfitFileError)."""
         ...
 
+    def listing_stamp(self, kind: Kind, prefix: str) -> Hashable | None:
+        """A value, read in one cheap call, that changes whenever an object of ``kind`` whose
+        name starts with ``prefix`` (the manifests of one session: ``<session-dir>/``) is
+        added, replaced or removed; None if the backend cannot tell without listing them."""
+        ...
+
+    def pack_log(self) -> PackLog | None:
+        """The store's pack log (``packlog``: how a process learns of packs others published
+        without listing them all), or None if the backend keeps none (its packs are listed
+        at every refresh)."""
+        ...
+
     def note_existing(self, handle: Handle) -> None:
         """Count on an object another writer made: the next ``flush`` makes its name durable
         too (that writer may have died before doing so)."""
@@ -180,12 +195,13 @@ class Backend(Protocol):
         ...
 
     def lock(self, name: str, label: str | None = None) -> Lock:
-        """The store's lock called ``name`` (``gc``, ``gc-intent``, ``namespace``, or
-        ``targets/<key>``); ``label`` is how errors name it (default: ``name``)."""
+        """The store's lock called ``name`` (``gc``, ``gc-intent``, ``sessions/<session-dir>``
+        or ``targets/<key>``); ``label`` is how errors name it (default: ``name``)."""
         ...
 
     def tidy(self) -> None:
-        """Remove what deletes may have left empty (namespace lock held)."""
+        """Remove what deletes may have left empty, each session under its lock (sessions
+        whose lock is held are left for the next time)."""
         ...
 
     def stale_temps(self) -> list[str]:

@@ -25,9 +25,18 @@ class Blobs:
         self.loose = LooseBlobs(backend)
         self.packs = PackSet(backend)
 
-    def refresh(self) -> None:
-        """See the packs stored now; call right after taking the gc lock."""
-        self.packs.refresh()
+    def refresh(self, *, full: bool = False) -> None:
+        """See the packs stored now; call right after taking the gc lock (``full``: list them
+        all, whatever the pack log says: see ``PackSet.refresh``)."""
+        self.packs.refresh(full=full)
+
+    def _location(self, digest: bytes) -> Location | None:
+        """Where a packed blob lies; if no pack this process knows holds it and no loose copy
+        exists, the packs are listed once more first (a pack log line may have been lost)."""
+        location = self.packs.locate(digest)
+        if location is None and not self.loose.has(digest) and self.packs.relist_once():
+            location = self.packs.locate(digest)
+        return location
 
     def path(self, digest: bytes) -> str:
         """Where the blob's loose copy would live, for people."""
@@ -38,7 +47,12 @@ class Blobs:
         size = self.packs.packed_size(digest)
         if size is not None and expected_size in (None, size):
             return True
-        return self.loose.has(digest, expected_size)
+        if self.loose.has(digest, expected_size):
+            return True
+        if size is None and self.packs.relist_once():
+            size = self.packs.packed_size(digest)
+            return size is not None and expected_size in (None, size)
+        return False
 
     def first_missing(self, file_rows: Iterable[EntryRow]) -> EntryRow | None:
         """The first file row whose blob is not stored (with the row's size, if loose).
@@ -67,7 +81,7 @@ class Blobs:
         ``size``, the size a manifest records, rules out a packed copy of another size (a
         damaged or hostile index), and a packed copy that cannot be read falls back to a
         loose copy, if there is one."""
-        location = self.packs.locate(digest)
+        location = self._location(digest)
         if location is not None and size not in (None, location.size):
             location = None
         if location is None:
@@ -126,7 +140,7 @@ class Blobs:
 
     def size(self, digest: bytes) -> int:
         """The blob's size in bytes."""
-        location = self.packs.locate(digest)
+        location = self._location(digest)
         if location is not None:
             return location.size
         return self.loose.size(digest)

@@ -2,7 +2,7 @@
 
 A manifest's object name is ``<session-dir>/<name-dir>`` (docs/format.md, "Directory
 names"). Reads take no lock (a manifest is replaced atomically, so a reader sees the old or the
-new one); commits and deletes are called with the namespace lock held.
+new one); commits and deletes are called with the session's lock held (``sessions``).
 """
 
 from __future__ import annotations
@@ -48,6 +48,13 @@ class ManifestFile(NamedTuple):
 def manifest_name(session: str, name: str) -> str:
     """The object name of the manifest of (session, name)."""
     return f"{dir_name(session, 'session')}/{dir_name(name, 'snapshot name')}"
+
+
+def _prefix(session: str | None, session_dir: str | None) -> str:
+    """The prefix of the object names of a session's manifests ("" for every session)."""
+    if session_dir is not None:
+        return session_dir + "/"
+    return "" if session is None else dir_name(session, "session") + "/"
 
 
 def _check_identity(where: str, session: str, name: str, header: Header) -> None:
@@ -145,10 +152,10 @@ class Catalog:
             raise CorruptManifestError(str(error)) from None
         return decode_header(data, info.size).with_file_time(info.written_ns), info.version
 
-    def names(self, session: str | None = None) -> list[str]:
-        """The object names of every manifest now (of one session, or all)."""
-        prefix = "" if session is None else dir_name(session, "session") + "/"
-        return self.backend.names(Kind.MANIFEST, prefix)
+    def names(self, session: str | None = None, *, session_dir: str | None = None) -> list[str]:
+        """The object names of every manifest now (of one session, given by name or by its
+        directory, or all)."""
+        return self.backend.names(Kind.MANIFEST, _prefix(session, session_dir))
 
     def _checked_header(self, object_name: str) -> tuple[Header, Version]:
         """The header of a manifest, which must sit where its raw names map to, and the
@@ -169,7 +176,7 @@ class Catalog:
         return header
 
     def manifests(
-        self, session: str | None = None, *, cached: bool = False
+        self, session: str | None = None, *, cached: bool = False, session_dir: str | None = None
     ) -> Iterator[ManifestFile | CorruptManifestError]:
         """Every manifest now (headers only), or the error for one that is corrupt.
 
@@ -177,7 +184,7 @@ class Catalog:
         cache, another) is reused while its object keeps the same version; see
         ``headercache``. Never use ``cached`` to decide what to delete.
         """
-        prefix = "" if session is None else dir_name(session, "session") + "/"
+        prefix = _prefix(session, session_dir)
         listed = self.backend.infos(Kind.MANIFEST, prefix) if cached else None
         known = (
             self.header_cache.known(
@@ -186,7 +193,8 @@ class Catalog:
             if listed
             else {}
         )
-        for object_name in self.names(session) if listed is None else sorted(listed):
+        names = self.backend.names(Kind.MANIFEST, prefix) if listed is None else sorted(listed)
+        for object_name in names:
             version: Version | None = None
             try:
                 if listed is None:
@@ -203,22 +211,26 @@ class Catalog:
                 continue
             yield ManifestFile(object_name, header, version)
 
-    def headers(self, session: str | None = None, *, cached: bool = False) -> list[ManifestFile]:
-        """Every valid manifest header, warning about (and skipping) corrupt ones."""
+    def headers(
+        self, session: str | None = None, *, cached: bool = False, session_dir: str | None = None
+    ) -> list[ManifestFile]:
+        """Every valid manifest header (of one session, given by name or by its directory, or
+        all), warning about (and skipping) corrupt ones."""
         found: list[ManifestFile] = []
-        for item in self.manifests(session, cached=cached):
+        for item in self.manifests(session, cached=cached, session_dir=session_dir):
             if isinstance(item, CorruptManifestError):
                 warnings.warn(str(item), CorruptManifestWarning, stacklevel=3)
             else:
                 found.append(item)
         if cached:
-            seen = {item.name for item in found} if session is None else None
+            whole = session is None and session_dir is None
+            seen = {item.name for item in found} if whole else None
             self.header_cache.finish(seen)
         return found
 
     def commit(self, session: str, name: str, data: bytes) -> bool:
         """Atomically and durably install ``data`` as the manifest of (session, name); True
-        if it replaced one. Namespace lock held."""
+        if it replaced one. The session's lock held."""
         replaced = self.exists(session, name)
         self.backend.write(self.handle(manifest_name(session, name)), data)
         logger.debug("committed snapshot %r of session %r (%d bytes)", name, session, len(data))
@@ -226,7 +238,7 @@ class Catalog:
 
     def remove(self, object_name: str, version: Version | None = None) -> None:
         """Delete a committed manifest durably (the commit of a delete: errors are raised);
-        whatever it leaves empty is tidied best-effort. Namespace lock held. With ``version``
+        whatever it leaves empty is tidied best-effort. The session's lock held. With ``version``
         (the one its header was read from), only that version: ConcurrentWriteError if
         another writer replaced it since."""
         self.backend.delete(self.handle(object_name), version=version)

@@ -12,8 +12,8 @@ from snapstore.fs.reading import open_regular
 from snapstore.fs.seam import FileSystem
 from snapstore.logs import get_logger
 
-FORMAT_MAJOR = 2
-READABLE_MAJORS = (1, 2)
+FORMAT_MAJOR = 3
+READABLE_MAJORS = (1, 2, 3)
 """Format 1 stores are read, and converted as they are written (see ``marker_major``)."""
 FORMAT_TEXT = f"snapstore format {FORMAT_MAJOR}\n"
 LAYOUT_DIRS = ("locks", "blobs", "packs", "sessions", "tmp")

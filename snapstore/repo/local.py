@@ -15,7 +15,7 @@ import os
 import stat
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator
 
 from snapstore.errors import ConcurrentWriteError, StoreNotFoundError
 from snapstore.fs.durable import TEMP_PREFIX, create_temp, discard, ensure_dir, write_atomic
@@ -25,6 +25,7 @@ from snapstore.fs.stamps import version
 from snapstore.repo.backend import Handle, Kind, ObjectInfo, Properties, Version
 from snapstore.repo.layout import MARKER_FILE, open_layout
 from snapstore.repo.locks import FileLock
+from snapstore.repo.packlog import PackLog
 
 MANIFEST_FILE = "manifest"
 PACK_SUFFIX = ".pack"
@@ -126,6 +127,8 @@ class LocalBackend:
         self._fds: OrderedDict[str, int] = OrderedDict()
         self._fds_lock = threading.Lock()
         self._kind_dirs = {kind: os.path.join(self.root, name) for kind, name in _DIRS.items()}
+        self._settled: dict[str, int] = {}
+        """Session directories whose own entry this process made durable, by inode."""
 
     # ------------------------------------------------------------------ layout
 
@@ -270,15 +273,26 @@ class LocalBackend:
     def _write_manifest(self, path: str, data: bytes) -> None:
         """Commit a manifest: its session and name directories made (and flushed) as needed,
         and those found already there flushed too on the first commit into them (a writer
-        that made them may have died before flushing their entries)."""
+        that made them may have died before flushing their entries); this process remembers
+        the session directories it flushed (by inode), so that a commit into a session it
+        already committed into flushes no more than the manifest and its directory."""
         name_dir = os.path.dirname(path)
-        found = [] if os.path.lexists(path) else [name_dir, os.path.dirname(name_dir)]
+        session_dir = os.path.dirname(name_dir)
+        found = [] if os.path.lexists(path) else [name_dir]
         found = [directory for directory in found if os.path.isdir(directory)]
+        try:
+            session_id: int | None = os.stat(session_dir).st_ino
+        except FileNotFoundError:
+            session_id = None
+        if session_id is not None and self._settled.get(session_dir) != session_id:
+            found.append(session_dir)
         ensure_dir(self.fs, name_dir, stop_at=self.kind_dir(Kind.MANIFEST), durable=self.durable)
         write_atomic(self.fs, path, data, tmp_dir=self.tmp_dir, durable=self.durable, mode=0o444)
         if self.durable:
             for directory in found:
                 self.fs.fsync_dir(os.path.dirname(directory))
+        with contextlib.suppress(OSError):
+            self._settled[session_dir] = os.stat(session_dir).st_ino
 
     def delete(
         self, handle: Handle, *, durable: bool = True, version: Version | None = None
@@ -305,14 +319,34 @@ class LocalBackend:
     def tidy(self) -> None:
         sessions = self.kind_dir(Kind.MANIFEST)
         for session_dir in _listdir(sessions):
-            session_path = os.path.join(sessions, session_dir)
-            with contextlib.suppress(OSError):
-                for name_dir in os.listdir(session_path):
-                    name_path = os.path.join(session_path, name_dir)
-                    if not os.listdir(name_path):
-                        self._remove_empty(name_path)
-                if not os.listdir(session_path):
-                    self.fs.rmdir(session_path)
+            with self.lock(f"sessions/{session_dir}").exclusive_if_free() as free:
+                if free:
+                    self._tidy_session(os.path.join(sessions, session_dir))
+
+    def _tidy_session(self, session_path: str) -> None:
+        """Remove a session directory's empty name directories, then itself if empty."""
+        with contextlib.suppress(OSError):
+            for name_dir in os.listdir(session_path):
+                name_path = os.path.join(session_path, name_dir)
+                if os.path.isdir(name_path) and not os.listdir(name_path):
+                    self._remove_empty(name_path)
+            if not os.listdir(session_path):
+                self.fs.rmdir(session_path)
+
+    def pack_log(self) -> PackLog:
+        """``packs/log`` (see ``packlog``)."""
+        return PackLog(os.path.join(self.kind_dir(Kind.PACK), "log"), self.fs, self.tmp_dir)
+
+    def listing_stamp(self, kind: Kind, prefix: str) -> Hashable | None:
+        """For a session's manifests: its directory's identity, times and size (or () when
+        there is none)."""
+        if kind is not Kind.MANIFEST or not prefix.endswith("/") or "/" in prefix[:-1]:
+            return None
+        try:
+            info = os.stat(os.path.join(self.kind_dir(kind), prefix[:-1]))
+        except (FileNotFoundError, NotADirectoryError):
+            return ()
+        return (info.st_ino, info.st_dev, info.st_mtime_ns, info.st_ctime_ns, info.st_size)
 
     # ------------------------------------------------------------------ durability
 
@@ -354,7 +388,7 @@ class LocalBackend:
 
     def lock(self, name: str, label: str | None = None) -> FileLock:
         locks = os.path.join(self.root, "locks")
-        guard = {"gc": self.root, "namespace": self.kind_dir(Kind.MANIFEST)}.get(name)
+        guard = self.root if name == "gc" else None
         path = os.path.join(locks, name)
         if not os.path.isdir(os.path.dirname(path)):
             with contextlib.suppress(FileExistsError, PermissionError):

@@ -12,7 +12,8 @@ import errno
 import itertools
 import threading
 import time
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Hashable, Iterator
 from dataclasses import dataclass
 
 from snapstore.errors import ConcurrentWriteError, LockTimeout
@@ -123,6 +124,7 @@ class MemoryBackend:
         self._versions = itertools.count(1)
         self._mutex = threading.Lock()
         self._locks: dict[str, _MemoryLock] = {}
+        self._changes: Counter[tuple[Kind, str]] = Counter()
 
     def open(self, *, create: bool) -> bool:
         return True
@@ -164,6 +166,11 @@ class MemoryBackend:
     def write(self, handle: Handle, data: bytes, *, durable: bool = True) -> None:
         with self._mutex:
             self._objects[handle] = _Object(bytes(data), next(self._versions), time.time_ns())
+            self._changed(handle)
+
+    def _changed(self, handle: Handle) -> None:
+        """Count a change of the objects sharing ``handle``'s first name component."""
+        self._changes[(handle.kind, handle.name.partition("/")[0])] += 1
 
     def delete(
         self, handle: Handle, *, durable: bool = True, version: Version | None = None
@@ -177,6 +184,7 @@ class MemoryBackend:
                     errno.ESTALE, "replaced since it was read; not deleted", self.describe(handle)
                 )
             del self._objects[handle]
+            self._changed(handle)
 
     def names(self, kind: Kind, prefix: str = "") -> list[str]:
         with self._mutex:
@@ -191,6 +199,16 @@ class MemoryBackend:
             for h, o in sorted(found, key=lambda item: item[0].name)
             if h.name.startswith(prefix)
         }
+
+    def pack_log(self) -> None:
+        """None: packs are listed at every refresh (a dict lookup)."""
+        return None
+
+    def listing_stamp(self, kind: Kind, prefix: str) -> Hashable | None:
+        if not prefix.endswith("/") or "/" in prefix[:-1]:
+            return None
+        with self._mutex:
+            return self._changes[(kind, prefix[:-1])]
 
     def note_existing(self, handle: Handle) -> None:
         return None

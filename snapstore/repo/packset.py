@@ -1,8 +1,13 @@
 """The packs of a store as this process sees them: which digests each pack holds, and reads.
 
-Indexes are loaded lazily and kept in memory (packs are immutable); ``refresh`` lists them
-again, so a caller that refreshes right after taking the gc lock sees every pack another
-process published and none that gc deleted (gc deletes only under the exclusive gc lock).
+Indexes are loaded lazily and kept in memory (packs are immutable). ``refresh``, called right
+after taking the gc lock, brings the view up to date: where the backend keeps a pack log
+(``packlog``: a local store), it reads the ids of the packs published since it last looked
+and loads just those; gc starts a new log before it deletes any pack, and a new log makes the
+next refresh list ``packs/`` again. So a caller sees every pack another process published and
+none that gc deleted, at a cost that grows with what others published meanwhile, not with the
+store. A backend with no log (object storage) is listed at every refresh. A reader that
+misses a blob lists the packs once more before giving up (a log line may be lost).
 The raw bytes of the last compressed blocks read are kept (``BlockCache``), so a restore
 reading the blobs of one block in turn decompresses it once.
 """
@@ -19,6 +24,7 @@ from snapstore.errors import CorruptPackError, MissingBlobError
 from snapstore.format.codec import CODEC_NONE, decompress
 from snapstore.format.packfile import BLOCK_HEAD, Block, PackIndex, is_pack_id
 from snapstore.repo.backend import Backend, Handle, Kind
+from snapstore.repo.packlog import LogPosition
 from snapstore.repo.packs import PackSizeError, forget_indexes, read_index
 
 BLOCK_CACHE_BYTES = 16 << 20
@@ -79,6 +85,10 @@ class PackSet:
         self._broken: dict[str, str] = {}
         self._damaged: dict[bytes, str] = {}
         self._loaded = False
+        self._log = backend.pack_log()
+        self._position: LogPosition | None = None
+        self._listed_since_refresh = False
+        self._log_restarted = False
         self.cache = BlockCache()
 
     def _listed(self) -> tuple[set[str], set[str]]:
@@ -87,37 +97,88 @@ class PackSet:
         packed = {name for name in self.backend.names(Kind.PACK) if is_pack_id(name)}
         return indexed, packed
 
-    def refresh(self) -> None:
-        """Re-list ``packs/``: load indexes that appeared, forget packs that went away.
-
-        Listed under the lock: a pack another thread publishes and registers meanwhile is
-        then either in the listing or registered after it, never dropped by it."""
+    def refresh(self, *, full: bool = False) -> None:
+        """Bring the view up to date (see the module docstring); ``full``: list ``packs/``
+        whatever the log says (gc and verify, which judge every pack)."""
         with self._lock:
-            indexed, packed = self._listed()
-            forget_indexes(self.backend, indexed)
-            before = set(self._indexes)
-            for gone in before - indexed:
-                del self._indexes[gone]
-            self._broken = {}
-            self._damaged = {}
-            for pack_id in sorted(indexed):
-                if pack_id in self._indexes:
-                    continue
-                try:
-                    self._indexes[pack_id] = read_index(self.backend, pack_id)
-                except FileNotFoundError:
-                    continue
-                except PackSizeError as error:
-                    self._broken[pack_id] = str(error)
-                    self._damaged.update(dict.fromkeys(error.index.entries, str(error)))
-                except (CorruptPackError, OSError) as error:
-                    self._broken[pack_id] = str(error)
-            for pack_id in indexed & (set(self._indexes) - packed):
-                del self._indexes[pack_id]
-                self._broken[pack_id] = f"pack {pack_id} is missing (its index is there)"
-            if set(self._indexes) != before or not self._loaded:
-                self._rebuild()
-            self._loaded = True
+            self._log_restarted = False
+            self._listed_since_refresh = False
+            if self._log is not None and self._loaded and not full:
+                ids, position = self._log.read(self._position)
+                if ids is not None:
+                    self._position = position
+                    self._load_new(ids)
+                    return
+            self._list_all()
+
+    def relist_once(self) -> bool:
+        """List ``packs/`` again if that was not done since the last refresh (a reader that
+        misses a blob); True if it did."""
+        with self._lock:
+            if self._listed_since_refresh or self._log is None:
+                return False
+            self._list_all()
+            return True
+
+    def _load_new(self, ids: list[str]) -> None:
+        """Load the indexes of packs the log names that this view lacks."""
+        added = []
+        for pack_id in dict.fromkeys(ids):
+            if not is_pack_id(pack_id) or pack_id in self._indexes:
+                continue
+            index = self._load(pack_id)
+            if index is not None:
+                self._indexes[pack_id] = index
+                added.append(index)
+        for index in added:
+            self._where.update(dict.fromkeys(index.entries, index))
+
+    def _load(self, pack_id: str) -> PackIndex | None:
+        """A pack's index, or None if it cannot be used (then noted as broken, unless gone)."""
+        try:
+            return read_index(self.backend, pack_id)
+        except FileNotFoundError:
+            return None
+        except PackSizeError as error:
+            self._broken[pack_id] = str(error)
+            self._damaged.update(dict.fromkeys(error.index.entries, str(error)))
+        except (CorruptPackError, OSError) as error:
+            self._broken[pack_id] = str(error)
+        return None
+
+    def _log_position(self) -> LogPosition | None:
+        """Where the pack log ends now (starting one if there is none and this process may)."""
+        if self._log is None:
+            return None
+        _, position = self._log.read(None)
+        if position is None:
+            with contextlib.suppress(OSError):
+                self._log.restart()
+                _, position = self._log.read(None)
+        return position
+
+    def _list_all(self) -> None:
+        """List ``packs/``: load indexes that appeared, forget packs that went away."""
+        self._position = self._log_position()
+        self._listed_since_refresh = True
+        indexed, packed = self._listed()
+        forget_indexes(self.backend, indexed)
+        before = set(self._indexes)
+        for gone in before - indexed:
+            del self._indexes[gone]
+        self._broken = {}
+        self._damaged = {}
+        for pack_id in sorted(indexed):
+            if pack_id not in self._indexes:
+                index = self._load(pack_id)
+                if index is not None:
+                    self._indexes[pack_id] = index
+        for pack_id in indexed & (set(self._indexes) - packed):
+            del self._indexes[pack_id]
+            self._broken[pack_id] = f"pack {pack_id} is missing (its index is there)"
+        if set(self._indexes) != before or not self._loaded:
+            self._rebuild()
+        self._loaded = True
 
     def _rebuild(self) -> None:
         where: dict[bytes, PackIndex] = {}
@@ -126,10 +187,23 @@ class PackSet:
         self._where = where
 
     def register(self, index: PackIndex) -> None:
-        """Count on a pack this process just published (no need to list the packs again)."""
+        """Count on a pack this process just published (no need to list the packs again),
+        and tell other processes through the pack log."""
         with self._lock:
             self._indexes[index.pack_id] = index
             self._where.update(dict.fromkeys(index.entries, index))
+        if self._log is not None:
+            self._log.add(index.pack_id)
+
+    def announce_deletions(self) -> None:
+        """Start a new pack log before the first pack is deleted (once per refresh): every
+        process then lists the packs again at its next refresh, instead of counting on a
+        deleted one. Called under the exclusive gc lock; raises if the log cannot be
+        started again (nothing may be deleted then)."""
+        with self._lock:
+            if self._log is not None and not self._log_restarted:
+                self._log.restart()
+                self._log_restarted = True
 
     def _ensure_loaded(self) -> None:
         if not self._loaded:
@@ -236,6 +310,7 @@ class PackSet:
     def delete(self, pack_id: str) -> None:
         """Remove a pack: its index first, durably (so no index ever names a missing pack),
         then the pack. Called under the exclusive gc lock only."""
+        self.announce_deletions()
         with self._lock:
             self._indexes.pop(pack_id, None)
             self._rebuild()
@@ -261,6 +336,7 @@ class PackSet:
 
     def delete_orphan(self, pack_id: str) -> int:
         """Remove a pack that no index names; returns its size."""
+        self.announce_deletions()
         handle = Handle(Kind.PACK, pack_id)
         try:
             size = self.backend.stat(handle).size

@@ -12,7 +12,6 @@ import os
 import re
 import time
 from collections.abc import Callable, Collection, Iterator
-from operator import attrgetter
 from typing import Any
 
 from snapstore.cyclic_gc import gc_paused
@@ -33,8 +32,10 @@ from snapstore.repo.backend import Backend, Handle, Kind
 from snapstore.repo.blobs import Blobs
 from snapstore.repo.catalog import Catalog, ManifestFile, manifest_name
 from snapstore.repo.contents import read_content
+from snapstore.repo.heads import Head
 from snapstore.repo.layout import FORMAT_MAJOR, FORMAT_TEXT, MARKER_MAX_BYTES, marker_major
 from snapstore.repo.locks import TargetLocks, shared_behind
+from snapstore.repo.sessions import Sessions, in_order
 from snapstore.repo.trees import Trees
 
 LATEST = "latest"
@@ -50,7 +51,7 @@ class Repository:
         self.blobs = Blobs(backend)
         self.trees = Trees(self.blobs)
         self.catalog = Catalog(backend)
-        self.namespace_lock = backend.lock("namespace")
+        self.sessions = Sessions(backend, self.catalog)
         self.gc_lock = backend.lock("gc")
         self.gc_intent = backend.lock("gc-intent")
         self.target_locks = TargetLocks(backend)
@@ -104,13 +105,11 @@ class Repository:
     # ------------------------------------------------------------------ listings
 
     def listing(self, session: str | None) -> list[ManifestFile]:
-        """Every valid manifest (undo backups too), oldest first by ``Header.order_ns``."""
+        """Every valid manifest (undo backups too), oldest first (``sessions.in_order``)."""
         if session is not None:
             encode_name(session, "session")
         with gc_paused():
-            found = self.catalog.headers(session, cached=True)
-        found.sort(key=attrgetter("header.order_ns", "header.info.session", "header.info.name"))
-        return found
+            return in_order(self.catalog.headers(session, cached=True))
 
     def checkpoints(self, session: str) -> list[SnapshotInfo]:
         """The session's file checkpoints (no backup, no state value), oldest first."""
@@ -124,6 +123,25 @@ class Repository:
         """The session's undo backups, oldest first."""
         return [m.header.info for m in self.listing(session) if m.header.info.is_backup]
 
+    def latest(self, session: str, back: int = 0) -> SnapshotInfo:
+        """The ``back``-th file checkpoint of the session before its newest (0: the newest),
+        read from the session's head where it names it (see ``repo.heads``), else from a
+        listing of the session; SnapshotNotFound if there is none."""
+        encode_name(session, "session")
+        head = self.sessions.head(session)
+        name = _back_from(head, session, back)
+        if name is not None:
+            try:
+                header = self.catalog.read_header(manifest_name(session, name))
+            except (OSError, CorruptManifestError):
+                header = None
+            if header is not None and header.info.name == name:
+                return header.info
+        checkpoints = self.checkpoints(session)
+        if back >= len(checkpoints):
+            raise SnapshotNotFound(session, LATEST if back == 0 else f"{LATEST}~{back}")
+        return checkpoints[-1 - back]
+
     def resolve(self, session: str, selector: str, *, prefix: bool = False) -> str:
         """The snapshot name a selector means (see ``SnapStore.resolve``)."""
         encode_name(selector, "snapshot name")
@@ -131,6 +149,10 @@ class Repository:
             return selector
         if selector == LATEST or _LATEST_N.fullmatch(selector):
             back = 0 if selector == LATEST else int(selector[len(LATEST) + 1 :])
+            head = self.sessions.head(session)
+            name = _back_from(head, session, back, selector)
+            if name is not None and self.catalog.exists(session, name):
+                return name
             checkpoints = self.checkpoints(session)
             if back >= len(checkpoints):
                 raise SnapshotNotFound(session, selector)
@@ -201,7 +223,11 @@ class Repository:
         encode_name(session, "session")
         encode_name(name, "snapshot name")
         expiry_ns(0, ttl)
-        with shared_behind(self.gc_lock, self.gc_intent), self.namespace_lock.exclusive():
+        self.check_writable("store a state value")
+        with (
+            shared_behind(self.gc_lock, self.gc_intent),
+            self.sessions.changing(session) as change,
+        ):
             self.require_current_format()
             created_ns = time.time_ns()
             expires_ns = expiry_ns(created_ns, ttl)
@@ -216,8 +242,9 @@ class Repository:
                 meta={},
                 base_dir="",
             )
-            data = encode(info, created_ns=created_ns, expires_ns=expires_ns, value=value)
-            self.catalog.commit(session, name, data)
+            seq = change.next_seq
+            data = encode(info, created_ns=created_ns, expires_ns=expires_ns, value=value, seq=seq)
+            change.commit(session, name, data, seq, checkpoint=False, backup=False)
         return info
 
     def get_state(self, session: str, name: str, default: Any) -> Any:
@@ -234,52 +261,76 @@ class Repository:
 
     # ------------------------------------------------------------------ deletions
 
-    def delete(self, object_name: str) -> bool:
-        """Delete one manifest durably under the namespace lock; False if it was not there."""
-        with self.namespace_lock.exclusive():
+    def delete(self, session: str, name: str) -> bool:
+        """Delete one snapshot durably under its session's lock; False if it was not there."""
+        encode_name(session, "session")
+        encode_name(name, "snapshot name")
+        self.check_writable("delete a snapshot")
+        with self.sessions.changing(session) as change:
             try:
-                self.catalog.remove(object_name)
+                change.remove(manifest_name(session, name), name)
             except FileNotFoundError:
                 return False
             return True
 
     def delete_session(self, session: str) -> int:
-        """Delete every manifest of a session under one hold of the namespace lock; returns
-        how many were deleted."""
+        """Delete every manifest of a session under one hold of its lock; returns how many
+        were deleted."""
         encode_name(session, "session")
+        self.check_writable("delete a session")
         deleted = 0
-        with self.namespace_lock.exclusive():
+        with self.sessions.changing(session) as change:
             for object_name in self.catalog.names(session):
                 with contextlib.suppress(FileNotFoundError):
-                    self.catalog.remove(object_name)
+                    change.remove(object_name, "")
                     deleted += 1
+            change.head = Head()
         return deleted
 
     def delete_backup(self, session: str, name: str) -> None:
         """Delete one undo backup durably (if it exists)."""
-        self.delete(manifest_name(session, name))
+        self.delete(session, name)
 
     def trim_backups(
         self, session: str, depth: int, in_use: Callable[[], Collection[str] | None]
     ) -> None:
-        """Delete the session's oldest undo backups beyond ``depth``, under the namespace
+        """Delete the session's oldest undo backups beyond ``depth``, under the session's
         lock, except those ``in_use()`` names (asked under the lock; None: it cannot tell,
-        and nothing is deleted). The cached listing only proposes: each one is read again
-        from its manifest before it is deleted (a cache never decides a deletion)."""
-        with self.namespace_lock.exclusive():
+        and nothing is deleted). The session's head or a cached listing only proposes: each
+        one is read again from its manifest before it is deleted (a cache never decides a
+        deletion)."""
+        with self.sessions.changing(session) as change:
             keep = in_use()
             if keep is None:
                 return
-            found = [
-                item
-                for item in self.catalog.manifests(session, cached=True)
-                if isinstance(item, ManifestFile) and item.header.info.is_backup
-            ]
-            found.sort(key=attrgetter("header.order_ns", "header.info.name"))
-            for item in found[: max(0, len(found) - depth)]:
-                if item.header.info.name in keep:
+            head = change.head
+            if head is not None and head.backups_all:
+                names = list(head.backups)
+            else:
+                found = [
+                    item
+                    for item in self.catalog.manifests(session, cached=True)
+                    if isinstance(item, ManifestFile) and item.header.info.is_backup
+                ]
+                found.sort(key=lambda item: item.header.session_order)
+                names = [item.header.info.name for item in found]
+            for name in names[: max(0, len(names) - depth)]:
+                if name in keep:
                     continue
-                with contextlib.suppress(FileNotFoundError, CorruptManifestError):
-                    header, version = self.catalog.read_versioned_header(item.name)
+                object_name = manifest_name(session, name)
+                gone = (FileNotFoundError, NotADirectoryError, CorruptManifestError)
+                with contextlib.suppress(*gone):
+                    header, version = self.catalog.read_versioned_header(object_name)
                     if header.info.is_backup:
-                        self.catalog.remove(item.name, version)
+                        change.remove(object_name, name, version)
+
+
+def _back_from(head: Head | None, session: str, back: int, selector: str = LATEST) -> str | None:
+    """The name of the ``back``-th checkpoint before the newest, if the head names it;
+    SnapshotNotFound if the head knows the session has none that far back."""
+    if head is None:
+        return None
+    try:
+        return head.checkpoint_back(back)
+    except IndexError:
+        raise SnapshotNotFound(session, selector) from None

@@ -47,7 +47,8 @@ from snapstore.repo.s3upload import StagedUpload, abort_upload, create_only, pen
 
 PARALLEL_READS = 8
 _LOCAL_KINDS = {Kind.JOURNAL, Kind.CACHE}
-_REMOTE_LOCKS = {"gc", "namespace"}
+_REMOTE_LOCKS = {"gc"}
+_REMOTE_LOCK_PREFIXES = ("sessions/",)
 _INDEX_CACHE = "s3-indexes/"
 
 logger = get_logger(__name__)
@@ -332,6 +333,14 @@ class S3Backend:
         finally:
             self.memo.remember(handle, None)
 
+    def pack_log(self) -> None:
+        """None: one LIST request tells what packs there are (and a bucket cannot append)."""
+        return None
+
+    def listing_stamp(self, kind: Kind, prefix: str) -> None:
+        """None: a bucket tells what changed under a prefix only by listing it."""
+        return None
+
     def note_existing(self, handle: Handle) -> None:
         """Nothing to do: an object is durable when its PUT returns."""
         return None
@@ -343,10 +352,11 @@ class S3Backend:
     # ------------------------------------------------------------------ locks and upkeep
 
     def lock(self, name: str, label: str | None = None) -> S3Lock | NoLock | Any:
-        """``gc`` and ``namespace`` are leases in the bucket; target locks are this host's
-        (they lock this host's directories). ``gc-intent`` takes nothing: an exclusive
-        lease holds back new shared holders as soon as it is claimed."""
-        if name in _REMOTE_LOCKS:
+        """``gc`` and each session's lock (``sessions/<session-dir>``) are leases in the
+        bucket; target locks are this host's (they lock this host's directories).
+        ``gc-intent`` takes nothing: an exclusive lease holds back new shared holders as soon
+        as it is claimed."""
+        if name in _REMOTE_LOCKS or name.startswith(_REMOTE_LOCK_PREFIXES):
             return S3Lock(self.leases, name, label or name, self.lock_timeout)
         if name == "gc-intent":
             return NoLock(label or name, self.lock_timeout)

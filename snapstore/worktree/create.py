@@ -1,7 +1,7 @@
 """The create pipeline: scan a base directory, store new blobs, commit the manifest last.
 
 Runs with the gc lock already held shared (no blob it counts on can vanish); takes the
-namespace lock only for the commit, after re-checking that every blob it references is
+session's lock only for the commit, after re-checking that every blob it references is
 stored. Checkpoints and undo backups are both made here; they differ in their header.
 """
 
@@ -199,7 +199,7 @@ class Recorded:
 
 
 Committed = Callable[[SnapshotInfo, Recorded], None]
-"""Called with the header and what was just committed, still under the namespace lock (so
+"""Called with the header and what was just committed, still under the session's lock (so
 the manifest is the one this create wrote)."""
 
 
@@ -294,17 +294,19 @@ def commit_recorded(
     *,
     committed: Committed | None = None,
 ) -> tuple[SnapshotInfo, bool]:
-    """Commit what a create recorded as (session, name), under the namespace lock, after
-    checking that every blob of ``recorded.unverified`` is stored; the header, and whether it
+    """Commit what a create recorded as (session, name), after checking that every blob of
+    ``recorded.unverified`` is stored, under the session's lock (which it holds only for the
+    commit itself, numbering the snapshot in its session); the header, and whether it
     replaced a snapshot. The gc lock must be held shared (since the blobs were claimed)."""
-    with repo.namespace_lock.exclusive():
+    missing = repo.blobs.first_missing(recorded.unverified)
+    if missing is not None:
+        path, _, _, _, _, digest, _ = missing
+        assert digest is not None
+        raise MissingBlobError(f"blob {digest.hex()} for {path!r} vanished before commit")
+    with repo.sessions.changing(request.session) as change:
         if request.if_exists == "error" and repo.catalog.exists(request.session, request.name):
             raise SnapshotExistsError(request.session, request.name)
-        missing = repo.blobs.first_missing(recorded.unverified)
-        if missing is not None:
-            path, _, _, _, _, digest, _ = missing
-            assert digest is not None
-            raise MissingBlobError(f"blob {digest.hex()} for {path!r} vanished before commit")
+        seq = change.next_seq
         created_ns = time.time_ns()
         expires_ns = expiry_ns(created_ns, request.ttl)
         info = SnapshotInfo(
@@ -322,8 +324,17 @@ def commit_recorded(
             backup_of=request.backup_of,
             excludes=recorded.excludes,
         )
-        data = encode(info, created_ns=created_ns, expires_ns=expires_ns, tree=recorded.trees.root)
-        replaced = repo.catalog.commit(request.session, request.name, data)
+        data = encode(
+            info,
+            created_ns=created_ns,
+            expires_ns=expires_ns,
+            tree=recorded.trees.root,
+            seq=seq,
+        )
+        backup = request.backup_of is not None
+        replaced = change.commit(
+            request.session, request.name, data, seq, checkpoint=not backup, backup=backup
+        )
         if committed is not None:
             committed(info, recorded)
     return info, replaced

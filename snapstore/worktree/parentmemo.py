@@ -91,7 +91,7 @@ def find_row(rows: Sequence[EntryRow], path: str) -> int:
 
 class Committed:
     """The ``committed`` callback of a create: catches the header, what was committed and
-    the version of the manifest (read under the namespace lock, so it is this create's)."""
+    the version of the manifest (read under the session's lock, so it is this create's)."""
 
     def __init__(self, repo: Repository) -> None:
         self.repo = repo

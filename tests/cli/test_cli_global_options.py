@@ -9,6 +9,7 @@ import click
 import portalocker
 import pytest
 from helpers.cli import Cli
+from helpers.locks import session_lock_path
 
 from snapstore.checkpoint import FileCheckpointStore
 from snapstore.cli.app import cli as snapstore_group
@@ -90,7 +91,7 @@ def test_global_options_after_a_subcommand_of_a_group(cli: Cli, project: Path) -
 
 def test_lock_timeout_after_the_command(cli: Cli, project: Path) -> None:
     cli.snapshot(project, "README.md")
-    lock_path = cli.root / "locks" / "namespace"
+    lock_path = session_lock_path(cli.root, "s1")
     with portalocker.Lock(str(lock_path), mode="a", flags=portalocker.LockFlags.EXCLUSIVE):
         started = time.monotonic()
         result = cli.run("delete", "s1", "n1", "-y", "--lock-timeout", "0.2")

@@ -10,6 +10,7 @@ from pathlib import Path
 import portalocker
 import pytest
 from helpers.cli import Cli, cli_env
+from helpers.locks import session_lock_path
 
 
 def _many_small_files(project: Path, count: int = 40) -> None:
@@ -74,7 +75,7 @@ def test_debug_shows_waiting_for_a_lock(cli: Cli, project: Path) -> None:
         "-y",
         "--debug",
     ]
-    lock_path = cli.root / "locks" / "namespace"
+    lock_path = session_lock_path(cli.root, "s1")
     with portalocker.Lock(str(lock_path), mode="a", flags=portalocker.LockFlags.EXCLUSIVE):
         process = subprocess.Popen(
             command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli_env(), cwd=cli.cwd
@@ -84,5 +85,5 @@ def test_debug_shows_waiting_for_a_lock(cli: Cli, project: Path) -> None:
     assert process.returncode == 0, stderr
     assert stdout.decode().strip() == "deleted s1/n1"
     text = stderr.decode()
-    assert "debug snapstore.repo.locks: waiting for lock 'namespace' (exclusive)" in text
-    assert "debug snapstore.repo.locks: took lock 'namespace' (exclusive) after " in text
+    assert "debug snapstore.repo.locks: waiting for lock \"session 's1'\" (exclusive)" in text
+    assert "debug snapstore.repo.locks: took lock \"session 's1'\" (exclusive) after " in text

@@ -10,6 +10,7 @@ from pathlib import Path
 import portalocker
 from helpers.blobs import corrupt_blob, remove_blob
 from helpers.cli import Cli, Result, cli_env
+from helpers.locks import session_lock_path
 
 from snapstore.cli.exitcodes import ExitCode
 
@@ -171,7 +172,7 @@ def test_unknown_format_is_refused(cli: Cli, project: Path) -> None:
 
 def test_locked_store_times_out(cli: Cli, project: Path) -> None:
     cli.snapshot(project, "README.md")
-    lock_path = cli.root / "locks" / "namespace"
+    lock_path = session_lock_path(cli.root, "s1")
     with portalocker.Lock(str(lock_path), mode="a", flags=portalocker.LockFlags.EXCLUSIVE):
         started = time.monotonic()
         error = cli.fails(
@@ -185,7 +186,7 @@ def test_locked_store_times_out(cli: Cli, project: Path) -> None:
             error_type="LockTimeout",
         )
         assert time.monotonic() - started < 10
-        assert "namespace" in error["message"]
+        assert "session 's1'" in error["message"]
         result = cli.run(
             "--lock-timeout",
             "0.2",
@@ -222,6 +223,7 @@ FAIL_SECOND_UNLINK = """
 import sys
 from snapstore.fs.seam import FileSystem
 from snapstore.cli import main
+from tests.helpers.locks import session_lock_path
 
 calls = []
 real_unlink = FileSystem.unlink
@@ -279,7 +281,7 @@ def test_delete_session_that_fails_before_deleting_anything_keeps_its_error(
 ) -> None:
     cli.snapshot(project, "README.md", name="a")
     cli.snapshot(project, "README.md", name="b")
-    lock_path = cli.root / "locks" / "namespace"
+    lock_path = session_lock_path(cli.root, "s1")
     with portalocker.Lock(str(lock_path), mode="a", flags=portalocker.LockFlags.EXCLUSIVE):
         error = cli.fails(
             "--lock-timeout", "0.1", "delete-session", "s1", "-y", code=ExitCode.LOCKED

@@ -99,7 +99,7 @@ def _prepare_marked_loose_store_without_packs_dir(scenario_dir: Path) -> None:
     store.put_state("s9", "marker", 1)
     store.close()
     shutil.rmtree(root / "packs")
-    assert (root / "FORMAT").read_text() == "snapstore format 2\n"
+    assert (root / "FORMAT").read_text() == "snapstore format 3\n"
 
 
 def test_gc_of_marked_store_without_packs_dir_survives_power_loss(scratch: Path) -> None:

@@ -52,10 +52,11 @@ def remove_blob(store: SnapStore, digest: bytes) -> None:
         for other in sorted(others, key=lambda d: index.blocks[index.entries[d][0]].kind):
             writer.add(other, store.blobs.read(other), index.blocks[index.entries[other][0]].kind)
         writer.publish()
+    packs.announce_deletions()
     for path in _pack_files(store, location.pack_id):
         path.chmod(0o644)
         path.unlink()
-    store.blobs.refresh()
+    store.blobs.refresh(full=True)
 
 
 def loosen(store: SnapStore, digest: bytes) -> Path:

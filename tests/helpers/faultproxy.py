@@ -188,8 +188,9 @@ def is_put(request: Request) -> bool:
 
 
 def is_manifest_put(request: Request) -> bool:
-    """The PUT that commits a snapshot."""
-    return request.method == "PUT" and "/sessions/" in request.path
+    """The PUT that commits a snapshot (not one of a session's lease)."""
+    path = request.path
+    return request.method == "PUT" and "/sessions/" in path and "/locks/" not in path
 
 
 def is_get(request: Request) -> bool:

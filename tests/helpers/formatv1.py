@@ -6,6 +6,7 @@ docs/format.md, independently of the library's writers."""
 from __future__ import annotations
 
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -69,8 +70,7 @@ def downgrade_to_format_1(root: Path) -> None:
         path.chmod(0o644)
         path.write_bytes(data)
     (root / "FORMAT").write_text("snapstore format 1\n")
-    for cache in (root / "cache").glob("*"):
-        cache.unlink()
+    shutil.rmtree(root / "cache", ignore_errors=True)
     time.sleep(0.01)
 
 

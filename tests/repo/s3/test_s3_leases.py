@@ -22,12 +22,12 @@ def test_exclusive_and_shared_leases_exclude_each_other_across_hosts(host: Host)
         with one.lock("gc").exclusive_if_free() as free:
             assert not free
     with (
-        one.lock("namespace").exclusive(),
-        pytest.raises(LockTimeout, match="namespace"),
-        two.lock("namespace").shared(),
+        one.lock("sessions/s").exclusive(),
+        pytest.raises(LockTimeout, match="sessions/s"),
+        two.lock("sessions/s").shared(),
     ):
         pass
-    with two.lock("namespace").exclusive_if_free() as free:
+    with two.lock("sessions/s").exclusive_if_free() as free:
         assert free
 
 
@@ -71,10 +71,10 @@ def test_leases_are_renewed_while_held(host: Host) -> None:
     for _ in range(5):  # a renewer told to stop must not keep the next hold from renewing
         with holder.lock("gc").shared():
             pass
-    with holder.lock("namespace").exclusive():
+    with holder.lock("sessions/s").exclusive():
         time.sleep(3.5)
-        with pytest.raises(LockTimeout), other.lock("namespace").shared():
+        with pytest.raises(LockTimeout), other.lock("sessions/s").shared():
             pass
         holder.write(Handle(Kind.BLOB, "cd" * 32), b"still the holder")
-    with other.lock("namespace").exclusive():
+    with other.lock("sessions/s").exclusive():
         pass

@@ -1,0 +1,150 @@
+"""A session's snapshots as one unit of change: its commit lock, its numbers, its head.
+
+Every change to a session's snapshots (a commit, a delete, a sweep or a trim of it, gc's
+tidy-up of it) holds that session's lock (``sessions/<session-dir>``) exclusively, and only
+for the change itself: changes to different sessions never wait for each other. A commit
+numbers its snapshot with the session's next sequence number, taken under that lock, so the
+order of a session's snapshots is the order of their commits whatever the writers' clocks
+say. The highest number and the newest names are kept in the session's head (``heads``),
+which spares a commit, ``latest`` and ``latest~N`` a listing of the session.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import defaultdict
+from collections.abc import Iterator
+from operator import attrgetter
+
+from snapstore.errors import ConcurrentWriteError
+from snapstore.format.names import dir_name
+from snapstore.repo.backend import Backend, Handle, Kind, Lock, Version
+from snapstore.repo.catalog import Catalog, ManifestFile
+from snapstore.repo.heads import Head, HeadStore
+
+
+def session_dir_of(object_name: str) -> str:
+    """The session directory of a manifest's object name (``<session-dir>/<name-dir>``)."""
+    return object_name.partition("/")[0]
+
+
+def in_order(found: list[ManifestFile]) -> list[ManifestFile]:
+    """Manifests oldest first: snapshots of different sessions by time (``order_ns``), those of
+    one session in the order of their commits (``Header.session_order``), which a clock
+    running behind cannot invert."""
+    by_time = attrgetter("header.order_ns", "header.info.session", "header.info.name")
+    found = sorted(found, key=by_time)
+    places: dict[str, list[int]] = defaultdict(list)
+    for place, item in enumerate(found):
+        places[item.header.info.session].append(place)
+    ordered = list(found)
+    for session_places in places.values():
+        items = sorted((found[p] for p in session_places), key=lambda m: m.header.session_order)
+        for place, item in zip(session_places, items, strict=True):
+            ordered[place] = item
+    return ordered
+
+
+class SessionChange:
+    """One hold of a session's lock: the session's head as far as it is known, and the
+    changes made under it, each of which the head follows (see ``Sessions.changing``)."""
+
+    def __init__(self, sessions: Sessions, session_dir: str, head: Head | None) -> None:
+        self._sessions = sessions
+        self.session_dir = session_dir
+        self.head = head
+        self._changed = False
+        self._in_doubt = False
+
+    def _built_head(self) -> Head:
+        """The head, listing the session (with the header cache) if it was not known."""
+        if self.head is None:
+            catalog = self._sessions.catalog
+            found = catalog.headers(session_dir=self.session_dir, cached=True)
+            self.head = Head.of(item.header for item in found)
+        return self.head
+
+    @property
+    def next_seq(self) -> int:
+        """The number the next commit into the session takes."""
+        return self._built_head().seq + 1
+
+    def _start(self) -> None:
+        if not self._changed:
+            self._sessions.heads.forget(self.session_dir)
+            self._changed = True
+        self._in_doubt = True
+
+    def commit(
+        self, session: str, name: str, data: bytes, seq: int, *, checkpoint: bool, backup: bool
+    ) -> bool:
+        """Install ``data`` (a manifest numbered ``seq``, from ``next_seq``) as the snapshot
+        ``name``; True if it replaced one."""
+        self._start()
+        replaced = self._sessions.catalog.commit(session, name, data)
+        head = self._built_head()
+        self.head = head.committed(seq, name, checkpoint=checkpoint, backup=backup)
+        self._in_doubt = False
+        return replaced
+
+    def remove(self, object_name: str, name: str, version: Version | None = None) -> None:
+        """Delete the manifest ``object_name`` of snapshot ``name`` (see ``Catalog.remove``)."""
+        self._start()
+        try:
+            self._sessions.catalog.remove(object_name, version)
+        except (FileNotFoundError, NotADirectoryError, ConcurrentWriteError):
+            self._in_doubt = False  # nothing was removed
+            raise
+        if self.head is not None:
+            self.head = self.head.removed([name])
+        self._in_doubt = False
+
+    def rewrite(self, object_name: str, data: bytes) -> None:
+        """Replace a manifest by another encoding of the same snapshot (same name, number and
+        header: a format conversion), which the head does not see."""
+        self._start()
+        self._sessions.backend.write(Handle(Kind.MANIFEST, object_name), data)
+        self._in_doubt = False
+
+    def finish(self) -> None:
+        """Write the head the changes led to (none if a change failed half-way, or the head
+        was never known: the next change lists the session)."""
+        if self._changed and not self._in_doubt and self.head is not None:
+            self._sessions.heads.write(self.session_dir, self.head)
+
+
+class Sessions:
+    """The sessions of one store: their locks and heads."""
+
+    def __init__(self, backend: Backend, catalog: Catalog) -> None:
+        self.backend = backend
+        self.catalog = catalog
+        self.heads = HeadStore(backend)
+
+    def lock(self, session: str) -> Lock:
+        """The lock of a session."""
+        return self.lock_of_dir(dir_name(session, "session"), f"session {session!r}")
+
+    def lock_of_dir(self, session_dir: str, label: str | None = None) -> Lock:
+        """The lock of the session stored in ``session_dir``."""
+        return self.backend.lock(f"sessions/{session_dir}", label or f"session {session_dir}")
+
+    @contextlib.contextmanager
+    def changing(self, session: str) -> Iterator[SessionChange]:
+        """Hold the session's lock for a change (waits up to the lock timeout)."""
+        with self.changing_dir(dir_name(session, "session"), f"session {session!r}") as change:
+            yield change
+
+    @contextlib.contextmanager
+    def changing_dir(self, session_dir: str, label: str | None = None) -> Iterator[SessionChange]:
+        """``changing``, for the session stored in ``session_dir``."""
+        with self.lock_of_dir(session_dir, label).exclusive():
+            change = SessionChange(self, session_dir, self.heads.read(session_dir))
+            try:
+                yield change
+            finally:
+                change.finish()
+
+    def head(self, session: str) -> Head | None:
+        """The session's head, if one can be believed now (no lock taken)."""
+        return self.heads.read(dir_name(session, "session"))

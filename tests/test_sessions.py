@@ -1,0 +1,189 @@
+"""Sessions: snapshots numbered as they are committed, per-session commit locks, and the
+session heads that spare ``latest`` and a commit a listing of the session."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from snapstore import LockTimeout, SnapshotNotFound, SnapStore
+from snapstore.format.manifest import encode
+from snapstore.format.names import dir_name
+from snapstore.format.times import ns_to_time
+from snapstore.models import SnapshotInfo
+from snapstore.repo.backend import Kind
+from snapstore.worktree import create as create_module
+
+HOUR_NS = 3600 * 10**9
+
+
+def _behind(monkeypatch: pytest.MonkeyPatch, seconds_behind: float) -> None:
+    """Make the commits of this process stamp times ``seconds_behind`` in the past."""
+    real = time.time_ns
+
+    class _Clock:
+        @staticmethod
+        def time_ns() -> int:
+            return real() - int(seconds_behind * 1e9)
+
+    monkeypatch.setattr(create_module, "time", _Clock)
+
+
+def test_a_writer_whose_clock_runs_behind_keeps_its_newest_checkpoint(
+    store: SnapStore, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store.create("s", "first", ["README.md"], base_dir=project)
+    _behind(monkeypatch, 3600)
+    store.create("s", "second", ["README.md"], base_dir=project)
+    monkeypatch.undo()
+    assert store.latest("s").name == "second"
+    assert [info.name for info in store.list("s")] == ["first", "second"]
+    assert store.resolve("s", "latest~1") == "first"
+    fresh = SnapStore(store.root)
+    fresh.repo.sessions.heads.forget(dir_name("s", "session"))
+    assert fresh.latest("s").name == "second"  # from a listing, too
+    report = store.sweep(keep_last=1)
+    assert report.deleted == [("s", "first")]
+    assert [info.name for info in store.list("s")] == ["second"]
+
+
+def test_a_clock_running_behind_does_not_age_a_snapshot_for_its_ttl(
+    store: SnapStore, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _behind(monkeypatch, 7200)
+    store.create("s", "recent", ["README.md"], base_dir=project, ttl=3600)
+    monkeypatch.undo()
+    assert store.sweep(ttl=60).deleted == []
+    assert store.sweep().deleted == []  # its own expiry is aged the same way
+    assert [info.name for info in store.list("s")] == ["recent"]
+
+
+def test_unnumbered_snapshots_of_older_versions_come_before_numbered_ones(
+    store: SnapStore, project: Path
+) -> None:
+    store.create("s", "numbered", ["README.md"], base_dir=project)
+    later = time.time_ns() + HOUR_NS // 2
+    info = SnapshotInfo(
+        session="s",
+        name="old",
+        kind="state",
+        created_at=ns_to_time(later),
+        expires_at=None,
+        file_count=0,
+        total_bytes=0,
+        meta={},
+        base_dir="",
+    )
+    store.catalog.commit("s", "old", encode(info, created_ns=later, expires_ns=None, value=1))
+    assert [i.name for i in store.list("s")] == ["old", "numbered"]
+    store.create("s", "after", ["README.md"], base_dir=project)
+    assert [i.name for i in store.list("s")] == ["old", "numbered", "after"]
+    headers = {m.header.info.name: m.header.seq for m in store.repo.listing("s")}
+    assert headers == {"old": 0, "numbered": 1, "after": 2}
+
+
+def test_commits_into_other_sessions_do_not_wait_for_a_session_lock(
+    root: Path, project: Path
+) -> None:
+    holder = SnapStore(root, lock_timeout=0.2)
+    writer = SnapStore(root, lock_timeout=0.2)
+    with holder.repo.sessions.lock("a").exclusive():
+        writer.create("b", "n", ["README.md"], base_dir=project)
+        writer.put_state("c", "v", 1)
+        with pytest.raises(LockTimeout, match="session 'a'"):
+            writer.create("a", "n", ["README.md"], base_dir=project)
+        with pytest.raises(LockTimeout, match="session 'a'"):
+            writer.delete("a", "n")
+    assert [i.session for i in writer.list()] == ["b", "c"]
+
+
+def _no_listing(store: SnapStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make any listing of manifests or packs fail."""
+    names, infos = store.backend.names, store.backend.infos
+
+    def refuse(kind: Kind, prefix: str = "", *, infos_: bool = False) -> object:
+        if kind in (Kind.MANIFEST, Kind.PACK, Kind.INDEX):
+            raise AssertionError(f"listed {kind} {prefix!r}")
+        return infos(kind, prefix) if infos_ else names(kind, prefix)
+
+    monkeypatch.setattr(store.backend, "names", refuse)
+    monkeypatch.setattr(store.backend, "infos", lambda k, p="": refuse(k, p, infos_=True))
+
+
+def test_latest_and_commits_list_neither_the_session_nor_the_packs(
+    store: SnapStore, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for index in range(40):
+        store.create("s", f"n{index:02d}", ["README.md"], base_dir=project)
+    _no_listing(store, monkeypatch)
+    assert store.latest("s").name == "n39"
+    assert store.resolve("s", "latest~31") == "n08"
+    store.create("s", "n40", ["README.md"], base_dir=project)
+    assert store.latest("s").name == "n40"
+    assert store.delete("s", "n40")
+    assert store.latest("s").name == "n39"
+    store.create("s", "n41", ["README.md"], base_dir=project)
+    monkeypatch.undo()
+    headers = {m.header.info.name: m.header.seq for m in store.repo.listing("s")}
+    assert headers["n39"] == 40 and headers["n41"] == 42
+    assert store.resolve("s", "latest~35") == "n05"  # beyond the head: listed
+
+
+def test_a_head_left_by_a_writer_killed_mid_commit_is_not_believed(
+    store: SnapStore, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store.create("s", "one", ["README.md"], base_dir=project)
+    heads = store.repo.sessions.heads
+    monkeypatch.setattr(heads, "write", lambda session_dir, head: None)  # killed before it
+    store.create("s", "two", ["README.md"], base_dir=project)
+    monkeypatch.undo()
+    assert heads.read(dir_name("s", "session")) is None
+    assert store.latest("s").name == "two"
+    store.create("s", "three", ["README.md"], base_dir=project)
+    assert {m.header.info.name: m.header.seq for m in store.repo.listing("s")} == {
+        "one": 1,
+        "two": 2,
+        "three": 3,
+    }
+
+
+def test_a_head_is_not_believed_once_the_session_changed_behind_its_back(
+    store: SnapStore, project: Path
+) -> None:
+    store.create("s", "one", ["README.md"], base_dir=project)
+    store.create("s", "two", ["README.md"], base_dir=project)
+    path = Path(store.catalog.manifest_path("s", "two"))
+    os.chmod(path, 0o644)
+    path.unlink()
+    os.rmdir(path.parent)
+    assert store.repo.sessions.head("s") is None
+    assert store.latest("s").name == "one"
+    with pytest.raises(SnapshotNotFound):
+        store.resolve("s", "latest~1")
+
+
+def test_a_head_from_before_the_machine_started_is_not_believed(
+    store: SnapStore, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store.create("s", "one", ["README.md"], base_dir=project)
+    assert store.repo.sessions.head("s") is not None
+    monkeypatch.setattr("snapstore.repo.heads._BOOT", ["another boot"])
+    assert store.repo.sessions.head("s") is None
+    assert store.latest("s").name == "one"
+
+
+def test_undo_backups_are_trimmed_from_the_head_oldest_first(
+    root: Path, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = SnapStore(root, undo_depth=2)
+    store.create("s", "base", ["README.md"], base_dir=project)
+    for round_ in range(4):
+        (project / "README.md").write_text(f"round {round_}\n")
+        store.restore("s", "base")
+    names = [info.name for info in store.backups("s")]
+    assert len(names) == 2
+    head = store.repo.sessions.head("s")
+    assert head is not None and list(head.backups) == names
