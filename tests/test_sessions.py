@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers.seam import CountingFileSystem
 
 from snapstore import LockTimeout, SnapshotNotFound, SnapStore
 from snapstore.format.manifest import encode
@@ -187,3 +188,29 @@ def test_undo_backups_are_trimmed_from_the_head_oldest_first(
     assert len(names) == 2
     head = store.repo.sessions.head("s")
     assert head is not None and list(head.backups) == names
+
+
+def _flushes_of_one_create(store: SnapStore, fs: CountingFileSystem, project: Path, n: int) -> int:
+    (project / "README.md").write_text(f"edit {n}\n")
+    before = fs.trace.count("fsync") + fs.trace.count("fsync_dir")
+    store.create("s", None, ["README.md", "src/app.py"], base_dir=project)
+    return fs.trace.count("fsync") + fs.trace.count("fsync_dir") - before
+
+
+def test_the_flushes_of_a_small_create_do_not_grow_with_history(root: Path, project: Path) -> None:
+    fs = CountingFileSystem()
+    store = SnapStore(root, fs=fs)
+    first = _flushes_of_one_create(store, fs, project, 0)
+    second = _flushes_of_one_create(store, fs, project, 1)
+    for n in range(2, 40):
+        _flushes_of_one_create(store, fs, project, n)
+    late = _flushes_of_one_create(store, fs, project, 40)
+    assert second == late <= 7 < first  # sessions/ is flushed once per session and process
+    fresh = SnapStore(root, fs=fs)
+    assert _flushes_of_one_create(fresh, fs, project, 41) == late + 1
+    unchanged = []
+    for _ in range(2):  # nothing new: the first counts on a pack another store object made
+        before = fs.trace.count("fsync") + fs.trace.count("fsync_dir")
+        store.create("s", None, ["README.md", "src/app.py"], base_dir=project)
+        unchanged.append(fs.trace.count("fsync") + fs.trace.count("fsync_dir") - before)
+    assert unchanged[1] == unchanged[0] - 1 <= 3  # packs/ is flushed once for that pack

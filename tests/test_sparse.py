@@ -118,7 +118,8 @@ def test_holes_are_never_read(
 
     def counting_pread(fd: int, length: int, offset: int) -> bytes:
         chunk = real_pread(fd, length, offset)
-        read[0] += len(chunk)
+        if os.fstat(fd).st_size == 2 << 30:  # the sparse file's reads, not the store's
+            read[0] += len(chunk)
         return chunk
 
     monkeypatch.setattr(os, "pread", counting_pread)

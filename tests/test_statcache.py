@@ -98,7 +98,7 @@ def test_a_damaged_cache_only_costs_speed(
 ) -> None:
     base = _tree(tmp_path)
     store.create("s", "one", ["."], base_dir=base)
-    (cache,) = (root / "cache").iterdir()
+    (cache,) = (root / "cache").glob("stat-*")
     data = cache.read_bytes()
     if damage == "truncate":
         cache.write_bytes(data[: len(data) // 2])
@@ -124,7 +124,7 @@ def test_malformed_entries_are_misses(
     info = os.stat(base / "a.txt")
     key = [info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino, info.st_dev]
     entries = {"a.txt": [*key, b"short"], "b.txt": "nonsense", "sub/c.txt": [*key]}
-    (cache,) = (root / "cache").iterdir()
+    (cache,) = (root / "cache").glob("stat-*")
     cache.write_bytes(statcache.encode(entries, str(base)))
     reads.clear()
     store.create("s", "two", ["."], base_dir=base)

@@ -229,6 +229,7 @@ def test_a_create_counts_on_the_packs_of_the_trees_it_reuses(
         real(self, handle)
 
     monkeypatch.setattr(LocalBackend, "note_existing", noting)
+    store = SnapStore(tmp_path / "store")  # not the one that flushed that pack's name
     store.create("s", "two", ["."], base_dir=base)
     assert len(full_builds) == 1  # the second create reused the first one's trees
     assert root_of(store, "two") == root_of(store, "one")

@@ -79,7 +79,7 @@ class BlobBatch:
         self.storage = storage
         self.packs = PackSeries(storage)
         self._added: set[bytes] = set()
-        self._counts_on_packs = False
+        self._counts_on_packs: set[str] = set()
         self._shards: dict[str, frozenset[str]] = {}
         self._packed = storage.packs.by_digest()
         self.counted: list[EntryRow] = []
@@ -96,9 +96,10 @@ class BlobBatch:
             return True
         index = self._packed.get(digest)
         if index is not None and index.size_of(digest) == size:
-            if not self._counts_on_packs:
-                self._counts_on_packs = True
-                self.storage.backend.note_existing(Handle(Kind.PACK, index.pack_id))
+            pack_id = index.pack_id
+            if pack_id not in self._counts_on_packs and not self.storage.packs.settled(pack_id):
+                self._counts_on_packs.add(pack_id)
+                self.storage.backend.note_existing(Handle(Kind.PACK, pack_id))
             return True
         if self._maybe_loose(digest) and self.storage.loose.has(digest, expected_size=size):
             self.storage.loose.reuse(digest)
@@ -156,6 +157,7 @@ class BlobBatch:
         counts on. After this, a manifest may reference them."""
         self.packs.finish()
         self.storage.sync()
+        self.storage.packs.settle(self._counts_on_packs)
 
     def abort(self) -> None:
         """Drop the unpublished pack (published packs are gc's)."""

@@ -150,15 +150,22 @@ class PackWriter:
         self._open.append(data)
         self._open_bytes += RECORD_HEAD.size + len(data)
 
-    def close_block(self) -> None:
+    def close_block(self, *, last: bool = False) -> None:
         """Close the open block (the next blob starts another) and hand it to the writer's
         thread to compress: zstd releases the GIL, so the blocks compress while the caller
-        reads and hashes the next files. Blocks reach the pack in the order they closed."""
+        reads and hashes the next files. Blocks reach the pack in the order they closed. The
+        ``last`` block of a pack that needed no thread so far (a small create's only block)
+        is compressed here: starting a thread for it costs more than compressing it."""
         if not self._open:
             return
         raw = b"".join(self._open)
         self._open, self._open_bytes = [], 0
         self._closed += 1
+        if last and self._pool is None and not self._compressing:
+            done: Future[tuple[int, bytes]] = Future()
+            done.set_result(compress(raw, self.level))
+            self._compressing.append((self._open_kind, len(raw), done))
+            return
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="snapstore-pack")
         future = self._pool.submit(compress, raw, self.level)
@@ -188,7 +195,7 @@ class PackWriter:
         On failure nothing of the pack is published except, possibly, the pack alone (an
         unindexed pack is garbage for gc)."""
         try:
-            self.close_block()
+            self.close_block(last=True)
             while self._compressing:
                 self._write_next()
         except BaseException:

@@ -89,6 +89,7 @@ class PackSet:
         self._position: LogPosition | None = None
         self._listed_since_refresh = False
         self._log_restarted = False
+        self._settled: set[str] = set()
         self.cache = BlockCache()
 
     def _listed(self) -> tuple[set[str], set[str]]:
@@ -192,8 +193,20 @@ class PackSet:
         with self._lock:
             self._indexes[index.pack_id] = index
             self._where.update(dict.fromkeys(index.entries, index))
+            self._settled.add(index.pack_id)
         if self._log is not None:
             self._log.add(index.pack_id)
+
+    def settled(self, pack_id: str) -> bool:
+        """Whether this process knows the names of the pack and its index to be durable (it
+        published the pack, or flushed ``packs/`` since it counted on it): a writer that
+        counts on it need not flush them again."""
+        return pack_id in self._settled
+
+    def settle(self, pack_ids: set[str]) -> None:
+        """Note that the names of these packs were just made durable (see ``settled``)."""
+        with self._lock:
+            self._settled |= pack_ids
 
     def announce_deletions(self) -> None:
         """Start a new pack log before the first pack is deleted (once per refresh): every
