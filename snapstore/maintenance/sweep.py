@@ -39,7 +39,9 @@ def sweep(
     refusing = not (allow_emptying or dry_run) and (ttl is not None or keep_last is not None)
     if refusing:
         everything = repo.catalog.headers()
-        _refuse_emptying(everything, choose_victims(everything, ttl=ttl, keep_last=keep_last, now_ns=now_ns))
+        _refuse_emptying(
+            everything, choose_victims(everything, ttl=ttl, keep_last=keep_last, now_ns=now_ns)
+        )
     swept: list[ManifestFile] = []
     session_dirs = sorted({session_dir_of(name) for name in repo.catalog.names()})
     for session_dir in session_dirs:
