@@ -10,6 +10,8 @@ import pytest
 from helpers.cli import Cli
 from helpers.service import RpcFailed, Server
 
+from snapstore.repo.layout import FORMAT_MAJOR
+
 
 @pytest.mark.parametrize(
     "args, words",
@@ -95,13 +97,13 @@ def test_stats_counts_what_each_session_holds_and_what_a_sweep_frees(
     assert t["unique_bytes"] < 5_000
     assert s["sweep_deletes"] == 2 and 390_000 < s["sweep_frees"] < 460_000
     assert s["newest"]["name"] == "v2"
-    assert report["format"] == 2 and report["blobs"] >= 3
+    assert report["format"] == FORMAT_MAJOR and report["blobs"] >= 3
     assert report["disk_bytes"] >= report["stored_bytes"] > 590_000
     assert report["sweep_deletes"] == 2
     only = cli.json("stats", "s")
     assert [item["session"] for item in only["sessions"]] == ["s"]
     text = cli.ok("stats").stdout
-    assert "store: format 2" in text and "SESSION" in text
+    assert f"store: format {FORMAT_MAJOR}" in text and "SESSION" in text
     before = sorted(info.name for info in cli.store().list())
     cli.ok("sweep", "--keep-last", "1")
     gc = cli.json("gc")
