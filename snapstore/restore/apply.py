@@ -11,15 +11,17 @@ for the restore and given its mode back afterwards.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import stat
 from collections import OrderedDict
 from collections.abc import Callable, Set
 
 from snapstore.errors import UnsafePathError
-from snapstore.fs.durable import discard, ensure_dir, temp_name
+from snapstore.fs.durable import discard, ensure_dir
 from snapstore.fs.seam import FileSystem
 from snapstore.fs.stamps import FileId, file_id
+from snapstore.fs.tempnames import RestoreTemps
 from snapstore.repo.layout import MARKER_FILE, is_store_root
 from snapstore.repo.loose import BlobSource
 from snapstore.repo.prefetch import ReadAhead, read_ahead
@@ -30,6 +32,14 @@ Progress = Callable[[int, int], None]
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 MAX_OPEN_DIRS = 128
 """Directory descriptors kept open at once (a restore may touch thousands of directories)."""
+_NOT_A_DIRECTORY = (errno.ENOTDIR, errno.ELOOP)
+"""What opening a path as a directory without following links gives for a file, a symlink
+or a special file."""
+
+
+class NotADirectoryPathError(UnsafePathError):
+    """A path the restore must go through as a directory is something else in the target
+    (a file, a symlink, a special file) now."""
 
 
 class DirHandles:
@@ -87,7 +97,9 @@ class DirHandles:
             self.touched.add(parent)
             return os.open(name, DIR_FLAGS, dir_fd=parent_fd)
         except OSError as error:
-            raise UnsafePathError(
+            if error.errno not in _NOT_A_DIRECTORY:
+                raise
+            raise NotADirectoryPathError(
                 f"{path!r} in the target is no longer a plain directory ({error})"
             ) from None
 
@@ -176,8 +188,10 @@ def remove_tree(fs: FileSystem, parent_fd: int, name: str) -> None:
                 os.close(fd)
 
 
-def _write_symlink(fs: FileSystem, parent_fd: int, name: str, target: str) -> None:
-    temp = temp_name()
+def _write_symlink(
+    fs: FileSystem, parent_fd: int, name: str, target: str, temps: RestoreTemps
+) -> None:
+    temp = temps.new()
     fs.symlink(target, temp, dir_fd=parent_fd)
     try:
         fs.replace(temp, name, src_dir_fd=parent_fd, dst_dir_fd=parent_fd)
@@ -203,15 +217,18 @@ def apply_plan(
     fs: FileSystem,
     *,
     durable: bool,
+    temps: RestoreTemps,
     keep_special_bits: bool = False,
     progress: Progress | None = None,
 ) -> None:
     """Carry out a plan: removals deepest first, then creations in path order, then the
-    modes of directories (last, so a read-only directory can still be filled)."""
+    modes of directories (last, so a read-only directory can still be filled). Files and
+    links are written under ``temps``' names (the restore's journal lists their
+    directories, so a recovery can remove them)."""
     changes = plan.changes
     handles = DirHandles(fs, plan.target, durable=durable, expected=plan.target_id)
     source = read_ahead(blobs, files_in_order(changes, plan.linked))
-    staged = StagedFiles(fs, source, handles, durable=durable, linked=plan.linked)
+    staged = StagedFiles(fs, source, handles, temps, durable=durable, linked=plan.linked)
     try:
         for action in sorted(changes, key=lambda a: a.entry.path, reverse=True):
             if action.clears_existing:
@@ -239,7 +256,7 @@ def apply_plan(
                     dir_modes.append((entry.path, mode))
                 elif entry.kind == "symlink":
                     assert entry.target is not None
-                    _write_symlink(fs, parent_fd, name, entry.target)
+                    _write_symlink(fs, parent_fd, name, entry.target, temps)
                 else:
                     staged.add(parent, name, entry, mode)
                 handles.touched.add(parent)

@@ -35,15 +35,17 @@ from snapstore.errors import (
 from snapstore.format.manifest import Manifest
 from snapstore.format.names import generated_name
 from snapstore.fs.seam import FileSystem
+from snapstore.fs.tempnames import RestoreTemps, new_token
 from snapstore.logs import get_logger
 from snapstore.models import RestoreReport, SnapshotInfo
 from snapstore.repo.locks import target_key
 from snapstore.repo.repository import Repository
 from snapstore.restore.actions import Excluded, Keep, Plan
-from snapstore.restore.apply import Progress, apply_plan, remove_tree
+from snapstore.restore.apply import Progress, apply_plan
 from snapstore.restore.journal import Journal, JournalDir
 from snapstore.restore.plan import complete_dirs, make_plan
 from snapstore.restore.recovery import Recovery
+from snapstore.restore.rollback import after_failure
 from snapstore.worktree.create import Request, refuse_store_directory, take_snapshot
 from snapstore.worktree.excludes import Matcher
 from snapstore.worktree.statcache import StatCache
@@ -91,8 +93,11 @@ class RestoreJob:
         target_dir: str,
         paths: list[str] | None,
         keep_special_bits: bool,
+        *,
+        replace_parents: bool = False,
     ) -> Plan:
-        """What restoring (part of) a snapshot into ``target_dir`` changes; writes nothing."""
+        """What restoring (part of) a snapshot into ``target_dir`` changes; writes nothing.
+        ``replace_parents``: see ``make_plan`` (a recovery's rollback)."""
         repo = self.repo
         info = manifest.info
         selected = repo.trees.select(manifest, paths)
@@ -108,6 +113,7 @@ class RestoreJob:
             ),
             keep_special_bits=keep_special_bits,
             known_digest=cache.lookup,
+            replace_parents=replace_parents,
         )
 
     def _planned(
@@ -207,6 +213,7 @@ class RestoreJob:
                     dirs=tuple(plan.written_dirs()),
                     keep_special_bits=keep_special_bits,
                     started_ns=time.time_ns(),
+                    token=new_token(),
                 )
                 self.journals.write(key, journal)
                 if journal.backup is not None:
@@ -218,12 +225,13 @@ class RestoreJob:
                         repo.blobs,
                         self.fs,
                         durable=self.durable,
+                        temps=journal.temps,
                         keep_special_bits=keep_special_bits,
                         progress=progress,
                     )
                     self.journals.remove(key)
                 except BaseException as error:
-                    self._after_failure(journal, key, existed, error)
+                    after_failure(self, journal, key, existed, error)
                 if journal.backup is not None:
                     self.trim_backups(session)
                 return report
@@ -284,6 +292,7 @@ class RestoreJob:
                     self.repo.blobs,
                     self.fs,
                     durable=self.durable,
+                    temps=RestoreTemps(new_token()),
                     keep_special_bits=keep_special_bits,
                     progress=progress,
                 )
@@ -338,75 +347,3 @@ class RestoreJob:
                     rolled_back=True,
                 ) from error
             raise
-
-    def _after_failure(
-        self, journal: Journal, key: str, existed: bool, error: BaseException
-    ) -> None:
-        """After the plan failed part-way: put the target back and raise RestoreError."""
-        failed = (
-            f"restore of {journal.restoring!r} (session {journal.session!r}) into "
-            f"{journal.target} failed: {error}"
-        )
-        if not existed:
-            self._remove_new_target(journal.target, failed, error)
-            self._drop_journal(key)
-            raise RestoreError(
-                f"{failed}; the directory it had created was removed", rolled_back=True
-            ) from error
-        if journal.backup is None:
-            self._drop_journal(key)
-            raise RestoreError(
-                f"{failed}; no backup was kept (backup=False), so the target may be partly "
-                "restored",
-                rolled_back=False,
-            ) from error
-        try:
-            self._roll_back(journal)
-            clean = self.recovery.remove_temp_files(journal)
-        except BaseException as rollback_error:
-            with contextlib.suppress(OSError):  # the failure may have been its removal
-                self.journals.write(key, journal)
-            raise RestoreError(
-                f"{failed}; rolling back also failed ({rollback_error}); the previous state is "
-                f"kept in the undo backup {journal.backup!r} of session {journal.session!r}, and "
-                "the next restore into this target (or opening the store) tries again",
-                rolled_back=False,
-            ) from error
-        if clean:  # else the journal stays, so that the next recovery removes them
-            self._drop_journal(key)
-        raise RestoreError(f"{failed}; the target was put back as it was", rolled_back=True) from (
-            error
-        )
-
-    def _drop_journal(self, key: str) -> None:
-        """Remove the journal of a restore that failed and was dealt with. If that fails too
-        (a second fault), the journal stays for the next recovery: after a rollback it finds
-        the backup gone and only removes the journal."""
-        with contextlib.suppress(OSError):
-            self.journals.remove(key)
-
-    def _remove_new_target(self, target_dir: str, failed: str, error: BaseException) -> None:
-        if not os.path.lexists(target_dir):
-            return
-        try:
-            parent_fd = os.open(os.path.dirname(target_dir), os.O_RDONLY | os.O_DIRECTORY)
-            try:
-                remove_tree(self.fs, parent_fd, os.path.basename(target_dir))
-            finally:
-                os.close(parent_fd)
-        except OSError as cleanup_error:
-            raise RestoreError(
-                f"{failed}; removing the partly restored new directory also failed "
-                f"({cleanup_error})",
-                rolled_back=False,
-            ) from error
-
-    def _roll_back(self, journal: Journal) -> None:
-        """Put the target back from the journal's backup, then drop that backup (the target
-        holds its state again, so the undo history is as it was before the restore)."""
-        assert journal.backup is not None
-        repo = self.repo
-        saved = repo.catalog.read(journal.session, journal.backup)
-        plan = self.plan(saved, journal.target, None, True)
-        apply_plan(plan, repo.blobs, self.fs, durable=self.durable, keep_special_bits=True)
-        repo.delete_backup(journal.session, journal.backup)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from snapstore.format.envelope import seal, unseal
 from snapstore.fs.reading import UnfitFileError
+from snapstore.fs.tempnames import TOKEN_PATTERN, RestoreTemps
 from snapstore.repo.backend import Backend, Handle, Kind
 
 MAGIC = b"SNAPJNL\x01"
@@ -31,7 +32,8 @@ class Journal:
     interrupted restore is then rolled back from it); without one (a new target, or
     ``backup=False``) it is finished instead, keeping a backup first if ``backups`` (the
     restore's own ``backup`` argument). ``paths``: the subset restored (None: all). ``dirs``
-    are where it may leave temp files."""
+    are where it may leave temp files, each named with its ``token`` (see
+    ``snapstore.fs.tempnames``; None in a journal of a version before tokens)."""
 
     target: str
     session: str
@@ -42,6 +44,12 @@ class Journal:
     dirs: tuple[str, ...]
     keep_special_bits: bool
     started_ns: int
+    token: str | None = None
+
+    @property
+    def temps(self) -> RestoreTemps:
+        """The temp names this restore (and its rollback or finishing) writes and removes."""
+        return RestoreTemps(self.token)
 
     def encode(self) -> bytes:
         """The journal object's bytes (the store's self-checking envelope)."""
@@ -57,6 +65,7 @@ class Journal:
                 "dirs": list(self.dirs),
                 "keep_special_bits": self.keep_special_bits,
                 "started_ns": self.started_ns,
+                "token": self.token,
             },
         )
 
@@ -77,6 +86,7 @@ class Journal:
                 dirs=tuple(fields["dirs"]),
                 keep_special_bits=fields["keep_special_bits"],
                 started_ns=fields["started_ns"],
+                token=fields.get("token"),
             )
         except Exception as error:
             raise CorruptJournalError(f"does not decode: {error}") from None
@@ -86,6 +96,10 @@ class Journal:
             raise CorruptJournalError("a field that must be text is not")
         if not journal.target.startswith("/") or not isinstance(journal.backup, str | None):
             raise CorruptJournalError("bad target or backup")
+        if journal.token is not None and not (
+            isinstance(journal.token, str) and TOKEN_PATTERN.fullmatch(journal.token)
+        ):
+            raise CorruptJournalError("bad token")
         return journal
 
 

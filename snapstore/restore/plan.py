@@ -85,6 +85,7 @@ def make_plan(
     keep_special_bits: bool = False,
     known_digest: KnownDigest | None = None,
     links: bool = True,
+    replace_parents: bool = False,
 ) -> Plan:
     """Decide what restoring ``entries`` into ``target`` changes; writes nothing.
 
@@ -96,6 +97,10 @@ def make_plan(
     target where a path needs a parent directory the snapshot does not itself record, and
     for a directory to replace that holds something to leave alone. ``links=False`` judges
     each path on its own (kind, content, mode), leaving hard links out of it.
+    ``replace_parents`` (the rollback of a killed restore, from its undo backup, which records
+    the paths it keeps but not the directories on the way): a file, symlink or special file
+    found where such a directory must be is removed, rather than refused (the recovery keeps
+    it in a new backup first: someone put it there after the restore was killed).
     """
     # Path order: a directory's own action is decided before anything beneath it.
     entries = sorted(entries, key=attrgetter("path"))
@@ -109,6 +114,9 @@ def make_plan(
         current: CurrentKind | None = None
         info = None
         state = view.chains.get(path.rpartition("/")[0]) or view.chain_of(path.rpartition("/")[0])
+        if isinstance(state, tuple) and replace_parents:
+            plan.actions.append(view.replace_parent(*state))
+            state = view.chain_of(path.rpartition("/")[0])
         if isinstance(state, tuple):
             parent, kind = state
             raise UnsafePathError(

@@ -10,6 +10,7 @@ Whoever finds a journal holds its target's lock (see ``job``).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import warnings
 from typing import TYPE_CHECKING
@@ -21,14 +22,15 @@ from snapstore.errors import (
     RestoreError,
     SnapshotNotFound,
     SnapstoreError,
+    UnsafePathError,
 )
 from snapstore.format.names import generated_name
-from snapstore.fs.durable import TEMP_PREFIX
+from snapstore.fs.tempnames import RestoreTemps, new_token
 from snapstore.logs import get_logger
 from snapstore.models import FileEntry
 from snapstore.repo.locks import target_key
 from snapstore.restore.actions import Action, Plan
-from snapstore.restore.apply import DirHandles, apply_plan
+from snapstore.restore.apply import DirHandles, NotADirectoryPathError, apply_plan
 from snapstore.restore.journal import CorruptJournalError, Journal
 from snapstore.restore.plan import make_plan
 
@@ -80,7 +82,7 @@ class Recovery:
             return
         try:
             with repo.blobs_in_use(), gc_paused():
-                self._recover(journal)
+                self._recover(journal, key)
         except (OSError, SnapstoreError) as error:
             raise RestoreError(
                 f"a restore of {journal.restoring!r} (session {journal.session!r}) into "
@@ -90,23 +92,31 @@ class Recovery:
             ) from error
         self.journals.remove(key)
 
-    def _recover(self, journal: Journal) -> None:
+    def _recover(self, journal: Journal, key: str) -> None:
         if not self.remove_temp_files(journal):
             raise RestoreError(
                 "temp files it left in the target could not be removed", rolled_back=False
             )
         repo = self.repo
         if journal.backup is None:
-            self._finish(journal)
+            self._finish(journal, key)
             return
         try:
             saved = repo.catalog.read(journal.session, journal.backup)
         except SnapshotNotFound:
             return  # killed before its backup was committed: it had changed nothing
-        plan = self.job.plan(saved, journal.target, None, True)
+        plan = self.job.plan(saved, journal.target, None, True, replace_parents=True)
         if plan.changes and self._changed_since(journal, plan):
             self._keep_current(journal, plan, journal.backup)
-        apply_plan(plan, repo.blobs, self.job.fs, durable=self.job.durable, keep_special_bits=True)
+        covered = self.cover(journal, key, plan)
+        apply_plan(
+            plan,
+            repo.blobs,
+            self.job.fs,
+            durable=self.job.durable,
+            temps=covered.temps,
+            keep_special_bits=True,
+        )
         repo.delete_backup(journal.session, journal.backup)
         logger.warning(
             "put %s back as it was before an interrupted restore of %r (session %r)",
@@ -115,7 +125,7 @@ class Recovery:
             journal.session,
         )
 
-    def _finish(self, journal: Journal) -> None:
+    def _finish(self, journal: Journal, key: str) -> None:
         """Run an interrupted restore that kept no backup again, to its end."""
         repo = self.repo
         try:
@@ -132,11 +142,13 @@ class Recovery:
         plan = self.job.plan(manifest, journal.target, paths, journal.keep_special_bits)
         if journal.backups and any(_not_written_by_a_restore(a) for a in plan.changes):
             self._keep_current(journal, plan, journal.restoring)
+        journal = self.cover(journal, key, plan)
         apply_plan(
             plan,
             repo.blobs,
             self.job.fs,
             durable=self.job.durable,
+            temps=journal.temps,
             keep_special_bits=journal.keep_special_bits,
         )
         logger.warning(
@@ -160,8 +172,10 @@ class Recovery:
         recorded = {entry.path: entry for entry in self.repo.trees.entries(restoring)}
         changed = [action.entry.path for action in rollback.changes]
         if any(
-            path not in recorded and os.path.lexists(os.path.join(journal.target, path))
-            for path in changed
+            action.entry.path not in recorded
+            and _not_written_by_a_restore(action)
+            and os.path.lexists(os.path.join(journal.target, action.entry.path))
+            for action in rollback.changes
         ):
             return True
         cleared = tuple(
@@ -202,32 +216,66 @@ class Recovery:
         )
         self.job.trim_backups(journal.session)
 
+    def cover(self, journal: Journal, key: str, plan: Plan) -> Journal:
+        """The journal of a restore about to apply ``plan`` (its rollback, or its finishing):
+        with a token (a journal of a version before tokens gets one) and listing every
+        directory the plan writes into, written durably first if that changed it, so that
+        if this is killed too, the next recovery finds every temp file it leaves."""
+        dirs = sorted(set(journal.dirs).union(plan.written_dirs()))
+        if journal.token is not None and dirs == sorted(journal.dirs):
+            return journal
+        covering = dataclasses.replace(
+            journal, dirs=tuple(dirs), token=journal.token or new_token()
+        )
+        self.journals.write(key, covering)
+        return covering
+
     def remove_temp_files(self, journal: Journal) -> bool:
-        """Remove the temp files a restore may have left beside its destinations; False if
-        some could not be removed."""
+        """Remove the temp files the journal's restore may have left beside its
+        destinations (only its own: see ``snapstore.fs.tempnames``); False if some could not
+        be removed, or the target could not be looked at. A journalled path that is no
+        directory now (a file, a symlink, a FIFO: the restore had not made it one yet, or it
+        was replaced since) holds no temp file of the restore: it is clean."""
         if not os.path.isdir(journal.target):
             return True
+        try:
+            handles = DirHandles(self.job.fs, journal.target, durable=False)
+        except (OSError, UnsafePathError):
+            return False
         clean = True
-        handles = DirHandles(self.job.fs, journal.target, durable=False)
         try:
             for relative_dir in journal.dirs:
-                try:
-                    fd = handles.get(relative_dir)
-                    for name in os.listdir(fd):
-                        if name.startswith(TEMP_PREFIX):
-                            self.job.fs.unlink(name, dir_fd=fd)
-                except FileNotFoundError:
-                    continue
-                except OSError:
-                    clean = False
+                clean = self._remove_temps_in(handles, relative_dir, journal.temps) and clean
         finally:
             handles.close()
         return clean
 
-    def recover_all(self) -> None:
-        """At open: recover every interrupted restore whose target is not locked by a restore
-        running now; one that cannot be recovered now is left, with a warning."""
+    def _remove_temps_in(self, handles: DirHandles, relative_dir: str, temps: RestoreTemps) -> bool:
+        """Remove the restore's temp files (never a directory) in one directory."""
+        try:
+            fd = handles.get(relative_dir)
+            with os.scandir(fd) as listing:
+                found = [
+                    entry.name
+                    for entry in listing
+                    if temps.made(entry.name) and not entry.is_dir(follow_symlinks=False)
+                ]
+            for name in found:
+                with contextlib.suppress(FileNotFoundError):
+                    self.job.fs.unlink(name, dir_fd=fd)
+        except (FileNotFoundError, NotADirectoryPathError):
+            return True
+        except OSError:
+            return False
+        return True
+
+    def recover_all(self, session: str | None = None) -> None:
+        """Recover every interrupted restore (of ``session``, if given) whose target is not
+        locked by a restore running now; one that cannot be recovered now is left, with a
+        warning. At open, and before an undo chooses the backup to restore."""
         for key in self.journals.pending():
+            if session is not None and not self._of_session(key, session):
+                continue
             with self._target_lock_if_free(key) as free:
                 if not free:
                     continue
@@ -235,6 +283,15 @@ class Recovery:
                     self.recover(key)
                 except RestoreError as error:
                     warnings.warn(str(error), InterruptedRestoreWarning, stacklevel=3)
+
+    def _of_session(self, key: str, session: str) -> bool:
+        """True if the journal of ``key`` is of a restore in ``session`` (or cannot be read
+        now: recovering it reports why)."""
+        try:
+            journal = self.journals.read(key)
+        except (OSError, CorruptJournalError):
+            return True
+        return journal is not None and journal.session == session
 
     def _target_lock_if_free(self, key: str) -> contextlib.AbstractContextManager[bool]:
         """The locks a restore into the journal's target holds (its directory's lock, and

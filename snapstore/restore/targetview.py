@@ -100,6 +100,16 @@ class TargetView:
             self.chains[directory] = state
         return state
 
+    def replace_parent(self, directory: str, current: CurrentKind) -> Action:
+        """The removal of the non-directory at ``directory`` (found on the way to a path),
+        after which the plan creates that directory: every chain through it is fresh."""
+        self.fresh.add(directory)
+        self.chains[directory] = FRESH
+        below = directory + "/"
+        for known in [d for d in self.chains if d.startswith(below)]:
+            del self.chains[known]
+        return Action(FileEntry(directory, "absent"), "remove", current)
+
     def holds_kept(self, path: str) -> bool:
         """True if the directory ``path`` in the target is, or holds at any depth, a path to
         leave alone (a storage root, a skipped, excluded or special file)."""

@@ -21,9 +21,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from snapstore.errors import UnsafePathError
-from snapstore.fs.durable import discard, temp_name
+from snapstore.fs.durable import discard
 from snapstore.fs.seam import FileSystem, start_writeback
 from snapstore.fs.stamps import FileId, file_id
+from snapstore.fs.tempnames import RestoreTemps
 from snapstore.models import FileEntry
 from snapstore.repo.contents import pieces
 from snapstore.repo.loose import BlobSource
@@ -64,6 +65,7 @@ class StagedFiles:
         fs: FileSystem,
         blobs: BlobSource,
         handles: DirHandles,
+        temps: RestoreTemps,
         *,
         durable: bool,
         linked: frozenset[str] | set[str] = frozenset(),
@@ -71,6 +73,7 @@ class StagedFiles:
         self.fs = fs
         self.blobs = blobs
         self.handles = handles
+        self.temps = temps
         self.durable = durable
         self.linked = linked
         self._firsts: dict[str, _First] = {}
@@ -87,7 +90,7 @@ class StagedFiles:
         if first is not None:
             self._link(first, parent, name)
             return
-        temp = temp_name()
+        temp = self.temps.new()
         fd = self.fs.open(temp, _CREATE_FLAGS, 0o600, dir_fd=self.handles.get(parent))
         staged = _Staged(parent, temp, name, fd)
         self._staged.append(staged)
@@ -114,7 +117,7 @@ class StagedFiles:
         file (the target changed under the restore)."""
         source = first.staged.name if first.staged.renamed else first.staged.temp
         source_fd = os.dup(self.handles.get(first.staged.parent))
-        temp = temp_name()
+        temp = self.temps.new()
         try:
             parent_fd = self.handles.get(parent)
             self.fs.link(source, temp, src_dir_fd=source_fd, dst_dir_fd=parent_fd)

@@ -1,0 +1,118 @@
+"""After a restore failed part-way (an error, not a kill: ``recovery`` deals with those): put
+the target back and say, in a RestoreError, whether that worked.
+
+The order: remove the temp files the failed restore left (a path that is no directory now
+holds none); put the target back from the undo backup, having first added the directories
+the rollback writes into to the journal (so a rollback that is killed leaves no temp file
+that no recovery would find); delete the backup; remove the journal. The journal stays
+whenever something is left to do (a rollback that failed, a temp file that could not be
+removed), so the next recovery finishes the job, and a RestoreError never names a backup
+that is gone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import TYPE_CHECKING, NoReturn
+
+from snapstore.errors import RestoreError
+from snapstore.restore.apply import apply_plan, remove_tree
+from snapstore.restore.journal import Journal
+
+if TYPE_CHECKING:
+    from snapstore.restore.job import RestoreJob
+
+
+def after_failure(
+    job: RestoreJob, journal: Journal, key: str, existed: bool, error: BaseException
+) -> NoReturn:
+    """After the plan of ``journal``'s restore failed part-way with ``error``: put the target
+    back (or remove it, if the restore created it) and raise RestoreError."""
+    failed = (
+        f"restore of {journal.restoring!r} (session {journal.session!r}) into "
+        f"{journal.target} failed: {error}"
+    )
+    if not existed:
+        _remove_new_target(job, journal.target, failed, error)
+        _drop_journal(job, key)
+        raise RestoreError(
+            f"{failed}; the directory it had created was removed", rolled_back=True
+        ) from error
+    if journal.backup is None:
+        job.recovery.remove_temp_files(journal)
+        _drop_journal(job, key)
+        raise RestoreError(
+            f"{failed}; no backup was kept (backup=False), so the target may be partly restored",
+            rolled_back=False,
+        ) from error
+    try:
+        clean = job.recovery.remove_temp_files(journal)
+        covered = _roll_back(job, journal, key)
+    except BaseException as rollback_error:
+        with contextlib.suppress(OSError):  # the failure may have been the journal's removal
+            if not job.journals.exists(key):
+                job.journals.write(key, journal)
+        raise RestoreError(
+            f"{failed}; rolling back also failed ({rollback_error}); the previous state is "
+            f"kept in the undo backup {journal.backup!r} of session {journal.session!r}, and "
+            "the next restore into this target (or opening the store) tries again",
+            rolled_back=False,
+        ) from error
+    if not clean:
+        clean = job.recovery.remove_temp_files(covered)
+    if clean:  # else the journal stays, so that the next recovery removes them
+        _drop_journal(job, key)
+        raise RestoreError(f"{failed}; the target was put back as it was", rolled_back=True) from (
+            error
+        )
+    raise RestoreError(
+        f"{failed}; the target was put back as it was, but for temp files "
+        "(.snapstore-tmp-*) the next restore into it (or opening the store) removes",
+        rolled_back=True,
+    ) from error
+
+
+def _roll_back(job: RestoreJob, journal: Journal, key: str) -> Journal:
+    """Put the target back from the journal's backup, then drop that backup (the target
+    holds its state again, so the undo history is as it was before the restore). Returns the
+    journal as it is now (covering the directories the rollback wrote into)."""
+    assert journal.backup is not None
+    repo = job.repo
+    saved = repo.catalog.read(journal.session, journal.backup)
+    plan = job.plan(saved, journal.target, None, True)
+    covered = job.recovery.cover(journal, key, plan)
+    apply_plan(
+        plan,
+        repo.blobs,
+        job.fs,
+        durable=job.durable,
+        temps=covered.temps,
+        keep_special_bits=True,
+    )
+    repo.delete_backup(journal.session, journal.backup)
+    return covered
+
+
+def _drop_journal(job: RestoreJob, key: str) -> None:
+    """Remove the journal of a restore that failed and was dealt with. If that fails too
+    (a second fault), the journal stays for the next recovery: after a rollback it finds
+    the backup gone and only removes the journal (and temp files)."""
+    with contextlib.suppress(OSError):
+        job.journals.remove(key)
+
+
+def _remove_new_target(job: RestoreJob, target_dir: str, failed: str, error: BaseException) -> None:
+    if not os.path.lexists(target_dir):
+        return
+    try:
+        parent_fd = os.open(os.path.dirname(target_dir), os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            remove_tree(job.fs, parent_fd, os.path.basename(target_dir))
+        finally:
+            os.close(parent_fd)
+    except OSError as cleanup_error:
+        raise RestoreError(
+            f"{failed}; removing the partly restored new directory also failed ({cleanup_error})",
+            rolled_back=False,
+        ) from error

@@ -1,0 +1,241 @@
+"""Restores, undos and their recovery against a hostile work tree: a journalled directory
+that is no directory (yet, or any more), user files named like restore temp files, names and
+link targets no snapshot can record, and an undo in a process that outlived a killed
+restore. Nothing the user had may be lost, and no recovery may stay stuck."""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import stat
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from helpers.seam import FastFileSystem
+from helpers.trees import temp_leftovers, write_tree
+
+from snapstore import SnapStore
+from snapstore.errors import RestoreError
+from snapstore.repo.locks import target_key
+
+KILLED = 77
+
+
+class AtName(FastFileSystem):
+    """The real seam, but the ``nth`` ``unlink``, ``rmdir`` or rename into place of ``name``
+    (the last component) kills the process, or raises EIO with ``fail``."""
+
+    def __init__(self, name: str, *, fail: bool = False, nth: int = 1) -> None:
+        self.name = name
+        self.fail = fail
+        self.left = nth
+
+    def _hit(self, path: str) -> None:
+        if os.path.basename(path) == self.name:
+            self.left -= 1
+            if self.left:
+                return
+            if self.fail:
+                raise OSError(errno.EIO, f"injected EIO removing {path}")
+            os._exit(KILLED)
+
+    def unlink(self, path: str, *, dir_fd: int | None = None) -> None:
+        self._hit(path)
+        super().unlink(path, dir_fd=dir_fd)
+
+    def rmdir(self, path: str, *, dir_fd: int | None = None) -> None:
+        self._hit(path)
+        super().rmdir(path, dir_fd=dir_fd)
+
+    def replace(
+        self, src: str, dst: str, *, src_dir_fd: int | None = None, dst_dir_fd: int | None = None
+    ) -> None:
+        self._hit(dst)
+        super().replace(src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd)
+
+
+def tree_of(base: Path) -> dict[str, object]:
+    """Every path under ``base`` as ``read_tree`` gives it, but a FIFO as ``("fifo",)``
+    (reading it would block)."""
+    found: dict[str, object] = {}
+    for directory, dirs, files in os.walk(base):
+        for name in dirs + files:
+            path = os.path.join(directory, name)
+            relative = os.path.relpath(path, base)
+            info = os.lstat(path)
+            if stat.S_ISFIFO(info.st_mode):
+                found[relative] = ("fifo",)
+            elif stat.S_ISLNK(info.st_mode):
+                found[relative] = ("symlink", os.readlink(path))
+            elif stat.S_ISDIR(info.st_mode):
+                found[relative] = ("dir", stat.S_IMODE(info.st_mode))
+            else:
+                found[relative] = ("file", Path(path).read_bytes(), stat.S_IMODE(info.st_mode))
+    return found
+
+
+def in_killed_child(work: Callable[[], object]) -> None:
+    pid = os.fork()
+    if pid == 0:
+        try:
+            work()
+        finally:
+            os._exit(1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == KILLED
+
+
+def open_quietly(root: Path) -> SnapStore:
+    """Open the store; any warning (a recovery that failed) fails the test."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        return SnapStore(root)
+
+
+def make_not_a_directory(path: Path, kind: str, outside: Path) -> None:
+    """Put a ``kind`` (file, symlink to a directory, FIFO) at ``path``."""
+    if kind == "file":
+        path.write_text("my notes, a file")
+    elif kind == "symlink":
+        outside.mkdir(exist_ok=True)
+        (outside / "keep.txt").write_text("outside")
+        path.symlink_to(outside)
+    else:
+        os.mkfifo(path)
+
+
+NOT_DIRECTORIES = ["file", "symlink", "fifo"]
+
+
+@pytest.fixture
+def dir_over_non_dir(tmp_path: Path) -> Callable[[str], tuple[Path, Path]]:
+    """A checkpoint ``cp`` in which ``notes`` is a directory (files one and two levels down),
+    then ``notes`` made a file, symlink or FIFO and ``z.txt`` edited: (base, store root)."""
+
+    def make(kind: str) -> tuple[Path, Path]:
+        base, root = tmp_path / "p", tmp_path / "store"
+        write_tree(base, {"notes/a.txt": "a\n", "notes/b/c.txt": "c\n", "z.txt": "z\n"})
+        SnapStore(root).create("s", "cp", ["."], base_dir=base)
+        shutil.rmtree(base / "notes")
+        make_not_a_directory(base / "notes", kind, tmp_path / "outside")
+        (base / "z.txt").write_text("my edit\n")
+        return base, root
+
+    return make
+
+
+@pytest.mark.parametrize("kind", NOT_DIRECTORIES)
+def test_a_restore_killed_before_it_made_a_file_a_directory_is_rolled_back(
+    dir_over_non_dir: Callable[[str], tuple[Path, Path]], tmp_path: Path, kind: str
+) -> None:
+    base, root = dir_over_non_dir(kind)
+    before = tree_of(base)
+    in_killed_child(lambda: SnapStore(root, fs=AtName("notes")).restore("s", "cp"))
+    assert os.listdir(root / "journal")
+    reopened = open_quietly(root)
+    assert tree_of(base) == before
+    assert not reopened.journals.pending() and reopened.backups("s") == []
+    if kind == "symlink":
+        assert (tmp_path / "outside" / "keep.txt").read_text() == "outside"
+    reopened.restore("s", "cp")
+    assert (base / "notes/b/c.txt").read_text() == "c\n"
+    reopened.undo("s")
+    if kind != "fifo":  # an undo backup records no special file (restore.md)
+        assert tree_of(base) == before
+
+
+@pytest.mark.parametrize("kind", ["file", "symlink"])
+def test_a_restore_that_fails_before_it_made_a_file_a_directory_says_it_rolled_back(
+    dir_over_non_dir: Callable[[str], tuple[Path, Path]], kind: str
+) -> None:
+    base, root = dir_over_non_dir(kind)
+    before = tree_of(base)
+    store = SnapStore(root, fs=AtName("notes", fail=True))
+    with pytest.raises(RestoreError, match="put back as it was") as failed:
+        store.restore("s", "cp")
+    assert failed.value.rolled_back
+    assert tree_of(base) == before
+    assert not store.journals.pending() and store.backups("s") == []
+    open_quietly(root)
+
+
+@pytest.mark.parametrize("kind", ["file", "symlink"])
+def test_an_undo_killed_before_it_made_a_file_a_directory_again_is_rolled_back(
+    tmp_path: Path, kind: str
+) -> None:
+    """A restore replaced the directory ``notes`` by a file (or link); its undo, killed
+    before removing that file, meets the same journalled directory that is not one."""
+    base, root = tmp_path / "p", tmp_path / "store"
+    if kind == "file":
+        write_tree(base, {"notes": "a file in the checkpoint\n"})
+    else:
+        base.mkdir()
+        (base / "notes").symlink_to("elsewhere")
+    store = SnapStore(root)
+    store.create("s", "cp", ["."], base_dir=base)
+    os.unlink(base / "notes")
+    write_tree(base, {"notes/a.txt": "mine\n", "notes/deep/b.txt": "mine too\n"})
+    edited = tree_of(base)
+    store.restore("s", "cp")
+    restored = tree_of(base)
+    in_killed_child(lambda: SnapStore(root, fs=AtName("notes")).undo("s"))
+    reopened = open_quietly(root)
+    assert tree_of(base) == restored
+    assert len(reopened.backups("s")) == 1
+    reopened.undo("s")
+    assert tree_of(base) == edited
+
+
+@pytest.mark.parametrize("kind", ["file", "symlink", "fifo"])
+def test_a_journalled_directory_replaced_after_the_kill_is_kept_then_rolled_back(
+    tmp_path: Path, kind: str
+) -> None:
+    """After the kill, someone puts a file (link, FIFO) where the killed restore was writing
+    into a directory: the recovery keeps it in a new backup, then puts the directory back;
+    it does not stay stuck."""
+    base, root = tmp_path / "p", tmp_path / "store"
+    write_tree(base, {"notes/a.txt": "a\n", "notes/b/c.txt": "c\n", "z.txt": "z\n"})
+    SnapStore(root).create("s", "cp", ["."], base_dir=base)
+    write_tree(base, {"notes/a.txt": "edit\n", "notes/b/c.txt": "edit\n", "notes/x.txt": "x"})
+    before = tree_of(base)
+    in_killed_child(lambda: SnapStore(root, fs=AtName("x.txt")).restore("s", "cp"))
+    shutil.rmtree(base / "notes")
+    make_not_a_directory(base / "notes", kind, tmp_path / "outside")
+    reopened = open_quietly(root)
+    assert tree_of(base) == before
+    assert not reopened.journals.pending()
+    if kind == "file":
+        (kept,) = reopened.backups("s")
+        assert reopened.read("s", kept.name, "notes") == b"my notes, a file"
+    if kind == "symlink":
+        assert (tmp_path / "outside" / "keep.txt").read_text() == "outside"
+
+
+@pytest.mark.parametrize(
+    ("added", "rolled_back_last"),
+    [({"keep/old.txt": "mine\n"}, "old.txt"), ({"extra/deep/f.txt": "mine\n"}, "f.txt")],
+    ids=["file-removed-from-a-directory-kept", "directory-removed"],
+)
+def test_a_rollback_killed_where_the_restore_only_removed_leaves_no_temp_file(
+    tmp_path: Path, added: dict[str, str], rolled_back_last: str
+) -> None:
+    """The rollback of a killed restore writes into directories the restore only removed
+    from (not those it wrote into, which its journal lists); killed there in turn, it must
+    still leave no temp file once recovered, and no needless backup."""
+    base, root = tmp_path / "p", tmp_path / "store"
+    write_tree(base, {"keep/a.txt": "a\n", "z.txt": "z\n"})
+    SnapStore(root).create("s", "cp", ["."], base_dir=base)
+    write_tree(base, {"z.txt": "edit\n", **added})
+    before = tree_of(base)
+    key = target_key(os.path.realpath(base))
+    in_killed_child(lambda: SnapStore(root, fs=AtName(key, nth=2)).restore("s", "cp"))
+    assert (base / "z.txt").read_text() == "z\n"  # applied; killed before the journal went
+    in_killed_child(lambda: SnapStore(root, fs=AtName(rolled_back_last)))
+    assert temp_leftovers(base)
+    reopened = open_quietly(root)
+    assert tree_of(base) == before
+    assert not temp_leftovers(base)
+    assert not reopened.journals.pending() and reopened.backups("s") == []
