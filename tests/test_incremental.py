@@ -465,16 +465,16 @@ def test_what_a_full_scan_leaves_out_a_rescan_leaves_out(store: SnapStore, tmp_p
     chain.create(known=False)
     write_tree(base, {"src/x.tmp": "excluded\n", "build/out.o": "excluded\n"})
     SnapStore(base / "src/inner-store", durable=False)
-    (base / "src/.snapstore-tmp-leftover").write_text("temp\n")
+    (base / "src/.snapstore-tmp-0123456789abcdef-0123456789abcdef").write_text("temp\n")
     (base / ".git").mkdir()
     (base / ".git/HEAD").write_text("ref\n")
     rescan = ["src/x.tmp", "build", "build/out.o", "src/inner-store", ".git/HEAD"]
-    rescan += ["src/.snapstore-tmp-leftover", "src/inner-store/FORMAT"]
+    rescan += ["src/.snapstore-tmp-0123456789abcdef-0123456789abcdef", "src/inner-store/FORMAT"]
     report = chain.create(rescan=rescan, refresh=["src", "."])
     assert report.scan == "incremental"
     chain.check(report)
     recorded = {e.path for e in store.get("s", "n").entries}
-    assert not {p for p in recorded if "inner-store" in p or p.endswith(".tmp")}
+    assert not {p for p in recorded if "inner-store" in p or p.endswith(".tmp") or "-tmp-" in p}
 
 
 @pytest.fixture

@@ -239,3 +239,58 @@ def test_a_rollback_killed_where_the_restore_only_removed_leaves_no_temp_file(
     assert tree_of(base) == before
     assert not temp_leftovers(base)
     assert not reopened.journals.pending() and reopened.backups("s") == []
+
+
+USER_TEMP_LOOKALIKES = {
+    ".snapstore-tmp-notes": "top\n",
+    ".snapstore-tmp-0123456789abcdef": "the shape older versions gave temp files\n",
+    "d/.snapstore-tmp-x": "one down\n",
+    "d/e/.snapstore-tmp-0123456789abcdef-fedcba9876543210": "the shape of a restore's\n",
+    "gone/sub/.snapstore-tmp-y": "in a directory the restore removes\n",
+    ".snapstore-tmp-dir/inside.txt": "in a directory named like one\n",
+}
+
+
+def test_files_named_like_temp_files_are_backed_up_before_a_restore_removes_them(
+    tmp_path: Path,
+) -> None:
+    base, root = tmp_path / "p", tmp_path / "store"
+    write_tree(base, {"d/e/keep.txt": "k\n", "z.txt": "z\n"})
+    store = SnapStore(root)
+    store.create("s", "cp", ["."], base_dir=base)
+    write_tree(base, USER_TEMP_LOOKALIKES)
+    edited = tree_of(base)
+    report = store.restore("s", "cp")
+    assert report.backup is not None
+    assert not any(".snapstore-tmp-" in path for path in tree_of(base))
+    kept = {e.path for e in store.get("s", report.backup).entries}
+    assert set(USER_TEMP_LOOKALIKES) <= kept
+    store.undo("s")
+    assert tree_of(base) == edited
+
+
+def test_a_checkpoint_records_files_named_like_temp_files_but_not_a_restores_own_shape(
+    tmp_path: Path,
+) -> None:
+    base, root = tmp_path / "p", tmp_path / "store"
+    write_tree(base, USER_TEMP_LOOKALIKES)
+    store = SnapStore(root)
+    info = store.create("s", "cp", ["."], base_dir=base)
+    recorded = {e.path for e in store.get("s", info.name).entries if e.kind == "file"}
+    assert recorded == set(USER_TEMP_LOOKALIKES) - {
+        "d/e/.snapstore-tmp-0123456789abcdef-fedcba9876543210"
+    }
+
+
+def test_recovery_removes_only_the_temp_files_of_the_killed_restore(tmp_path: Path) -> None:
+    base, root = tmp_path / "p", tmp_path / "store"
+    write_tree(base, {"a.txt": "a\n", "b.txt": "b\n", ".snapstore-tmp-mine": "recorded\n"})
+    SnapStore(root).create("s", "cp", ["."], base_dir=base)
+    write_tree(base, {"a.txt": "edit a\n", "b.txt": "edit b\n"})
+    mine = tmp_path / "p" / ".snapstore-tmp-0123456789abcdef-fedcba9876543210"
+    mine.write_text("a restore's shape, but another restore's token\n")
+    edited = tree_of(base)
+    in_killed_child(lambda: SnapStore(root, fs=AtName("b.txt")).restore("s", "cp"))
+    assert len(temp_leftovers(base)) >= 2  # the killed restore's own is there too
+    open_quietly(root)
+    assert tree_of(base) == edited

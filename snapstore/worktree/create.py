@@ -241,6 +241,7 @@ def take_snapshot(
         gitignore=request.gitignore and not backup,
         ignore_read=git.read_dirs,
         reuse=None if request.rehash else cache.reuse_hook(batch.claim, batch.claim_extents),
+        restore_temps=backup,
     )
     try:
         for path in request.paths:

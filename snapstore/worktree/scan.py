@@ -23,6 +23,7 @@ from snapstore.errors import (
 from snapstore.format.manifest import EntryRow
 from snapstore.format.paths import check_relative_path, child_path, parents, plain_names, printable
 from snapstore.fs.durable import TEMP_PREFIX
+from snapstore.fs.tempnames import is_restore_temp
 from snapstore.fs.stamps import FileId, file_id
 from snapstore.models import SkippedPath
 from snapstore.repo.layout import MARKER_FILE, is_store_root
@@ -99,11 +100,17 @@ if it was listed: the one that must be found there when it is opened)."""
 class Scanner:
     """Walks paths under a base directory. Never records a storage root (the store's own,
     listed in ``exclude_dirs`` by device and inode, or any directory holding a snapstore
-    FORMAT marker) nor restore temp files, nor what ``excludes`` matches; with ``gitignore``,
-    the ``.gitignore`` files met on the way add their rules to it (but those of the
-    directories in ``ignore_read``, already among its rules). ``skip_special``: FIFOs,
-    sockets and devices, which hold no data to keep, are noted as skipped instead of failing
-    the scan."""
+    FORMAT marker) nor what ``excludes`` matches; with ``gitignore``, the ``.gitignore``
+    files met on the way add their rules to it (but those of the directories in
+    ``ignore_read``, already among its rules). ``skip_special``: FIFOs, sockets and devices,
+    which hold no data to keep, are noted as skipped instead of failing the scan.
+
+    Names of the exact shape of a restore's temp files (``snapstore.fs.tempnames``) are left
+    out too: a create of a directory that holds a restore's target does not wait for that
+    restore, whose temp files come and go. With ``restore_temps`` (an undo backup, taken under
+    its target's lock, where no restore is running) they are recorded like any name: the
+    restore about to run may remove them. Any other name starting with ``.snapstore-tmp-`` is
+    an ordinary name."""
 
     def __init__(
         self,
@@ -116,8 +123,10 @@ class Scanner:
         gitignore: bool = False,
         ignore_read: Iterable[str] = (),
         reuse: Reuse | None = None,
+        restore_temps: bool = False,
     ) -> None:
         self.base_dir = base_dir
+        self.restore_temps = restore_temps
         self.exclude_dirs = set(exclude_dirs)
         self.excludes = excludes if excludes is not None else Matcher()
         self.gitignore = gitignore
@@ -217,7 +226,7 @@ class Scanner:
             elif (
                 stored
                 or self.excludes(directory, True)
-                or directory.rsplit("/", 1)[-1].startswith(TEMP_PREFIX)
+                or self._leaves_out(directory.rsplit("/", 1)[-1])
             ):
                 return True
         return self._add_below_found(relative)
@@ -251,7 +260,7 @@ class Scanner:
     ) -> None:
         """Record a path already checked to be a safe relative path; a directory joins
         ``pending`` to be walked (or, with None, is recorded alone: a shallow path)."""
-        if relative.rsplit("/", 1)[-1].startswith(TEMP_PREFIX):
+        if self._leaves_out(relative.rsplit("/", 1)[-1]):
             return
         mode = info.st_mode
         if stat.S_ISLNK(mode):
@@ -275,6 +284,10 @@ class Scanner:
             self._add_file(relative, absolute, info)
         else:
             self._problem(relative, "not a regular file, directory or symlink", special=True)
+
+    def _leaves_out(self, name: str) -> bool:
+        """True for a name a restore in progress may have made its temp file."""
+        return not self.restore_temps and is_restore_temp(name)
 
     def _add_file(self, relative: str, absolute: str, info: os.stat_result) -> None:
         if info.st_nlink > 1:
