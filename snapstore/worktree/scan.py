@@ -23,8 +23,8 @@ from snapstore.errors import (
 from snapstore.format.manifest import EntryRow
 from snapstore.format.paths import check_relative_path, child_path, parents, plain_names, printable
 from snapstore.fs.durable import TEMP_PREFIX
-from snapstore.fs.tempnames import is_restore_temp
 from snapstore.fs.stamps import FileId, file_id
+from snapstore.fs.tempnames import is_restore_temp
 from snapstore.models import SkippedPath
 from snapstore.repo.layout import MARKER_FILE, is_store_root
 from snapstore.worktree.excludes import GITIGNORE, Matcher, read_patterns, rebase
