@@ -18,7 +18,7 @@ from helpers.seam import FastFileSystem
 from helpers.trees import temp_leftovers, write_tree
 
 from snapstore import SnapStore
-from snapstore.errors import RestoreError
+from snapstore.errors import RestoreError, UnreadablePathError, UnsafePathError
 from snapstore.repo.locks import target_key
 
 KILLED = 77
@@ -294,3 +294,116 @@ def test_recovery_removes_only_the_temp_files_of_the_killed_restore(tmp_path: Pa
     assert len(temp_leftovers(base)) >= 2  # the killed restore's own is there too
     open_quietly(root)
     assert tree_of(base) == edited
+
+
+def raw(base: Path, relative: bytes) -> bytes:
+    return os.fsencode(base) + b"/" + relative
+
+
+def put_unrecordable(base: Path, where: str) -> list[str]:
+    """Names and link targets no snapshot can record, at and below ``where``: what a restore
+    must report as kept (printable)."""
+    (base / where / "sub" / "deeper").mkdir(parents=True, exist_ok=True)
+    (base / where / "sub" / "back\\slash").write_text("mine")
+    with open(raw(base, where.encode() + b"/sub/deeper/caf\xe9.txt"), "wb") as file:
+        file.write(b"latin-1 name")
+    os.mkdir(raw(base, where.encode() + b"/d\xff"))
+    with open(raw(base, where.encode() + b"/d\xff/in.txt"), "wb") as file:
+        file.write(b"below an odd directory")
+    os.symlink(b"t\xffrget", raw(base, where.encode() + b"/sub/odd-link"))
+    return [
+        f"{where}/d\\xff",
+        f"{where}/sub/back\\slash",
+        f"{where}/sub/deeper/caf\\xe9.txt",
+        f"{where}/sub/odd-link",
+    ]
+
+
+def raw_tree(base: Path) -> dict[bytes, object]:
+    found: dict[bytes, object] = {}
+    for directory, dirs, files in os.walk(os.fsencode(base)):
+        for name in dirs + files:
+            path = os.path.join(directory, name)
+            info = os.lstat(path)
+            if stat.S_ISLNK(info.st_mode):
+                found[path] = os.readlink(path)
+            elif stat.S_ISREG(info.st_mode):
+                found[path] = Path(os.fsdecode(path)).read_bytes()
+            else:
+                found[path] = "dir"
+    return found
+
+
+def test_a_directory_a_restore_removes_keeps_what_no_snapshot_can_record_at_any_depth(
+    tmp_path: Path,
+) -> None:
+    base, root = tmp_path / "p", tmp_path / "store"
+    write_tree(base, {"a.txt": "a\n"})
+    store = SnapStore(root)
+    store.create("s", "cp", ["."], base_dir=base)
+    write_tree(base, {"a.txt": "edit\n", "extra/ok.txt": "mine\n", "extra/sub/ok.txt": "x\n"})
+    kept = put_unrecordable(base, "extra")
+    edited = raw_tree(base)
+    planned = store.restore("s", "cp", dry_run=True)
+    report = store.restore("s", "cp")
+    assert planned.kept == report.kept == kept
+    assert report.backup is not None and "extra/ok.txt" in report.removed
+    assert (base / "a.txt").read_text() == "a\n" and not (base / "extra/ok.txt").exists()
+    store.undo("s")
+    assert raw_tree(base) == edited
+
+
+def test_a_directory_a_restore_replaces_that_holds_what_no_snapshot_can_record_is_refused(
+    tmp_path: Path,
+) -> None:
+    base, root = tmp_path / "p", tmp_path / "store"
+    base.mkdir()
+    (base / "notes").symlink_to("elsewhere")
+    store = SnapStore(root)
+    store.create("s", "cp", ["."], base_dir=base)
+    (base / "notes").unlink()
+    put_unrecordable(base, "notes")
+    before = raw_tree(base)
+    for backup in (True, False):
+        with pytest.raises(UnsafePathError, match=r"notes/.*nothing was written"):
+            store.restore("s", "cp", backup=backup)
+    assert raw_tree(base) == before
+    assert not store.journals.pending()
+
+
+def test_a_symlink_whose_target_is_not_utf8_is_unreadable_not_a_changed_source(
+    tmp_path: Path,
+) -> None:
+    base, root = tmp_path / "p", tmp_path / "store"
+    write_tree(base, {"a.txt": "a\n"})
+    os.symlink(b"t\xffrget", raw(base, b"odd"))
+    store = SnapStore(root)
+    with pytest.raises(UnreadablePathError, match=r"'odd'.*link target is not UTF-8"):
+        store.create("s", "cp", ["."], base_dir=base)
+    info = store.create("s", "cp", ["."], base_dir=base, skip_unreadable=True)
+    assert [skipped.path for skipped in info.skipped] == ["odd"]
+    (base / "a.txt").write_text("edit\n")
+    report = store.restore("s", "cp")
+    assert report.kept == ["odd"] and os.readlink(raw(base, b"odd")) == b"t\xffrget"
+
+
+def test_a_restore_leaves_a_link_it_could_not_back_up_and_says_so(tmp_path: Path) -> None:
+    """An extra link (at the top, or in a directory the restore removes) and a link at a
+    path the checkpoint records, each with a target that is not UTF-8: kept and reported;
+    the rest of the restore goes on, with a backup, and undoes."""
+    base, root = tmp_path / "p", tmp_path / "store"
+    write_tree(base, {"a.txt": "a\n"})
+    (base / "ln").symlink_to("a.txt")
+    store = SnapStore(root)
+    store.create("s", "cp", ["."], base_dir=base)
+    (base / "a.txt").write_text("edit\n")
+    (base / "ln").unlink()
+    write_tree(base, {"gone/f.txt": "mine\n"})
+    for where in (b"ln", b"extra-link", b"gone/odd-link"):
+        os.symlink(b"t\xffrget", raw(base, where))
+    edited = raw_tree(base)
+    report = store.restore("s", "cp")
+    assert report.kept == ["extra-link", "gone/odd-link", "ln"]
+    assert (base / "a.txt").read_text() == "a\n" and not (base / "gone/f.txt").exists()
+    store.undo("s")
+    assert raw_tree(base) == edited

@@ -125,6 +125,16 @@ def plain_names(parent: str, names: list[str]) -> bool:
     )
 
 
+def recordable_link_target(target: str) -> bool:
+    """Whether a snapshot can record a symlink with the target text ``target`` (as read by
+    ``os.readlink``: bytes that are not UTF-8 come back as lone surrogates, which it cannot)."""
+    try:
+        target.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return bool(target) and "\x00" not in target
+
+
 def printable(path: str) -> str:
     """``path`` as valid Unicode text: bytes a file name holds that are not UTF-8 (kept by
     Python as lone surrogates) become ``\\xNN`` escapes. How unrecordable names are reported."""

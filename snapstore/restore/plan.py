@@ -35,8 +35,10 @@ from snapstore.restore.actions import (
     wanted_mode,
 )
 from snapstore.restore.linking import settle_links
-from snapstore.restore.targetview import KEPT, READY, TargetView, same_content
+from snapstore.restore.targetview import KEPT, READY, TargetView, same_content, unrecordable
 
+REMOVING = ("replace", "remove")
+"""The operations that take away what a path holds now."""
 NOTHING_KEPT = Keep()
 """The default of ``make_plan``: only what any restore leaves alone."""
 
@@ -145,12 +147,14 @@ def make_plan(
         operation = _decide(entry, current, info, prefix + path, keep_special_bits, known_digest)
         if operation in ("create", "replace", "remove"):
             view.fresh.add(path)
-        if current == "dir" and operation in ("replace", "remove") and view.holds_kept(path):
+        inside = view.kept_inside(path) if current == "dir" and operation in REMOVING else None
+        if current == "dir" and inside is not None:
             if operation == "replace":
                 raise UnsafePathError(
                     f"cannot restore {path!r} as a {entry.kind}: the directory there holds "
-                    "a snapstore root or a path the restore must leave alone; nothing was "
-                    "written"
+                    f"{printable(inside)!r}, a snapstore root or a path the restore must leave "
+                    "alone (one it was asked to skip, a special file, or a name or link "
+                    "target no snapshot can record); nothing was written"
                 )
             plan.actions.extend(view.removals(path, current, plan))
             continue
@@ -233,6 +237,8 @@ def _left_alone(view: TargetView, path: str, current: CurrentKind, info: os.stat
     excluded path, or a storage root."""
     if current == "dir":
         return view.is_kept_dir(path, info)
+    if current == "symlink" and unrecordable("", path, current, view.prefix + path):
+        return True
     return view.keep.leaves(path, False)
 
 

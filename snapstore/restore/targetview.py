@@ -10,7 +10,7 @@ import stat
 from collections.abc import Container
 
 from snapstore.errors import UnsafePathError
-from snapstore.format.paths import child_path, printable
+from snapstore.format.paths import child_path, printable, recordable_link_target
 from snapstore.fs.sparse import extents_digest
 from snapstore.fs.stamps import file_id
 from snapstore.models import FileEntry
@@ -112,7 +112,13 @@ class TargetView:
 
     def holds_kept(self, path: str) -> bool:
         """True if the directory ``path`` in the target is, or holds at any depth, a path to
-        leave alone (a storage root, a skipped, excluded or special file)."""
+        leave alone (a storage root, a skipped, excluded or special file, a name or a link
+        target no snapshot can record)."""
+        return self.kept_inside(path) is not None
+
+    def kept_inside(self, path: str) -> str | None:
+        """The first path to leave alone found in the directory ``path`` (itself, if it is
+        a storage root), or None."""
         pending = [path]
         while pending:
             directory = pending.pop()
@@ -123,18 +129,25 @@ class TargetView:
             except OSError:
                 continue
             if any(child.name == MARKER_FILE for child in children) and is_store_root(absolute):
-                return True
+                return directory
             for child in children:
                 child_path = f"{directory}/{child.name}"
-                info = child.stat(follow_symlinks=False)
+                try:
+                    info = child.stat(follow_symlinks=False)
+                except FileNotFoundError:
+                    continue
                 kind = kind_of(info)
-                if kind == "other" or self.keep.leaves(child_path, kind == "dir"):
-                    return True
+                if (
+                    kind == "other"
+                    or self.keep.leaves(child_path, kind == "dir")
+                    or unrecordable(directory, child.name, kind, self.prefix + child_path)
+                ):
+                    return child_path
                 if kind == "dir":
                     if file_id(info) in self.keep.store_roots:
-                        return True
+                        return child_path
                     pending.append(child_path)
-        return False
+        return None
 
     def removals(self, path: str, current: CurrentKind, plan: Plan) -> list[Action]:
         """The actions that remove ``path`` from the target: one, or, for a directory that
@@ -169,7 +182,7 @@ class TargetView:
             kind = kind_of(info)
             if (
                 kind == "other"
-                or not _recordable(directory, child.name)
+                or unrecordable(directory, child.name, kind, self.prefix + path)
                 or self.keep.leaves(path, kind == "dir")
                 or (kind == "dir" and self.keep.holds_store(self.prefix + path, info))
             ):
@@ -179,11 +192,17 @@ class TargetView:
         return removable
 
 
-def _recordable(directory: str, name: str) -> bool:
-    """Whether a snapshot could record ``name`` in ``directory`` (one that is not UTF-8, or
-    holds a backslash, could not be kept in an undo backup either: it is left alone)."""
+def unrecordable(directory: str, name: str, kind: CurrentKind, absolute: str) -> bool:
+    """Whether no snapshot could record ``name`` in ``directory`` (a name that is not UTF-8
+    or holds a backslash; a symlink whose target is not UTF-8): no undo backup could keep
+    it either, so a restore leaves it alone."""
     try:
         child_path(directory or ".", name)
     except UnsafePathError:
+        return True
+    if kind != "symlink":
         return False
-    return True
+    try:
+        return not recordable_link_target(os.readlink(absolute))
+    except OSError:
+        return False

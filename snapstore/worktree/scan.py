@@ -21,7 +21,14 @@ from snapstore.errors import (
     UnsafePathError,
 )
 from snapstore.format.manifest import EntryRow
-from snapstore.format.paths import check_relative_path, child_path, parents, plain_names, printable
+from snapstore.format.paths import (
+    check_relative_path,
+    child_path,
+    parents,
+    plain_names,
+    printable,
+    recordable_link_target,
+)
 from snapstore.fs.durable import TEMP_PREFIX
 from snapstore.fs.stamps import FileId, file_id
 from snapstore.fs.tempnames import is_restore_temp
@@ -268,6 +275,9 @@ class Scanner:
                 target = os.readlink(absolute)
             except OSError as error:
                 self._problem(relative, error.strerror or str(error))
+                return
+            if not recordable_link_target(target):
+                self._problem(relative, f"its link target is not UTF-8: {printable(target)}")
                 return
             self.result.rows.append(
                 (relative, "symlink", mode & 0o7777, 0, info.st_mtime_ns, None, target)
