@@ -355,16 +355,14 @@ class SnapStore:
         ``backup``), into the directory it was taken from unless ``target`` is given. The
         undo keeps its own backup first, so undoing twice returns to where you were.
         SnapshotNotFound if the session has no undo backup, or none named ``backup`` (a full
-        name: selectors and checkpoints name no undo backup)."""
-        found = [info.name for info in self.repo.backups(session)]
-        if backup is None:
-            if not found:
-                raise SnapshotNotFound(session, "", what="undo backup")
-            backup = found[-1]
-        elif backup not in found:  # a name, never a selector nor a checkpoint
-            raise SnapshotNotFound(session, backup, what="undo backup")
-        return self.restore(
-            session, backup, target, dry_run=dry_run, keep_special_bits=True, progress=progress
+        name: selectors and checkpoints name no undo backup). Interrupted restores of the
+        session are recovered first: the backup of a killed restore goes with its rollback."""
+        return self._restores.undo(
+            session,
+            backup,
+            None if target is None else os.fspath(target),
+            dry_run=dry_run,
+            progress=progress,
         )
 
     def diff(

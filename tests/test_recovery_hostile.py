@@ -407,3 +407,26 @@ def test_a_restore_leaves_a_link_it_could_not_back_up_and_says_so(tmp_path: Path
     assert (base / "a.txt").read_text() == "a\n" and not (base / "gone/f.txt").exists()
     store.undo("s")
     assert raw_tree(base) == edited
+
+
+def test_undo_in_a_process_that_outlived_a_killed_restore_recovers_first(tmp_path: Path) -> None:
+    """A long-running process (serve, mcp) opened the store before another process's restore
+    of the same directory was killed: its undo recovers that restore, then undoes the newest
+    restore that really happened."""
+    base, root = tmp_path / "p", tmp_path / "store"
+    write_tree(base, {"a.txt": "one\n", "b.txt": "b\n"})
+    server = SnapStore(root)
+    server.create("s", "one", ["."], base_dir=base)
+    write_tree(base, {"a.txt": "two\n"})
+    server.create("s", "two", ["."], base_dir=base)
+    write_tree(base, {"a.txt": "my edit\n"})
+    edited = tree_of(base)
+    server.restore("s", "two")
+    restored_two = tree_of(base)
+    in_killed_child(lambda: SnapStore(root, fs=AtName("a.txt")).restore("s", "one"))
+    assert len(server.backups("s")) == 2  # the killed restore's is still listed
+    server.undo("s")
+    assert tree_of(base) == edited
+    assert not server.journals.pending()
+    server.undo("s")
+    assert tree_of(base) == restored_two

@@ -29,6 +29,7 @@ from snapstore.errors import (
     LockTimeout,
     ReadOnlyStoreError,
     RestoreError,
+    SnapshotNotFound,
     SnapstoreError,
     UnsafePathError,
 )
@@ -51,6 +52,9 @@ from snapstore.worktree.excludes import Matcher
 from snapstore.worktree.statcache import StatCache
 
 logger = get_logger(__name__)
+
+UNDO_CHOICES = 3
+"""How many times an undo chooses the newest backup again when the one it chose went."""
 
 
 def restore_report(plan: Plan, dry_run: bool) -> RestoreReport:
@@ -235,6 +239,47 @@ class RestoreJob:
                 if journal.backup is not None:
                     self.trim_backups(session)
                 return report
+
+    def undo(
+        self,
+        session: str,
+        backup: str | None,
+        target: str | None,
+        *,
+        dry_run: bool,
+        progress: Progress | None,
+    ) -> RestoreReport:
+        """Restore the session's newest undo backup (or the one named ``backup``): see
+        ``SnapStore.undo``. The session's interrupted restores are recovered before the
+        backup is chosen (a killed restore's backup is deleted by its rollback, and an undo
+        must never pick it); if the chosen backup still goes before it is read (a restore
+        running in another process failed and rolled back), the newest is chosen again."""
+        if not self.repo.read_only and not dry_run:
+            self.recovery.recover_all(session)
+        attempts = 0
+        while True:
+            found = [info.name for info in self.repo.backups(session)]
+            if backup is not None and backup not in found:  # never a selector, a checkpoint
+                raise SnapshotNotFound(session, backup, what="undo backup")
+            if not found:
+                raise SnapshotNotFound(session, "", what="undo backup")
+            chosen = backup or found[-1]
+            try:
+                return self.run(
+                    session,
+                    chosen,
+                    target,
+                    paths=None,
+                    dry_run=dry_run,
+                    backup=True,
+                    keep_special_bits=True,
+                    progress=progress,
+                )
+            except SnapshotNotFound:
+                attempts += 1
+                gone = chosen not in {info.name for info in self.repo.backups(session)}
+                if backup is not None or not gone or attempts == UNDO_CHOICES:
+                    raise
 
     @contextlib.contextmanager
     def snapshotting(self, base: str) -> Iterator[None]:
