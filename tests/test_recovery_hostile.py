@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from helpers.seam import FastFileSystem
-from helpers.trees import temp_leftovers, write_tree
+from helpers.trees import read_tree, temp_leftovers, write_tree
 
 from snapstore import SnapStore
 from snapstore.errors import RestoreError, UnreadablePathError, UnsafePathError
@@ -58,23 +58,8 @@ class AtName(FastFileSystem):
 
 
 def tree_of(base: Path) -> dict[str, object]:
-    """Every path under ``base`` as ``read_tree`` gives it, but a FIFO as ``("fifo",)``
-    (reading it would block)."""
-    found: dict[str, object] = {}
-    for directory, dirs, files in os.walk(base):
-        for name in dirs + files:
-            path = os.path.join(directory, name)
-            relative = os.path.relpath(path, base)
-            info = os.lstat(path)
-            if stat.S_ISFIFO(info.st_mode):
-                found[relative] = ("fifo",)
-            elif stat.S_ISLNK(info.st_mode):
-                found[relative] = ("symlink", os.readlink(path))
-            elif stat.S_ISDIR(info.st_mode):
-                found[relative] = ("dir", stat.S_IMODE(info.st_mode))
-            else:
-                found[relative] = ("file", Path(path).read_bytes(), stat.S_IMODE(info.st_mode))
-    return found
+    """Every path under ``base``, temp files included."""
+    return dict(read_tree(base, with_temps=True))
 
 
 def in_killed_child(work: Callable[[], object]) -> None:

@@ -41,9 +41,10 @@ def write_tree(base: Path, spec: Spec) -> None:
 def read_tree(base: Path, *, with_temps: bool = False, skip: Collection[str] = ()) -> Tree:
     """Every path under ``base`` (never following symlinks) as ``path -> node``.
 
-    Files are ``("file", bytes, mode)``, symlinks ``("symlink", target)`` and directories
-    ``("dir", mode)``. Restore temp files are left out unless ``with_temps``; so are
-    directories named in ``skip`` (a store root inside the tree), with all they hold.
+    Files are ``("file", bytes, mode)``, symlinks ``("symlink", target)``, directories
+    ``("dir", mode)`` and FIFOs ``("fifo",)`` (never opened: that would block). Restore temp
+    files are left out unless ``with_temps``; so are directories named in ``skip`` (a store
+    root inside the tree), with all they hold.
     """
     found: Tree = {}
     if not base.is_dir():
@@ -60,6 +61,8 @@ def read_tree(base: Path, *, with_temps: bool = False, skip: Collection[str] = (
                 found[relative] = ("symlink", os.readlink(path))
             elif stat.S_ISDIR(info.st_mode):
                 found[relative] = ("dir", stat.S_IMODE(info.st_mode))
+            elif stat.S_ISFIFO(info.st_mode):
+                found[relative] = ("fifo",)
             else:
                 found[relative] = ("file", Path(path).read_bytes(), stat.S_IMODE(info.st_mode))
     return found
