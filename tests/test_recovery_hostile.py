@@ -415,3 +415,24 @@ def test_undo_in_a_process_that_outlived_a_killed_restore_recovers_first(tmp_pat
     assert not server.journals.pending()
     server.undo("s")
     assert tree_of(base) == restored_two
+
+
+def test_undo_through_serve_after_another_process_s_restore_was_killed(tmp_path: Path) -> None:
+    """The same through ``snapstore serve``, a process that opened the store first."""
+    from helpers.service import Server
+
+    base, root = tmp_path / "p", tmp_path / "store"
+    write_tree(base, {"a.txt": "one\n", "b.txt": "b\n"})
+    SnapStore(root).create("s", "one", ["."], base_dir=base)
+    write_tree(base, {"a.txt": "two\n"})
+    with Server(root) as server:
+        server.call(
+            "create", {"session": "s", "name": "two", "paths": ["."], "base_dir": str(base)}
+        )
+        write_tree(base, {"a.txt": "my edit\n"})
+        edited = tree_of(base)
+        server.call("restore", {"session": "s", "name": "two"})
+        in_killed_child(lambda: SnapStore(root, fs=AtName("a.txt")).restore("s", "one"))
+        undone = server.call("undo", {"session": "s"})
+        assert undone["written"] == ["a.txt"]
+        assert tree_of(base) == edited

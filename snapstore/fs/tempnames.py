@@ -29,7 +29,7 @@ def new_token() -> str:
 
 def is_restore_temp(name: str) -> bool:
     """True if ``name`` has the exact shape of a restore's temp file (of any restore)."""
-    return _RESTORE_TEMP.fullmatch(name) is not None
+    return name.startswith(TEMP_PREFIX) and _RESTORE_TEMP.fullmatch(name) is not None
 
 
 @dataclass(frozen=True)
