@@ -23,7 +23,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from snapstore.compare import diff_entries, diff_plan, path_history
-from snapstore.errors import InvalidValueError, PathNotInSnapshotError, SnapshotNotFound
+from snapstore.errors import InvalidValueError, PathNotInSnapshotError
 from snapstore.format.paths import check_relative_path
 from snapstore.format.times import time_to_ns, ttl_seconds
 from snapstore.fs.seam import LOCAL, FileSystem
