@@ -10,6 +10,7 @@ directory never decompresses file data. The bytes: ``snapstore.format.packfile``
 
 from __future__ import annotations
 
+import os
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 
@@ -37,8 +38,23 @@ BLOCK_BYTES = 1 << 20
 one block: about a millisecond)."""
 MAX_REMEMBERED_INDEXES = 1024
 COMPRESSING_BLOCKS = 4
-"""Closed blocks that may wait for their compression in the writer's thread at once (a bound
-on the memory they hold)."""
+"""Closed blocks that may wait for their compression at once (a bound on the memory they
+hold)."""
+
+
+def _compressing_threads() -> int:
+    """Threads that compress a writer's blocks: two where the process may run on two cores.
+    Compressing is most of a first snapshot's work (zstd releases the GIL), and two threads
+    keep up with the one thread that reads and hashes the files: a third would wait for
+    blocks to fill."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - macOS has no affinity
+        cores = os.cpu_count() or 1
+    return max(1, min(2, cores))
+
+
+COMPRESSING_THREADS = _compressing_threads()
 
 _DECODED: FileMemo[PackIndex] = FileMemo(limit=MAX_REMEMBERED_INDEXES)
 """Indexes decoded in this process: indexes are immutable, so a new ``SnapStore`` of the same
@@ -152,10 +168,11 @@ class PackWriter:
 
     def close_block(self, *, last: bool = False) -> None:
         """Close the open block (the next blob starts another) and hand it to the writer's
-        thread to compress: zstd releases the GIL, so the blocks compress while the caller
-        reads and hashes the next files. Blocks reach the pack in the order they closed. The
-        ``last`` block of a pack that needed no thread so far (a small create's only block)
-        is compressed here: starting a thread for it costs more than compressing it."""
+        threads to compress: zstd releases the GIL, so blocks compress on the other cores
+        while the caller reads and hashes the next files. Blocks reach the pack in the order
+        they closed, whichever thread finishes first. The ``last`` block of a pack that needed
+        no thread so far (a small create's only block) is compressed here: starting a thread
+        for it costs more than compressing it."""
         if not self._open:
             return
         raw = b"".join(self._open)
@@ -167,7 +184,9 @@ class PackWriter:
             self._compressing.append((self._open_kind, len(raw), done))
             return
         if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="snapstore-pack")
+            self._pool = ThreadPoolExecutor(
+                max_workers=COMPRESSING_THREADS, thread_name_prefix="snapstore-pack"
+            )
         future = self._pool.submit(compress, raw, self.level)
         self._compressing.append((self._open_kind, len(raw), future))
         while len(self._compressing) > COMPRESSING_BLOCKS:
@@ -184,7 +203,7 @@ class PackWriter:
         self.size = offset + len(stored)
 
     def _stop(self) -> None:
-        """End the writer's thread, dropping blocks not yet written."""
+        """End the writer's threads, dropping blocks not yet written."""
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
