@@ -45,7 +45,7 @@ def _interpreter() -> str | None:
             continue
         try:
             probe = subprocess.run(
-                [candidate, "-c", "import snapstore, blake3, msgpack, portalocker"],
+                [candidate, "-c", "import snapstore, blake3, msgpack"],
                 preexec_fn=_as_nobody,
                 env=_environment(),
                 capture_output=True,

@@ -23,7 +23,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 NOBODY = 65534
-PROBE = "import snapstore.cli.app, blake3, msgpack, portalocker, click"
+PROBE = "import snapstore.cli.app, blake3, msgpack, click"
 
 
 def _python_path() -> str:
