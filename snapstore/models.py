@@ -12,8 +12,20 @@ SnapshotKind = Literal["files", "state"]
 ENTRY_KINDS: tuple[EntryKind, ...] = ("file", "symlink", "dir", "absent")
 
 
+_PLAIN_TYPES = frozenset({str, int, float, bool, type(None)})
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+"""The field names of each dataclass ``_jsonable`` met, in order (``dataclasses.fields`` per
+instance was most of the cost of listing 50,000 headers as JSON)."""
+
+
 def _jsonable(value: Any) -> Any:
     """Turn report field values into JSON-friendly ones (datetimes, bytes, tuples)."""
+    kind = type(value)
+    if kind in _PLAIN_TYPES:
+        return value
+    names = _FIELD_NAMES.get(kind)
+    if names is not None:
+        return {name: _jsonable(getattr(value, name)) for name in names}
     if isinstance(value, datetime):
         return value.isoformat()
     if isinstance(value, bytes):
@@ -21,11 +33,12 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, dict):
         return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, FileEntry):
-        return {key: _jsonable(v) for key, v in value._asdict().items()}
+        return dict(zip(value._fields, map(_jsonable, value), strict=True))
     if isinstance(value, list | tuple):
         return [_jsonable(v) for v in value]
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        names = _FIELD_NAMES[kind] = tuple(field.name for field in dataclasses.fields(value))
+        return {name: _jsonable(getattr(value, name)) for name in names}
     return value
 
 

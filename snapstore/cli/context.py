@@ -88,6 +88,14 @@ class Settings:
         elif not (info and self.quiet):
             print_lines(lines)
 
+    def emit_listing(self, document: Callable[[], Any], lines: Callable[[], list[str]]) -> None:
+        """As ``emit``, for output that grows with the store (a listing of every snapshot,
+        every entry of one): only the form asked for is built."""
+        if self.json:
+            print_json(document())
+        else:
+            print_lines(lines())
+
     @contextlib.contextmanager
     def progress(self, label: str) -> Iterator[ProgressCallback | None]:
         """A ``progress(done, total)`` callback drawing a bar on a terminal, else None."""

@@ -56,7 +56,7 @@ def log(settings: Settings, session: str, path: str) -> None:
             raise SessionNotFound(session, "checkpoints")
         raise PathNotInSnapshotError(f"{wanted!r} is in no checkpoint of session {session!r}")
     headers = ["NAME", "CREATED", "KIND", "MODE", "SIZE", "CONTENT"]
-    rows = [version_row(version) for version in versions]
-    settings.emit(
-        shapes.history_document(session, wanted, versions), render_table(headers, rows, right=(4,))
+    settings.emit_listing(
+        lambda: shapes.history_document(session, wanted, versions),
+        lambda: render_table(headers, [version_row(v) for v in versions], right=(4,)),
     )

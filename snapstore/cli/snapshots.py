@@ -6,6 +6,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -22,7 +23,7 @@ from snapstore.cli.output import (
     to_json,
 )
 from snapstore.cli.params import DURATION, META_ITEM
-from snapstore.models import FileEntry, SnapshotInfo
+from snapstore.models import FileEntry, Snapshot, SnapshotInfo
 from snapstore.service import shapes
 
 
@@ -193,6 +194,21 @@ def list_snapshots(settings: Settings, session: str | None) -> None:
     store = settings.store()
     infos = store.list(session)
     stored = store.stored_sizes(session) if infos else {}
+    if not infos and not settings.json and not settings.quiet:
+        print_note("no snapshots" + (f" in session {session!r}" if session else ""))
+    settings.emit_listing(lambda: _list_document(infos, stored), lambda: _list_lines(infos, stored))
+
+
+def _list_document(infos: list[SnapshotInfo], stored: dict[tuple[str, str], int]) -> dict[str, Any]:
+    """The document ``list --json`` prints: every header, with its stored bytes."""
+    document = shapes.snapshots_document(infos)
+    for item, info in zip(document["snapshots"], infos, strict=True):
+        item["stored_bytes"] = stored.get((info.session, info.name))
+    return document
+
+
+def _list_lines(infos: list[SnapshotInfo], stored: dict[tuple[str, str], int]) -> list[str]:
+    """The table ``list`` prints for a person (no lines for no snapshots)."""
     rows = [
         [
             info.session,
@@ -207,13 +223,7 @@ def list_snapshots(settings: Settings, session: str | None) -> None:
         for info in infos
     ]
     headers = ["SESSION", "NAME", "KIND", "FILES", "SIZE", "STORED", "CREATED", "EXPIRES"]
-    lines = render_table(headers, rows, right=(3, 4, 5)) if rows else []
-    if not rows and not settings.json and not settings.quiet:
-        print_note("no snapshots" + (f" in session {session!r}" if session else ""))
-    document = shapes.snapshots_document(infos)
-    for item, info in zip(document["snapshots"], infos, strict=True):
-        item["stored_bytes"] = stored.get((info.session, info.name))
-    settings.emit(document, lines)
+    return render_table(headers, rows, right=(3, 4, 5)) if rows else []
 
 
 def _stored_cell(stored: int | None, info: SnapshotInfo) -> str:
@@ -229,6 +239,13 @@ def _stored_cell(stored: int | None, info: SnapshotInfo) -> str:
 def backups(settings: Settings, session: str) -> None:
     """List the undo backups of SESSION, oldest first: what each restore replaced."""
     infos = settings.store().backups(session)
+    if not infos and not settings.json and not settings.quiet:
+        print_note(f"no undo backups in session {session!r}")
+    settings.emit_listing(lambda: shapes.backups_document(infos), lambda: _backup_lines(infos))
+
+
+def _backup_lines(infos: list[SnapshotInfo]) -> list[str]:
+    """The table ``backups`` prints for a person (no lines for no backups)."""
     rows = [
         [
             info.name,
@@ -241,10 +258,7 @@ def backups(settings: Settings, session: str) -> None:
         for info in infos
     ]
     headers = ["NAME", "TAKEN BEFORE RESTORING", "FILES", "SIZE", "CREATED", "TARGET"]
-    lines = render_table(headers, rows, right=(2, 3)) if rows else []
-    if not rows and not settings.json and not settings.quiet:
-        print_note(f"no undo backups in session {session!r}")
-    settings.emit(shapes.backups_document(infos), lines)
+    return render_table(headers, rows, right=(2, 3)) if rows else []
 
 
 def _entry_row(entry: FileEntry) -> list[str]:
@@ -312,6 +326,13 @@ def show(settings: Settings, session: str, name: str) -> None:
     name = settings.snapshot_name(session, name)
     snapshot = store.get(session, name)
     value = store.get_state(session, name) if snapshot.info.kind == "state" else None
+    settings.emit_listing(
+        lambda: shapes.show_document(snapshot, value), lambda: _show_lines(snapshot, value)
+    )
+
+
+def _show_lines(snapshot: Snapshot, value: Any) -> list[str]:
+    """What ``show`` prints for a person: the header, then the value or every entry."""
     lines = _header_lines(snapshot.info)
     if snapshot.info.kind == "state":
         lines.append(f"{'value:':<10}{to_json(value)}")
@@ -319,7 +340,7 @@ def show(settings: Settings, session: str, name: str) -> None:
         headers = ["KIND", "MODE", "SIZE", "DIGEST", "PATH"]
         rows = [_entry_row(entry) for entry in snapshot.entries]
         lines += ["", *render_table(headers, rows, right=(2,))]
-    settings.emit(shapes.show_document(snapshot, value), lines)
+    return lines
 
 
 @click.command()
