@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import select
@@ -282,4 +283,33 @@ def _print_traceback() -> None:
 
 def main(argv: Sequence[str] | None = None) -> NoReturn:
     """The ``snapstore`` console script."""
-    sys.exit(run(sys.argv[1:] if argv is None else argv))
+    finish_process(run(sys.argv[1:] if argv is None else argv))
+
+
+def finish_process(code: int) -> NoReturn:
+    """End the process with ``code`` once the command is done, without tearing the
+    interpreter down: freeing every module and object one by one (and collecting cycles on
+    the way) costs a command 15-25 ms, for memory the kernel takes back at once anyway.
+
+    Everything an ordinary exit does that has effects outside the process still happens:
+    the ``atexit`` functions run (logging's flush among them) and stdout and stderr are
+    flushed. Whatever the command wrote to the store was made durable before it returned. If
+    another thread is still running (an ordinary exit waits for it) or a stream cannot be
+    flushed (an ordinary exit reports it), the ordinary exit runs instead."""
+    if _other_threads_running():
+        sys.exit(code)
+    atexit._run_exitfuncs()
+    try:
+        for stream in (sys.stdout, sys.stderr):
+            if stream is not None:
+                stream.flush()
+    except (OSError, ValueError):
+        sys.exit(code)
+    os._exit(code)
+
+
+def _other_threads_running() -> bool:
+    """Whether a thread besides this one is alive (``threading`` is imported by then if
+    any was ever started)."""
+    threading = sys.modules.get("threading")
+    return threading is not None and threading.active_count() > 1
