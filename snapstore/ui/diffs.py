@@ -7,19 +7,21 @@ direction explicitly: ``changes(old, new)`` and ``file_diff(old, new, change)`` 
 previous one), two checkpoints (older to newer) and a checkpoint with its directory
 (``old`` = the checkpoint, ``new`` = the directory).
 
-Built on the public ``SnapStore`` API only: entries from ``get``, bytes from ``read``, and the
-set of paths where a directory differs from ``diff(..., target=)`` (only which paths; the
-direction of its ``added``/``removed`` labels is not relied on). This module is the one place
-the UI computes diffs, so it can delegate to a library API for text diffs once there is one.
+Built on the public API only: entries from ``SnapStore.get``, bytes from ``SnapStore.read``,
+the set of paths where a directory differs from ``SnapStore.diff(..., target=)`` (only which
+paths; the direction of its ``added``/``removed`` labels is not relied on), and one file's
+binary detection and hunks from ``snapstore.patch.file_patch`` (what ``SnapStore.patch``
+computes). What is the UI's own: which paths changed between the sides it compares, reading
+one file at a time (the page loads diffs lazily), the row kinds its templates render, and its
+bounds.
 
 Bounds: a side larger than ``MAX_SIDE_BYTES`` is not read (``too-large``); a NUL byte in the
-first ``BINARY_PROBE`` bytes of either side makes a file ``binary`` (named, not shown); a diff
-longer than ``MAX_DIFF_LINES`` lines is cut (``truncated``).
+first 8 KiB of either side makes a file ``binary`` (named, not shown; ``snapstore.patch``
+decides, as git does); a diff longer than ``MAX_DIFF_LINES`` lines is cut (``truncated``).
 """
 
 from __future__ import annotations
 
-import difflib
 import os
 import stat
 from collections import OrderedDict
@@ -27,14 +29,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from snapstore.models import FileEntry, SnapshotInfo
+from snapstore.patch import FilePatch, file_patch
 
 if TYPE_CHECKING:
     from snapstore.store import SnapStore
 
 MAX_SIDE_BYTES = 512 * 1024
 """The largest side (bytes) a text diff reads."""
-BINARY_PROBE = 8192
-"""How many leading bytes are looked at for a NUL byte (git looks at the first 8000)."""
 MAX_DIFF_LINES = 3000
 """The most lines of one file's unified diff that are shown."""
 CONTEXT_LINES = 3
@@ -111,13 +112,15 @@ class TextDiff:
     @property
     def rows(self) -> list[tuple[str, str]]:
         """Each line of the diff with what it is: ``header`` (the two file lines), ``hunk``,
-        ``add``, ``delete`` or ``context``."""
+        ``add``, ``delete``, ``context`` or ``marker`` (``\\ No newline at end of file``)."""
         found: list[tuple[str, str]] = []
         for index, line in enumerate(self.lines):
             if index < 2:
                 kind = "header"
             elif line.startswith("@@"):
                 kind = "hunk"
+            elif line.startswith("\\"):
+                kind = "marker"
             else:
                 kind = {"+": "add", "-": "delete"}.get(line[:1], "context")
             found.append((kind, line))
@@ -172,14 +175,26 @@ def checkpoint_changes(
 
 
 def directory_version(directory: str, path: str) -> Version | None:
-    """What ``directory`` holds at the relative ``path`` now (never following a symlink)."""
+    """What ``directory`` holds at the relative ``path`` now, found through real directories
+    only: a symlink, on the way or at the end, is never followed (a path below a symlink is
+    not in the directory, as a restore sees it)."""
+    current = directory
+    *parents, name = path.split("/")
+    for part in parents:
+        current = os.path.join(current, part)
+        try:
+            if not stat.S_ISDIR(os.lstat(current).st_mode):
+                return None
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+    full = os.path.join(current, name)
     try:
-        info = os.lstat(os.path.join(directory, path))
+        info = os.lstat(full)
     except (FileNotFoundError, NotADirectoryError):
         return None
     mode = stat.S_IMODE(info.st_mode)
     if stat.S_ISLNK(info.st_mode):
-        return Version("symlink", 0, mode, None, os.readlink(os.path.join(directory, path)))
+        return Version("symlink", 0, mode, None, os.readlink(full))
     if stat.S_ISDIR(info.st_mode):
         return Version("dir", 0, mode)
     if stat.S_ISREG(info.st_mode):
@@ -211,18 +226,13 @@ def directory_changes(
     return found
 
 
-def _side_bytes(store: SnapStore, side: Side, path: str, version: Version | None) -> bytes:
-    """The bytes a side holds at ``path`` (empty where it holds no file)."""
-    if version is None or version.kind != "file":
-        return b""
-    if side.name is not None:
-        return store.read(side.session, side.name, path)
-    if side.directory is None:
-        return b""
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-    descriptor = os.open(os.path.join(side.directory, path), flags)
-    with os.fdopen(descriptor, "rb") as handle:
-        return handle.read(MAX_SIDE_BYTES + 1)
+def _checkpoint_bytes(
+    store: SnapStore, side: Side, path: str, version: Version | None
+) -> bytes | None:
+    """The bytes checkpoint ``side`` holds at ``path`` (None where it holds no file)."""
+    if version is None or version.kind != "file" or side.name is None:
+        return None
+    return store.read(side.session, side.name, path)
 
 
 def _shown_as_text(version: Version | None) -> bool:
@@ -230,58 +240,64 @@ def _shown_as_text(version: Version | None) -> bool:
     return version is None or version.kind == "file"
 
 
-def is_binary(data: bytes) -> bool:
-    """A NUL byte among the first ``BINARY_PROBE`` bytes, as git decides."""
-    return b"\0" in data[:BINARY_PROBE]
-
-
-def _symlink_lines(version: Version | None) -> list[str]:
-    """A symlink shown as one line naming its target."""
-    return [] if version is None or version.target is None else [f"-> {version.target}"]
+def _symlink_text(version: Version | None) -> bytes | None:
+    """A symlink shown as one line naming its target (None: no symlink on that side)."""
+    if version is None or version.target is None:
+        return None
+    return f"-> {version.target}\n".encode("utf-8", "surrogateescape")
 
 
 def file_diff(store: SnapStore, old: Side, new: Side, change: Change) -> TextDiff:
-    """The unified diff of ``change.path`` from ``old`` to ``new``, within the bounds above."""
+    """The unified diff of ``change.path`` from ``old`` to ``new``, within the bounds above.
+
+    Binary detection and hunks are the library's (``snapstore.patch``): two checkpoints'
+    bytes go through ``file_patch``; a checkpoint and its directory through
+    ``SnapStore.patch``, which reads the directory through real directories only. The UI
+    adds its bounds, its symlink line and the names of both sides."""
     before, after = change.old, change.new
     kinds = {version.kind for version in (before, after) if version is not None}
     if kinds == {"symlink"}:
-        return _unified(change, old, new, _symlink_lines(before), _symlink_lines(after))
+        symlinks = file_patch(
+            change.path, _symlink_text(before), _symlink_text(after), context=CONTEXT_LINES
+        )
+        return _rendered(change, old, new, symlinks)
     if not (_shown_as_text(before) and _shown_as_text(after)):
         return TextDiff(change, "not-a-file")
     if any(version.size > MAX_SIDE_BYTES for version in (before, after) if version is not None):
         return TextDiff(change, "too-large")
-    old_bytes = _side_bytes(store, old, change.path, before)
-    new_bytes = _side_bytes(store, new, change.path, after)
-    if len(old_bytes) > MAX_SIDE_BYTES or len(new_bytes) > MAX_SIDE_BYTES:
+    if new.directory is not None and old.name is not None:
+        found = store.patch(
+            old.session,
+            old.name,
+            target=new.directory,
+            paths=[change.path],
+            context=CONTEXT_LINES,
+            max_bytes=None,
+            max_file_bytes=MAX_SIDE_BYTES,
+        ).files
+        return _rendered(change, old, new, found[0] if found else None)
+    old_bytes = _checkpoint_bytes(store, old, change.path, before)
+    new_bytes = _checkpoint_bytes(store, new, change.path, after)
+    return _rendered(
+        change, old, new, file_patch(change.path, old_bytes, new_bytes, context=CONTEXT_LINES)
+    )
+
+
+def _rendered(change: Change, old: Side, new: Side, patch: FilePatch | None) -> TextDiff:
+    """A file's patch (None: nothing changed) as the UI shows it: named as binary or too
+    large, or as lines naming both sides, then each hunk, cut at ``MAX_DIFF_LINES``."""
+    if patch is None:
+        return TextDiff(change, "same")
+    if patch.too_large:
         return TextDiff(change, "too-large")
-    if is_binary(old_bytes) or is_binary(new_bytes):
+    if patch.binary:
         return TextDiff(change, "binary")
-    if old_bytes == new_bytes:
+    if not patch.hunks:
         return TextDiff(change, "same")
-    return _unified(change, old, new, _text_lines(old_bytes), _text_lines(new_bytes))
-
-
-def _text_lines(data: bytes) -> list[str]:
-    """A file's lines, decoded as UTF-8 (undecodable bytes shown as U+FFFD)."""
-    return data.decode("utf-8", errors="replace").splitlines()
-
-
-def _unified(change: Change, old: Side, new: Side, before: list[str], after: list[str]) -> TextDiff:
-    """The unified diff of two lists of lines, cut at ``MAX_DIFF_LINES``."""
-    lines: list[str] = []
-    truncated = False
-    for line in difflib.unified_diff(
-        before,
-        after,
-        fromfile=f"{old.label}/{change.path}",
-        tofile=f"{new.label}/{change.path}",
-        n=CONTEXT_LINES,
-        lineterm="",
-    ):
-        if len(lines) >= MAX_DIFF_LINES:
-            truncated = True
-            break
-        lines.append(line)
-    if not lines:
-        return TextDiff(change, "same")
-    return TextDiff(change, "text", tuple(lines), truncated)
+    lines = [f"--- {old.label}/{change.path}", f"+++ {new.label}/{change.path}"]
+    for hunk in patch.hunks:
+        lines.append(hunk.header)
+        for line in hunk.lines:
+            lines.extend(line.split("\n"))
+    truncated = len(lines) > MAX_DIFF_LINES
+    return TextDiff(change, "text", tuple(lines[:MAX_DIFF_LINES]), truncated)

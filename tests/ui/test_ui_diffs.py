@@ -115,3 +115,78 @@ def test_a_removed_line_that_starts_with_dashes_is_a_deletion(
     rows = diff_of(store, "q.sql", "a", "b").rows
     assert rows[:2] == [("header", "--- a/q.sql"), ("header", "+++ b/q.sql")]
     assert ("delete", "--- comment") in rows
+
+
+def test_a_change_of_the_last_newline_alone_is_shown_as_git_marks_it(
+    store: SnapStore, tmp_path: Path
+) -> None:
+    snap(store, tmp_path, "a", {"f.txt": b"one\ntwo\n"})
+    snap(store, tmp_path, "b", {"f.txt": b"one\ntwo"})
+    result = diff_of(store, "f.txt", "a", "b")
+    assert result.rendering == "text"
+    assert result.rows[2:] == [
+        ("hunk", "@@ -1,2 +1,2 @@"),
+        ("context", " one"),
+        ("delete", "-two"),
+        ("add", "+two"),
+        ("marker", "\\ No newline at end of file"),
+    ]
+
+
+def test_the_hunks_are_those_of_the_library_patch(store: SnapStore, tmp_path: Path) -> None:
+    old = b"".join(b"line %d\n" % (n % 7) for n in range(400))
+    new = old.replace(b"line 3\n", b"line three\n", 5) + b"tail"
+    snap(store, tmp_path, "a", {"f.txt": old})
+    snap(store, tmp_path, "b", {"f.txt": new})
+    (library,) = store.patch("s", "a", "b").files
+    expected = [("header", "--- a/f.txt"), ("header", "+++ b/f.txt")]
+    for hunk in library.hunks:
+        expected.append(("hunk", hunk.header))
+        for line in hunk.lines:
+            first, *marker = line.split("\n")
+            expected.append(({"+": "add", "-": "delete"}.get(first[:1], "context"), first))
+            expected += [("marker", text) for text in marker]
+    assert diff_of(store, "f.txt", "a", "b").rows == expected
+
+
+def test_a_symlink_planted_in_place_of_a_directory_shows_nothing_outside_it(
+    store: SnapStore, tmp_path: Path
+) -> None:
+    base = tmp_path / "base"
+    (base / "sub").mkdir(parents=True)
+    (base / "sub" / "f.txt").write_text("mine\n")
+    store.create("s", "a", ["."], base_dir=base)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "f.txt").write_text("secret\n")
+    (base / "sub" / "f.txt").unlink()
+    (base / "sub").rmdir()
+    os.symlink(outside, base / "sub")
+    changes = diffs.directory_changes(store, versions(store, "s", "a"), "s", "a", str(base))
+    by_path = {change.path: change for change in changes}
+    assert by_path["sub/f.txt"].status == "removed" and by_path["sub/f.txt"].new is None
+    shown = diffs.file_diff(
+        store, Side("s", "a"), Side("s", directory=str(base)), by_path["sub/f.txt"]
+    )
+    assert shown.lines[2:] == ("@@ -1 +0,0 @@", "-mine")
+    assert not any("secret" in line for line in shown.lines)
+
+
+def test_a_file_swapped_for_one_outside_after_the_listing_is_not_read(
+    store: SnapStore, tmp_path: Path
+) -> None:
+    base = tmp_path / "base"
+    (base / "sub").mkdir(parents=True)
+    (base / "sub" / "f.txt").write_text("mine\n")
+    store.create("s", "a", ["."], base_dir=base)
+    (base / "sub" / "f.txt").write_text("changed\n")
+    changes = diffs.directory_changes(store, versions(store, "s", "a"), "s", "a", str(base))
+    (change,) = changes
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "f.txt").write_text("secret\n")
+    (base / "sub" / "f.txt").unlink()
+    (base / "sub").rmdir()
+    os.symlink(outside, base / "sub")
+    shown = diffs.file_diff(store, Side("s", "a"), Side("s", directory=str(base)), change)
+    assert not any("secret" in line for line in shown.lines)
