@@ -24,6 +24,11 @@ DEFAULT_MAX_BYTES = 1 << 20
 DEFAULT_MAX_FILE_BYTES = 8 << 20
 """Files larger than this (8 MiB) on either side are named as too large, not diffed."""
 
+EXACT_MATCH_LINES = 2000
+"""Up to this many lines (both versions together) the hunks are the smallest difflib finds;
+beyond, lines that make up more than 1% of the new version do not anchor a match (difflib's
+``autojunk``), which keeps large files of repeated lines from taking minutes."""
+
 Change = Literal["added", "modified", "removed"]
 
 
@@ -186,7 +191,8 @@ def _split_lines(data: bytes) -> tuple[list[str], bool]:
 
 
 def _hunks(old: Sequence[str], new: Sequence[str], context: int) -> list[Hunk]:
-    matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
+    exact = len(old) + len(new) <= EXACT_MATCH_LINES
+    matcher = difflib.SequenceMatcher(None, old, new, autojunk=not exact)
     hunks = []
     for group in matcher.get_grouped_opcodes(context):
         first, last = group[0], group[-1]

@@ -12,7 +12,7 @@ from helpers.trees import write_tree
 
 from snapstore import SnapStore
 from snapstore.errors import InvalidValueError
-from snapstore.patch import file_patch, is_binary
+from snapstore.patch import Hunk, file_patch, is_binary
 
 LINES = "".join(f"line {number}\n" for number in range(1, 21))
 
@@ -149,3 +149,27 @@ def test_bad_bounds_are_refused(store: SnapStore, base: Path):
 def test_a_missing_newline_at_the_end_is_marked() -> None:
     patch = file_patch("f", b"a\nb", b"a\nc\n")
     assert "\\ No newline at end of file" in patch.text
+
+
+def _applied(old: list[str], hunks: list[Hunk]) -> list[str]:
+    """``old`` with ``hunks`` applied, checking each hunk's context and deletions."""
+    result: list[str] = []
+    position = 0
+    for hunk in hunks:
+        start = hunk.old_start - 1 if hunk.old_lines else hunk.old_start
+        result += old[position:start]
+        position = start
+        for line in hunk.lines:
+            if line[0] in " -":
+                assert old[position] == line[1:]
+                position += 1
+            if line[0] in " +":
+                result.append(line[1:])
+    return result + old[position:]
+
+
+def test_a_large_file_of_repeated_lines_gets_a_patch_that_applies() -> None:
+    old = [f"line {number % 50}" for number in range(6000)]
+    new = [f"line {number % 51}" for number in range(6000)]
+    found = file_patch("f.txt", "\n".join(old).encode() + b"\n", "\n".join(new).encode() + b"\n")
+    assert found.hunks and _applied(old, found.hunks) == new
