@@ -149,19 +149,31 @@ def test_the_hunks_are_those_of_the_library_patch(store: SnapStore, tmp_path: Pa
     assert diff_of(store, "f.txt", "a", "b").rows == expected
 
 
-def test_a_symlink_planted_in_place_of_a_directory_shows_nothing_outside_it(
-    store: SnapStore, tmp_path: Path
-) -> None:
+def checkpoint_of_sub(store: SnapStore, tmp_path: Path) -> Path:
+    """Checkpoint ``a`` of session ``s`` over a directory holding ``sub/f.txt`` (``mine``)."""
     base = tmp_path / "base"
     (base / "sub").mkdir(parents=True)
     (base / "sub" / "f.txt").write_text("mine\n")
     store.create("s", "a", ["."], base_dir=base)
+    return base
+
+
+def plant_symlink_to_outside(base: Path, tmp_path: Path) -> None:
+    """Put a symlink to a directory outside ``base`` in place of ``base/sub``; the file
+    ``f.txt`` there holds ``secret``."""
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "f.txt").write_text("secret\n")
     (base / "sub" / "f.txt").unlink()
     (base / "sub").rmdir()
     os.symlink(outside, base / "sub")
+
+
+def test_a_symlink_planted_in_place_of_a_directory_shows_nothing_outside_it(
+    store: SnapStore, tmp_path: Path
+) -> None:
+    base = checkpoint_of_sub(store, tmp_path)
+    plant_symlink_to_outside(base, tmp_path)
     changes = diffs.directory_changes(store, versions(store, "s", "a"), "s", "a", str(base))
     by_path = {change.path: change for change in changes}
     assert by_path["sub/f.txt"].status == "removed" and by_path["sub/f.txt"].new is None
@@ -175,18 +187,10 @@ def test_a_symlink_planted_in_place_of_a_directory_shows_nothing_outside_it(
 def test_a_file_swapped_for_one_outside_after_the_listing_is_not_read(
     store: SnapStore, tmp_path: Path
 ) -> None:
-    base = tmp_path / "base"
-    (base / "sub").mkdir(parents=True)
-    (base / "sub" / "f.txt").write_text("mine\n")
-    store.create("s", "a", ["."], base_dir=base)
+    base = checkpoint_of_sub(store, tmp_path)
     (base / "sub" / "f.txt").write_text("changed\n")
     changes = diffs.directory_changes(store, versions(store, "s", "a"), "s", "a", str(base))
     (change,) = changes
-    outside = tmp_path / "outside"
-    outside.mkdir()
-    (outside / "f.txt").write_text("secret\n")
-    (base / "sub" / "f.txt").unlink()
-    (base / "sub").rmdir()
-    os.symlink(outside, base / "sub")
+    plant_symlink_to_outside(base, tmp_path)
     shown = diffs.file_diff(store, Side("s", "a"), Side("s", directory=str(base)), change)
     assert not any("secret" in line for line in shown.lines)
