@@ -16,7 +16,6 @@ import builtins
 import dataclasses
 import os
 import threading
-import time
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
 from types import TracebackType
@@ -463,9 +462,11 @@ class SnapStore:
         written; snapshots whose recorded time is ahead of their file's are reported in
         ``SweepReport.future_stamped``. With ``allow_emptying=False``, a ``ttl`` or
         ``keep_last`` that would delete every file checkpoint of a session deletes nothing
-        and raises SweepRefusedError.
+        and raises SweepRefusedError. ``now`` defaults to the store's clock: this host's for a
+        local store, the server's on object storage (a host whose clock runs ahead does not
+        sweep early).
         """
-        now_ns = time_to_ns(now) if now is not None else time.time_ns()
+        now_ns = time_to_ns(now) if now is not None else None
         return sweep(
             self.repo,
             ttl=ttl_seconds(ttl),
@@ -490,7 +491,7 @@ class SnapStore:
         the shared gc lock; changes nothing."""
         from snapstore.maintenance.stats import collect_stats
 
-        now_ns = time_to_ns(now) if now is not None else time.time_ns()
+        now_ns = time_to_ns(now) if now is not None else self.repo.backend.now_ns()
         return collect_stats(
             self.repo, session=session, ttl=ttl_seconds(ttl), keep_last=keep_last, now_ns=now_ns
         )

@@ -20,7 +20,7 @@ def sweep(
     *,
     ttl: float | None,
     keep_last: int | None,
-    now_ns: int,
+    now_ns: int | None,
     dry_run: bool,
     allow_emptying: bool = True,
 ) -> SweepReport:
@@ -29,12 +29,15 @@ def sweep(
     ``allow_emptying``, a sweep whose ``ttl`` or ``keep_last`` would delete every file
     checkpoint of a session raises SweepRefusedError: checked across the store before anything
     is deleted, and again for each session under its lock (a session that changed meanwhile
-    stops the sweep there). A dry run only lists."""
+    stops the sweep there). A dry run only lists. ``now_ns`` None: now by the store's clock
+    (``Backend.now_ns``: on object storage, the server's), read once as the sweep starts."""
     if ttl is not None and ttl < 0:
         raise InvalidValueError(f"ttl must not be negative, got {ttl}")
     if keep_last is not None and (isinstance(keep_last, bool) or keep_last < 0):
         raise InvalidValueError(f"keep_last must be a non-negative int, got {keep_last!r}")
     repo.check_writable("sweep")
+    if now_ns is None:
+        now_ns = repo.backend.now_ns()
     report = SweepReport()
     refusing = not (allow_emptying or dry_run) and (ttl is not None or keep_last is not None)
     if refusing:

@@ -216,6 +216,11 @@ class Backend(Protocol):
         """How to show an object to a person (the local backend: its path)."""
         ...
 
+    def now_ns(self) -> int:
+        """Now, by the clock that stamps this store's objects with their write times (the
+        server's, for object storage): what ages and expiries are judged by."""
+        ...
+
     def close(self) -> None:
         """Release what the backend keeps open."""
         ...

@@ -14,6 +14,7 @@ import errno
 import os
 import stat
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Hashable, Iterator
 
@@ -413,6 +414,10 @@ class LocalBackend:
         if fd is not None:
             with contextlib.suppress(OSError):
                 os.close(fd)
+
+    def now_ns(self) -> int:
+        """This host's clock, which stamps the files' modification times."""
+        return time.time_ns()
 
     def close(self) -> None:
         with self._fds_lock:

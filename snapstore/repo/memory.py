@@ -232,5 +232,9 @@ class MemoryBackend:
     def remove_stale_temps(self) -> int:
         return 0
 
+    def now_ns(self) -> int:
+        """This process's clock, which stamps the objects' write times."""
+        return time.time_ns()
+
     def close(self) -> None:
         return None

@@ -38,7 +38,8 @@ from snapstore.logs import get_logger
 from snapstore.repo.backend import Handle, Kind, ObjectInfo, Properties, Version
 from snapstore.repo.layout import FORMAT_TEXT, MARKER_MAX_BYTES, check_format
 from snapstore.repo.local import LocalBackend
-from snapstore.repo.s3client import StoreUrl, make_client, parse_url
+from snapstore.repo.loose import CHUNK_BYTES, new_hasher
+from snapstore.repo.s3client import StoreUrl, make_client, new_nonce, parse_url
 from snapstore.repo.s3lease import DEFAULT_LEASE, Leases
 from snapstore.repo.s3listing import IMMUTABLE, ListingMemo
 from snapstore.repo.s3lock import NoLock, S3Lock
@@ -233,49 +234,60 @@ class S3Backend:
         if handle.kind in _LOCAL_KINDS:
             yield from self.local.chunks(handle, chunk_bytes)
             return
-        response = self.objects.get(handle)
-        if not response:
-            return
-        try:
-            yield from response["Body"].iter_chunks(chunk_bytes)
-        except Exception as error:  # a dropped connection surfaces as any of several types
-            raise self.objects.failed(error, handle) from None
-        finally:
-            response["Body"].close()
+        yield from self.objects.stream(handle, chunk_bytes)
 
     # ------------------------------------------------------------------ writing
 
-    def _existing_is(self, handle: Handle, size: int, data: bytes | None) -> bool:
-        """After a refused create: True if the object there is the one we meant to write (a
-        retried request whose first try went through; or, for a blob named by its digest, the
-        same bytes from another writer)."""
+    def _is_same_object(self, handle: Handle, size: int, data: bytes | None) -> bool:
+        """After a refused create of an immutable object that is not this write's: True if
+        the object there holds what we meant to write, so that counting on it is safe. A blob
+        (named by its digest, perhaps stored by another writer) is read back and hashed; an
+        index is compared byte for byte; a pack's name is random, so another object there is
+        never ours."""
         try:
             info = self.stat(handle)
         except FileNotFoundError:
             return False
-        if info.size != size:
+        if info.size != size or handle.kind is Kind.PACK:
             return False
-        if handle.kind is Kind.BLOB or data is None:
-            return True
+        if handle.kind is Kind.BLOB:
+            hasher = new_hasher(size)
+            for chunk in self.chunks(handle, CHUNK_BYTES):
+                hasher.update(chunk)
+            return hasher.hexdigest() == handle.name
+        if data is None:
+            return False
         found, _ = self.read(handle, max_bytes=size)
         return found == data
+
+    def _created(self, handle: Handle, nonce: str, size: int, data: bytes | None) -> None:
+        """After a create refused with 412 (or a multipart upload gone at its completion):
+        done if the object there is this write, applied by an attempt whose answer was lost,
+        or the same object written by another writer; ConcurrentWriteError otherwise."""
+        mine = self.objects.written_by(handle, nonce)
+        if mine is not None:
+            self.memo.remember(handle, mine)
+            return
+        if not self._is_same_object(handle, size, data):
+            raise ConcurrentWriteError(
+                errno.EEXIST, f"{self.describe(handle)} exists and holds other bytes"
+            )
 
     def upload(self, handle: Handle, file: IO[bytes], size: int) -> None:
         """Create an immutable object from ``file`` (``size`` bytes), create-only; a failed
         upload leaves nothing visible."""
-        etag = None
+        nonce = new_nonce()
         try:
-            etag = create_only(self.objects, handle, file, size)
-        except ConcurrentWriteError:
-            if not self._existing_is(handle, size, None):
-                raise
+            etag = create_only(self.objects, handle, file, size, nonce)
+        except (ConcurrentWriteError, FileNotFoundError):
+            self._created(handle, nonce, size, None)
+            return
         self._after_create(handle, size, etag)
 
-    def _after_create(self, handle: Handle, size: int, etag: str | None) -> None:
+    def _after_create(self, handle: Handle, size: int, etag: str) -> None:
         """Remember the object just created (its version from the PUT's answer; written now
         by this host's clock, which only orders manifests and none is remembered here)."""
-        if etag is not None:
-            self.memo.remember(handle, ObjectInfo(size, etag, time.time_ns()))
+        self.memo.remember(handle, ObjectInfo(size, etag, time.time_ns()))
 
     def stage(self, kind: Kind, size_hint: int = 0) -> StagedUpload:
         return StagedUpload(self.upload, kind, self.local.tmp_dir)
@@ -287,13 +299,13 @@ class S3Backend:
         if handle.kind in _LOCAL_KINDS:
             self.local.write(handle, data, durable=durable)
             return
+        nonce = new_nonce()
         if handle.kind not in (Kind.MANIFEST, Kind.MARKER):
-            etag = None
             try:
-                etag = self.objects.put(handle, data, IfNoneMatch="*")
-            except ConcurrentWriteError:
-                if not self._existing_is(handle, len(data), data):
-                    raise
+                etag = self.objects.put(handle, data, nonce, IfNoneMatch="*")
+            except (ConcurrentWriteError, FileNotFoundError):
+                self._created(handle, nonce, len(data), data)
+                return
             self._after_create(handle, len(data), etag)
             return
         try:
@@ -302,9 +314,9 @@ class S3Backend:
             current = None
         condition = {"IfNoneMatch": "*"} if current is None else {"IfMatch": str(current)}
         try:
-            self.objects.put(handle, data, **condition)
+            self.objects.put(handle, data, nonce, **condition)
         except (ConcurrentWriteError, FileNotFoundError):
-            if not self._existing_is(handle, len(data), data):
+            if self.objects.written_by(handle, nonce) is None:
                 raise ConcurrentWriteError(
                     errno.EAGAIN,
                     f"{self.describe(handle)} was changed by another writer since it was read",
@@ -376,9 +388,14 @@ class S3Backend:
     def remove_stale_temps(self) -> int:
         removed = 0
         for key, upload_id in pending_uploads(self.objects):
-            abort_upload(self.objects, key, upload_id)
-            removed += 1
+            removed += abort_upload(self.objects, key, upload_id)
         return removed + self.local.remove_stale_temps()
+
+    def now_ns(self) -> int:
+        """The server's clock (the one behind every ``Last-Modified``), so that a host whose
+        own clock runs ahead judges no snapshot older than it is. ``Date`` has a resolution
+        of one second and is truncated: ages come out up to a second young, never old."""
+        return self.objects.server_now_ns() or time.time_ns()
 
     def close(self) -> None:
         self.local.close()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import errno
 import os
+import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -77,7 +78,7 @@ def make_client(*, endpoint_url: str | None = None, timeout: float | None = None
             "an s3:// store needs the s3 extra: pip install 'snapstore[s3]'"
         ) from error
     config = Config(
-        retries={"mode": "standard", "max_attempts": MAX_ATTEMPTS},
+        retries={"mode": "standard", "total_max_attempts": MAX_ATTEMPTS},
         connect_timeout=timeout or CONNECT_TIMEOUT,
         read_timeout=timeout or READ_TIMEOUT,
         max_pool_connections=POOL_CONNECTIONS,
@@ -109,6 +110,26 @@ def is_not_found(error: BaseException) -> bool:
 def is_precondition_failed(error: BaseException) -> bool:
     """True for a refused conditional write (``If-Match``/``If-None-Match``)."""
     return error_code(error) in _PRECONDITION
+
+
+def new_nonce() -> str:
+    """A nonce for one write: unique across hosts, processes and writes."""
+    return uuid.uuid4().hex
+
+
+def is_no_such_upload(error: BaseException) -> bool:
+    """True for a multipart upload that is gone (completed or aborted)."""
+    return error_code(error) == "NoSuchUpload"
+
+
+def was_retried(error: BaseException) -> bool:
+    """True if the client sent the request more than once before this answer: an earlier
+    attempt failed in a way (a 5xx, throttling, a timeout, a dropped connection) that leaves
+    open whether the server applied it."""
+    response = getattr(error, "response", None)
+    if not isinstance(response, dict):
+        return False
+    return bool(response.get("ResponseMetadata", {}).get("RetryAttempts", 0))
 
 
 def translate(error: BaseException, where: str) -> OSError:

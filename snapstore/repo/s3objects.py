@@ -16,8 +16,23 @@ from typing import IO, Any
 from snapstore.fs.reading import UnfitFileError
 from snapstore.logs import get_logger
 from snapstore.repo.backend import Handle, Kind, ObjectInfo
-from snapstore.repo.s3client import StoreUrl, client_errors, datetime_ns, error_code, translate
-from snapstore.repo.s3lease import UNSUPPORTED, Leases
+from snapstore.repo.s3client import (
+    StoreUrl,
+    client_errors,
+    datetime_ns,
+    error_code,
+    is_not_found,
+    server_now_ns,
+    translate,
+    was_retried,
+)
+from snapstore.repo.s3lease import Leases
+from snapstore.repo.s3leaseobjects import UNSUPPORTED
+
+WRITE_KEY = "write"
+"""The metadata entry (``x-amz-meta-write``) holding the nonce of the write that made an
+object: how a write whose answer was lost recognises, when its retry is refused, that it
+was applied."""
 
 READ_ATTEMPTS = 3
 """Reads of a body whose connection dropped, before the failure is raised."""
@@ -74,10 +89,14 @@ class BucketObjects:
             raise self.failed(error, handle) from None
         return self.info(response, int(response["ContentLength"]))
 
-    def get(self, handle: Handle, byte_range: str | None = None) -> dict[str, Any]:
+    def get(
+        self, handle: Handle, byte_range: str | None = None, version: str | None = None
+    ) -> dict[str, Any]:
         """A GET response (its body still to be read); empty for a range past the end,
-        FileNotFoundError if missing."""
+        FileNotFoundError if missing (ConcurrentWriteError if not in ``version``)."""
         extra = {} if byte_range is None else {"Range": byte_range}
+        if version is not None:
+            extra["IfMatch"] = version
         try:
             response: dict[str, Any] = self.client.get_object(
                 Bucket=self.bucket, Key=self.key(handle), **extra
@@ -108,6 +127,39 @@ class BucketObjects:
                 logger.warning("reading %s failed, retrying: %s", self.describe(handle), error)
         raise AssertionError("unreachable")
 
+    def stream(self, handle: Handle, chunk_bytes: int) -> Iterator[bytes]:
+        """The object's bytes in chunks of at most ``chunk_bytes``; a connection dropped
+        part-way is taken up again where it broke (a ranged GET of the same version), up to
+        ``READ_ATTEMPTS`` times."""
+        response = self.get(handle)
+        if not response:
+            return
+        version = str(response["ETag"])
+        done = 0
+        for attempt in range(READ_ATTEMPTS):
+            try:
+                for chunk in response["Body"].iter_chunks(chunk_bytes):
+                    done += len(chunk)
+                    yield chunk
+                return
+            except Exception as error:  # a dropped connection surfaces as any of several types
+                if attempt == READ_ATTEMPTS - 1:
+                    raise self.failed(error, handle) from None
+                logger.warning("reading %s failed, resuming: %s", self.describe(handle), error)
+            finally:
+                response["Body"].close()
+            response = self.get(handle, f"bytes={done}-", version)
+            if not response:
+                return
+
+    def server_now_ns(self) -> int | None:
+        """The server's clock now (the ``Date`` of a HEAD of the format marker), if it says."""
+        try:
+            response = self.client.head_object(Bucket=self.bucket, Key=self.prefix + "FORMAT")
+        except client_errors() as error:
+            response = getattr(error, "response", None) or {}
+        return server_now_ns(response)
+
     def list(self, key_prefix: str) -> Iterator[tuple[str, ObjectInfo]]:
         """Every key under ``key_prefix`` with its info, one request per 1,000 keys."""
         paginator = self.client.get_paginator("list_objects_v2")
@@ -123,25 +175,51 @@ class BucketObjects:
 
     # ------------------------------------------------------------------ writing
 
-    def put(self, handle: Handle, body: bytes | IO[bytes], **conditions: str) -> str:
-        """One PUT of a whole object under the given conditions; its new version."""
+    def put(
+        self, handle: Handle, body: bytes | IO[bytes], nonce: str | None = None, **conditions: str
+    ) -> str:
+        """One PUT of a whole object under the given conditions, carrying ``nonce`` in its
+        metadata (see ``written_by``); its new version."""
         self.leases.check()
+        extra = {} if nonce is None else {"Metadata": {WRITE_KEY: nonce}}
         try:
             response = self.client.put_object(
-                Bucket=self.bucket, Key=self.key(handle), Body=body, **conditions
+                Bucket=self.bucket, Key=self.key(handle), Body=body, **extra, **conditions
             )
         except client_errors() as error:
             raise self.failed(error, handle) from None
         return str(response["ETag"])
 
+    def written_by(self, handle: Handle, nonce: str) -> ObjectInfo | None:
+        """The object's info if the write carrying ``nonce`` made the version there now
+        (a write refused on retry, whose first attempt was applied), else None."""
+        try:
+            response = self.client.head_object(Bucket=self.bucket, Key=self.key(handle))
+        except client_errors() as error:
+            if is_not_found(error):
+                return None
+            raise self.failed(error, handle) from None
+        if response.get("Metadata", {}).get(WRITE_KEY) != nonce:
+            return None
+        return self.info(response, int(response["ContentLength"]))
+
     def delete(self, handle: Handle, **conditions: str) -> bool:
         """Delete the object under the given conditions; False, deleting nothing, if the
-        provider does not support conditional deletes."""
+        provider does not support conditional deletes.
+
+        A conditional delete the client had to send again and that is then answered 404 was
+        applied by an earlier attempt: the version it names was there when the caller read
+        it, under the namespace lease, and no other writer deletes manifests while it is
+        held. So it counts as done (S3 answers a plain delete of a missing key with success
+        anyway)."""
         self.leases.check()
         try:
             self.client.delete_object(Bucket=self.bucket, Key=self.key(handle), **conditions)
         except client_errors() as error:
             if conditions and error_code(error) in UNSUPPORTED:
                 return False
+            if conditions and is_not_found(error) and was_retried(error):
+                logger.info("%s: deleted by an earlier attempt", self.describe(handle))
+                return True
             raise self.failed(error, handle) from None
         return True

@@ -8,13 +8,18 @@ killed process left behind, ``pending_uploads``).
 from __future__ import annotations
 
 import contextlib
+import errno
 import tempfile
 from collections.abc import Callable
 from typing import IO
 
 from snapstore.repo.backend import Handle, Kind
-from snapstore.repo.s3client import client_errors, is_not_found
-from snapstore.repo.s3objects import BucketObjects
+from snapstore.repo.s3client import (
+    client_errors,
+    is_no_such_upload,
+    is_not_found,
+)
+from snapstore.repo.s3objects import WRITE_KEY, BucketObjects
 
 SPOOL_BYTES = 8 << 20
 """A staged object is kept in memory up to this size, then in a temp file of the host cache."""
@@ -58,22 +63,31 @@ class StagedUpload:
         self._file.close()
 
 
-def create_only(objects: BucketObjects, handle: Handle, file: IO[bytes], size: int) -> str:
-    """Create ``handle`` from ``file`` (``size`` bytes) unless an object is there
-    (ConcurrentWriteError then); its version."""
+def create_only(
+    objects: BucketObjects, handle: Handle, file: IO[bytes], size: int, nonce: str
+) -> str:
+    """Create ``handle`` from ``file`` (``size`` bytes), carrying ``nonce`` in its metadata,
+    unless an object is there (ConcurrentWriteError then; FileNotFoundError if a multipart
+    upload was gone at its completion: either way the object there may be this very write,
+    applied by an attempt whose answer was lost, see ``BucketObjects.written_by``); its
+    version."""
     if size >= MULTIPART_BYTES:
-        return _multipart(objects, handle, file, size)
-    return objects.put(handle, file.read(), IfNoneMatch="*")
+        return _multipart(objects, handle, file, size, nonce)
+    return objects.put(handle, file.read(), nonce, IfNoneMatch="*")
 
 
-def _multipart(objects: BucketObjects, handle: Handle, file: IO[bytes], size: int) -> str:
+def _multipart(
+    objects: BucketObjects, handle: Handle, file: IO[bytes], size: int, nonce: str
+) -> str:
     """A large object in parts; invisible until the create-only completion, aborted on
     any failure (an abort that fails leaves an invisible upload that gc removes)."""
     client, bucket, key = objects.client, objects.bucket, objects.key(handle)
     part_bytes = max(PART_BYTES, -(-size // MAX_PARTS))
     objects.leases.check()
     try:
-        upload_id = client.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
+        upload_id = client.create_multipart_upload(
+            Bucket=bucket, Key=key, Metadata={WRITE_KEY: nonce}
+        )["UploadId"]
     except client_errors() as error:
         raise objects.failed(error, handle) from None
     try:
@@ -98,6 +112,9 @@ def _multipart(objects: BucketObjects, handle: Handle, file: IO[bytes], size: in
     except BaseException as error:
         with contextlib.suppress(Exception):
             client.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id)
+        if isinstance(error, client_errors()) and is_no_such_upload(error):
+            where = objects.describe(handle)
+            raise FileNotFoundError(errno.ENOENT, "the multipart upload is gone", where) from None
         if isinstance(error, client_errors()):
             raise objects.failed(error, handle) from None
         raise
@@ -125,9 +142,13 @@ def pending_uploads(objects: BucketObjects) -> list[tuple[str, str]]:
     return found
 
 
-def abort_upload(objects: BucketObjects, key: str, upload_id: str) -> None:
-    """Abort one multipart upload, so its parts are gone."""
+def abort_upload(objects: BucketObjects, key: str, upload_id: str) -> bool:
+    """Abort one multipart upload, so its parts are gone; False if it was gone already
+    (an earlier attempt of this abort, whose answer was lost, or its writer finished it)."""
     try:
         objects.client.abort_multipart_upload(Bucket=objects.bucket, Key=key, UploadId=upload_id)
     except client_errors() as error:
+        if is_no_such_upload(error) or is_not_found(error):
+            return False
         raise objects.failed(error, f"s3://{objects.bucket}/{key}") from None
+    return True

@@ -83,11 +83,18 @@ def serve(port: int) -> None:
 
 
 class S3Server:
-    """moto in a child process, with a bucket; ``endpoint`` is its URL."""
+    """moto in a child process, with a bucket; ``endpoint`` is its URL. ``min_part_bytes``
+    lowers the smallest part a multipart upload accepts (S3's is 5 MiB), so tests can send
+    objects in several parts without sending megabytes."""
 
-    def __init__(self, bucket: str = "snapstore-test") -> None:
+    def __init__(
+        self, bucket: str = "snapstore-test", *, min_part_bytes: int | None = None
+    ) -> None:
         self.bucket = bucket
         env = {**os.environ, **CREDENTIALS}
+        if min_part_bytes is not None:
+            env["S3_UPLOAD_PART_MIN_SIZE"] = str(min_part_bytes)
+            env["MOTO_S3_DEFAULT_KEY_BUFFER_SIZE"] = str(16 << 20)
         self.process = subprocess.Popen(
             [sys.executable, os.path.abspath(__file__)],
             stdout=subprocess.PIPE,

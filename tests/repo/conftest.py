@@ -11,11 +11,14 @@ from pathlib import Path
 import pytest
 from helpers.s3server import S3Server
 
+MIN_PART_BYTES = 64 << 10
+"""The smallest part the tests' server accepts in a multipart upload."""
+
 
 @pytest.fixture(scope="session")
 def s3_server() -> Iterator[S3Server]:
     """moto on loopback, with this process's environment pointed at it."""
-    server = S3Server()
+    server = S3Server(min_part_bytes=MIN_PART_BYTES)
     saved = {name: os.environ.get(name) for name in server.env()}
     os.environ.update(server.env())
     try:

@@ -60,3 +60,33 @@ def host(s3_url: str, tmp_path: Path, s3_server: S3Server) -> Iterator[Host]:
 def store_on(backend: S3Backend) -> SnapStore:
     """A store over ``backend``."""
     return SnapStore(backend, lock_timeout=backend.lock_timeout)
+
+
+LOST_ANSWERS = [
+    "after:500:InternalError",
+    "after:503:SlowDown",
+    "drop-response",
+    "delay-response:1.5",
+]
+"""Faults after which the server has applied a request the client never saw answered (with a
+client timeout of 1 s): it sends the request again."""
+
+CLIENT_TIMEOUT = 1.0
+
+
+@pytest.fixture
+def small_parts(monkeypatch: pytest.MonkeyPatch) -> int:
+    """Objects of 256 KiB and more go up in parts of 64 KiB (the tests' server accepts parts
+    that small); the threshold is returned."""
+    from snapstore.repo import s3upload
+
+    from ..conftest import MIN_PART_BYTES
+
+    monkeypatch.setattr(s3upload, "MULTIPART_BYTES", 4 * MIN_PART_BYTES)
+    monkeypatch.setattr(s3upload, "PART_BYTES", MIN_PART_BYTES)
+    return 4 * MIN_PART_BYTES
+
+
+def lock_objects(backend: S3Backend) -> list[str]:
+    """The keys of every lease object of the backend's store (none: no lock is held)."""
+    return [key for key, _ in backend.objects.list(backend.leases.prefix)]

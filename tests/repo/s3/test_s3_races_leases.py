@@ -8,7 +8,7 @@ import time
 import pytest
 
 from snapstore.errors import InvalidValueError
-from snapstore.repo.s3lease import Leases
+from snapstore.repo.s3leaseobjects import Seen
 
 from .conftest import Host
 
@@ -19,20 +19,20 @@ def test_a_lease_taken_anew_between_a_breakers_head_and_delete_is_not_broken(hos
     assert key is not None
     a.leases.stop()  # a stalls; the server sees its lease expire
     time.sleep(4.2)
-    real_head = Leases._head
+    real_look = b.leases.objects.look
 
-    def head_then_a_comes_back(self: Leases, k: str):  # type: ignore[no-untyped-def]
-        found = real_head(self, k)  # b sees a's expired x
+    def look_then_a_comes_back(k: str) -> Seen | None:
+        found = real_look(k)  # b sees a's expired x
         # a wakes up, gives its lost lease back and takes the lock anew: a new x
         a.leases.release(key)
         assert a.leases.try_exclusive_claim("gc") == key
+        b.leases.objects.look = real_look  # type: ignore[method-assign]
         return found
 
-    b.leases._head = head_then_a_comes_back.__get__(b.leases)  # type: ignore[method-assign]
-    assert b.leases._break_if_expired(key)  # b deletes "exactly the version it saw"
-    del b.leases._head
+    b.leases.objects.look = look_then_a_comes_back  # type: ignore[method-assign]
+    assert not b.leases._free(key)  # b deletes "exactly the version it saw": nothing
     a.leases.check()  # a trusts its new lease
-    assert a.leases._head(key) is not None, "a's new lease was broken"
+    assert a.leases.objects.look(key) is not None, "a's new lease was broken"
     assert b.leases.try_exclusive_claim("gc") is None, "a and b both hold gc exclusively"
 
 
