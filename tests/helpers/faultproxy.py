@@ -216,6 +216,11 @@ class FaultProxy:
         with self._lock:
             return {s.operation for s in self.seen}
 
+    def faulted(self) -> set[str]:
+        """The operations of every request a fault was injected into so far."""
+        with self._lock:
+            return {s.operation for s in self.seen if s.action}
+
     def add(self, matches: Callable[[Request], bool], action: str, times: int = 1) -> None:
         """Inject ``action`` into the next ``times`` requests ``matches`` accepts."""
         self.rule(action, matches=matches, times=times)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from helpers.faultproxy import FaultProxy
+from helpers.figures import LONG
 from helpers.s3server import S3Server
 
 from snapstore import SnapStore
@@ -70,6 +71,8 @@ LOST_ANSWERS = [
 ]
 """Faults after which the server has applied a request the client never saw answered (with a
 client timeout of 1 s): it sends the request again."""
+SOME_LOST_ANSWERS = LOST_ANSWERS if LONG else ["after:500:InternalError", "delay-response:1.5"]
+"""Those a test that costs seconds per fault runs by default (all with ``SNAPSTORE_LONG=1``)."""
 
 CLIENT_TIMEOUT = 1.0
 
