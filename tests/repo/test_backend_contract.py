@@ -3,7 +3,9 @@
 Adding a backend is adding a fixture parameter: what the repository relies on (namespaces per
 kind, atomic whole-object writes, staged objects invisible until committed, versions that move
 on every write, bounded reads, named shared/exclusive locks with timeouts) is checked here.
-The object storage backend runs it against a real S3 protocol server on loopback.
+The object storage backend runs it against a real S3 protocol server on loopback, directly
+and through a proxy that fails a random share of first attempts (an error before the request
+is applied, an error or a reset connection after it was applied).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,17 +24,39 @@ from snapstore.repo.local import LocalBackend
 from snapstore.repo.memory import MemoryBackend
 from snapstore.repo.s3 import S3Backend
 
-BACKENDS = ["local", "memory", "s3"]
+BACKENDS = ["local", "memory", "s3", "s3-faults"]
+FAULTS = ["after:500:InternalError", "drop-response", "error:500:InternalError"]
+
+
+def _faulty_client(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A client whose requests go through a fault-injecting proxy: each first attempt fails
+    with a chance of one in three (the client's retry budget made unlimited, so that it
+    keeps retrying: it is not what is tested here)."""
+    from botocore.retries import quota
+    from helpers.faultproxy import FaultProxy
+
+    from snapstore.repo.s3client import make_client
+
+    proxy = FaultProxy(request.getfixturevalue("s3_server").endpoint, seed=len(request.node.name))
+    request.addfinalizer(proxy.close)
+    for action in FAULTS:
+        proxy.rule(action, attempt=1, times=None, chance=1 / 9)
+    monkeypatch.setattr(quota.RetryQuota, "acquire", lambda self, amount: True)
+    return make_client(endpoint_url=proxy.endpoint, timeout=5.0)
 
 
 @pytest.fixture(params=BACKENDS)
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+def backend(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Backend]:
     made: Backend
     if request.param == "local":
         made = LocalBackend(str(tmp_path / "store"), lock_timeout=0.2)
-    elif request.param == "s3":
+    elif request.param.startswith("s3"):
         url = request.getfixturevalue("s3_url")
-        made = S3Backend(url, cache_dir=str(tmp_path / "host-cache"), lock_timeout=0.2)
+        client = _faulty_client(request, monkeypatch) if request.param == "s3-faults" else None
+        cache = str(tmp_path / "host-cache")
+        made = S3Backend(url, cache_dir=cache, lock_timeout=0.2, client=client)
     else:
         made = MemoryBackend(lock_timeout=0.2)
     assert made.open(create=True) is True

@@ -7,12 +7,21 @@ Creates snapshots of its own session from a tree it keeps changing (with content
 shares, so hosts reuse each other's blobs), restores them and checks the bytes, deletes some,
 and with ``--maintain`` also sweeps and collects garbage. After each commit or delete returns
 it appends a line to WORKDIR/log (``commit NAME DIGEST`` / ``delete NAME``), so a parent that
-kills it knows what was acknowledged. Problems found are written as ``error ...`` lines.
+kills it knows what was acknowledged. Problems found are written as ``error ...`` lines: a
+restore that differs, a ``delete`` of a snapshot it made that answers False, a ``sweep`` that
+reports a snapshot deleted that is still listed.
+
+With ``SNAPSTORE_TEST_UNLIMITED_RETRIES=1`` (the tests that put a fault-injecting proxy in
+front of the server) the client's retry budget is unlimited: botocore stops retrying once
+many retries ended in an error answer, which a proxy failing requests at random causes.
+``SNAPSTORE_TEST_CLIENT_TIMEOUT`` sets the client's timeouts and ``SNAPSTORE_TEST_LEASE`` the
+lease (seconds).
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import random
 import sys
 import time
@@ -20,6 +29,7 @@ from pathlib import Path
 
 from snapstore import SnapStore
 from snapstore.repo.s3 import S3Backend
+from snapstore.repo.s3client import make_client
 
 SHARED = [f"shared {i}\n".encode() * (50 * (i + 1)) for i in range(6)]
 LEASE = 2.0
@@ -44,13 +54,25 @@ def change(tree: Path, rng: random.Random) -> None:
 
 def main() -> int:
     url, work, host, seconds, seed = sys.argv[1:6]
+    if os.environ.get("SNAPSTORE_TEST_UNLIMITED_RETRIES") == "1":
+        from botocore.retries import quota
+
+        quota.RetryQuota.acquire = lambda self, amount: True  # type: ignore[method-assign]
     maintain = "--maintain" in sys.argv
     rng = random.Random(int(seed))
     work_dir = Path(work)
     tree = work_dir / "tree"
     tree.mkdir(parents=True, exist_ok=True)
     log = open(work_dir / "log", "a", buffering=1)  # noqa: SIM115
-    backend = S3Backend(url, cache_dir=str(work_dir / "cache"), lease=LEASE, lock_timeout=60)
+    timeout = os.environ.get("SNAPSTORE_TEST_CLIENT_TIMEOUT")
+    client = make_client(timeout=float(timeout)) if timeout else None
+    backend = S3Backend(
+        url,
+        cache_dir=str(work_dir / "cache"),
+        lease=float(os.environ.get("SNAPSTORE_TEST_LEASE", LEASE)),
+        lock_timeout=60,
+        client=client,
+    )
     store = SnapStore(backend, lock_timeout=60)
     session = f"host-{host}"
     made: dict[str, str] = {}
@@ -74,13 +96,17 @@ def main() -> int:
                 log.write(f"error restore of {name} differs\n")
         elif roll < 0.85:
             name = rng.choice(sorted(made))
-            store.delete(session, name)
+            if not store.delete(session, name):
+                log.write(f"error delete of {name} answered False\n")
             del made[name]
             log.write(f"delete {name}\n")
         elif maintain:
             store.put_state("scratch", f"s{number}", number, ttl=0.01)
             number += 1
-            store.sweep()
+            report = store.sweep()
+            for swept_session, swept in report.deleted:
+                if swept in {info.name for info in store.list(swept_session)}:
+                    log.write(f"error sweep reported {swept} deleted, it is still there\n")
             store.gc()
     store.close()
     log.close()

@@ -11,22 +11,46 @@ import sys
 import time
 from pathlib import Path
 
+from helpers.faultproxy import FaultProxy
+from helpers.figures import depth, record
 from helpers.s3server import S3Server
 
 from snapstore import SnapStore
 from snapstore.repo.s3 import S3Backend
 
+from .conftest import lock_objects
 from .hostworker import tree_digest
 
 WORKER = Path(__file__).with_name("hostworker.py")
 TESTS = Path(__file__).resolve().parents[2]
+HOST_FAULTS = [
+    "error:500:InternalError",
+    "error:503:SlowDown",
+    "after:500:InternalError",
+    "drop-response",
+    "drop",
+    "delay-response:1.5",
+]
 
 
 def _start(
-    server: S3Server, url: str, work: Path, host: int, seconds: float, *extra: str
+    server: S3Server,
+    url: str,
+    work: Path,
+    host: int,
+    seconds: float,
+    *extra: str,
+    endpoint: str | None = None,
 ) -> subprocess.Popen[bytes]:
     work.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, **server.env(), "PYTHONPATH": str(TESTS)}
+    if endpoint is not None:
+        env.update(
+            AWS_ENDPOINT_URL=endpoint,
+            SNAPSTORE_TEST_UNLIMITED_RETRIES="1",
+            SNAPSTORE_TEST_CLIENT_TIMEOUT="1.0",
+            SNAPSTORE_TEST_LEASE="8",  # a renewal may take a timeout and a retry
+        )
     command = [sys.executable, str(WORKER), url, str(work), str(host), str(seconds), str(host)]
     return subprocess.Popen([*command, *extra], env=env, stderr=subprocess.PIPE)
 
@@ -66,6 +90,8 @@ def _check(url: str, tmp_path: Path, hosts: dict[int, Path], *, killed: bool = F
     report = store.verify(deep=True)
     assert report.ok and report.garbage == []
     backend.leases.stop()
+    if not killed:
+        assert lock_objects(backend) == [], "a lock is left held"
 
 
 def test_hosts_creating_restoring_sweeping_and_collecting_at_once_lose_nothing(
@@ -79,6 +105,40 @@ def test_hosts_creating_restoring_sweeping_and_collecting_at_once_lose_nothing(
     for worker in workers:
         _, stderr = worker.communicate(timeout=120)
         assert worker.returncode == 0, stderr.decode()
+    _check(s3_url, tmp_path, hosts)
+
+
+def test_hosts_behind_a_failing_network_lose_nothing_and_leave_no_lock(
+    s3_server: S3Server, s3_url: str, tmp_path: Path
+) -> None:
+    """Every host's requests go through the proxy, which fails one first attempt in four, of
+    every kind of request, in every way: before it is applied, after (a 500, a reset
+    connection, a timeout), or cut off mid-upload."""
+    proxy = FaultProxy(s3_server.endpoint, seed=int(os.environ.get("SNAPSTORE_SEED", "15")))
+    try:
+        for action in HOST_FAULTS:
+            proxy.rule(action, attempt=1, times=None, chance=1 / (4 * len(HOST_FAULTS)))
+        hosts = {host: tmp_path / f"host-{host}" for host in range(3)}
+        workers = [
+            _start(
+                s3_server,
+                s3_url,
+                work,
+                host,
+                depth(8, 60),
+                *(["--maintain"] if host == 0 else []),
+                endpoint=proxy.endpoint,
+            )
+            for host, work in hosts.items()
+        ]
+        for worker in workers:
+            _, stderr = worker.communicate(timeout=depth(180, 600))
+            assert worker.returncode == 0, stderr.decode()
+    finally:
+        proxy.close()
+    record("s3 hosts through the proxy", requests=len(proxy.seen), faults=len(proxy.injected))
+    conditional = {"PutObject If-None-Match", "PutObject If-Match", "DeleteObject If-Match"}
+    assert proxy.faulted() >= conditional, proxy.faulted()
     _check(s3_url, tmp_path, hosts)
 
 
