@@ -118,8 +118,11 @@ def _check(checker: S3Backend, acknowledged: dict[str, object], tmp_path: Path) 
     assert lock_objects(checker) == []
 
 
-def _run(host: Host, proxy: FaultProxy, tmp_path: Path) -> None:
-    backend = host(endpoint=proxy.endpoint, lease=4.0, lock_timeout=30, timeout=CLIENT_TIMEOUT)
+def _run(host: Host, proxy: FaultProxy, tmp_path: Path, lease: float = 4.0) -> None:
+    """The life, then the checks; ``lease`` must leave room for a renewal that takes a
+    timeout and a retry, and its look after a refusal the same (else the holder rightly
+    stops trusting its lease, and the operation fails with LeaseLostError)."""
+    backend = host(endpoint=proxy.endpoint, lease=lease, lock_timeout=30, timeout=CLIENT_TIMEOUT)
     acknowledged = _life(store_on(backend), backend, tmp_path, tmp_path / "target")
     backend.leases.stop()
     _check(host(), acknowledged, tmp_path)
@@ -133,7 +136,7 @@ def test_a_fault_on_every_request_loses_nothing_and_leaves_no_lock(
     host: Host, proxy: FaultProxy, tmp_path: Path, small_objects: int, action: str
 ) -> None:
     proxy.rule(action, attempt=1, times=None)
-    _run(host, proxy, tmp_path)
+    _run(host, proxy, tmp_path, lease=12.0 if action.startswith("delay") else 4.0)
     assert proxy.faulted() >= SENT, SENT - proxy.faulted()
 
 
