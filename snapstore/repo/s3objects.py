@@ -209,9 +209,9 @@ class BucketObjects:
 
         A conditional delete the client had to send again and that is then answered 404 was
         applied by an earlier attempt: the version it names was there when the caller read
-        it, under the namespace lease, and no other writer deletes manifests while it is
-        held. So it counts as done (S3 answers a plain delete of a missing key with success
-        anyway)."""
+        it, under its session's lease, and no other writer deletes that session's manifests
+        while it is held. So it counts as done (S3 answers a plain delete of a missing key
+        with success anyway)."""
         self.leases.check()
         try:
             self.client.delete_object(Bucket=self.bucket, Key=self.key(handle), **conditions)

@@ -75,6 +75,8 @@ SOME_LOST_ANSWERS = LOST_ANSWERS if LONG else ["after:500:InternalError", "delay
 """Those a test that costs seconds per fault runs by default (all with ``SNAPSTORE_LONG=1``)."""
 
 CLIENT_TIMEOUT = 1.0
+SESSION_LOCK = "sessions/s-0123456789abcdef"
+"""The name of a session's lock (a lease in the bucket, as ``gc``)."""
 
 
 @pytest.fixture

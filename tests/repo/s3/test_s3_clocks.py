@@ -16,7 +16,7 @@ from snapstore import LeaseLostError, LockTimeout
 from snapstore.repo import leaseclock
 from snapstore.repo.backend import Handle, Kind
 
-from .conftest import Host, lock_objects, store_on
+from .conftest import SESSION_LOCK, Host, lock_objects, store_on
 
 
 class SleepingClock:
@@ -67,7 +67,7 @@ def test_a_short_sleep_keeps_the_lease(host: Host) -> None:
     clock = SleepingClock()
     holder = host(lease=8.0)
     holder.leases.clock = clock
-    with holder.lock("namespace").exclusive():
+    with holder.lock(SESSION_LOCK).exclusive():
         clock.sleep_through(3.0)  # within the window: the lease is still good
         holder.leases.check()
         holder.write(Handle(Kind.BLOB, "ef" * 32), b"still the holder")

@@ -21,6 +21,7 @@ from snapstore.repo.backend import Handle, Kind
 from .conftest import (
     CLIENT_TIMEOUT,
     LOST_ANSWERS,
+    SESSION_LOCK,
     SOME_LOST_ANSWERS,
     Host,
     lock_objects,
@@ -61,9 +62,9 @@ def test_a_claim_whose_every_attempt_is_lost_leaves_no_lock_behind(
     proxy.rule(
         "after:500:InternalError", operation="PutObject If-None-Match", path="/locks/", times=None
     )
-    with pytest.raises(ObjectStoreError), holder.lock("namespace").exclusive():
+    with pytest.raises(ObjectStoreError), holder.lock(SESSION_LOCK).exclusive():
         pass
-    with other.lock("namespace").exclusive(timeout=0.5):
+    with other.lock(SESSION_LOCK).exclusive(timeout=0.5):
         pass
     assert lock_objects(other) == []
 
@@ -74,15 +75,15 @@ def test_a_renewal_applied_but_unanswered_keeps_the_lease(
 ) -> None:
     holder = host(endpoint=proxy.endpoint, lease=4.0, timeout=CLIENT_TIMEOUT)
     other = host(lock_timeout=0.3)
-    with holder.lock("namespace").exclusive():
+    with holder.lock(SESSION_LOCK).exclusive():
         rule = proxy.rule(action, operation="PutObject If-Match", path="/locks/", times=2)
         _wait_for(lambda: rule.used == 2)
         time.sleep(1.5)  # the renewal after them
         holder.leases.check()
         holder.write(Handle(Kind.BLOB, "ab" * 32), b"still the holder")
-        with pytest.raises(LockTimeout), other.lock("namespace").shared():
+        with pytest.raises(LockTimeout), other.lock(SESSION_LOCK).shared():
             pass
-    with other.lock("namespace").exclusive(timeout=0.5):
+    with other.lock(SESSION_LOCK).exclusive(timeout=0.5):
         pass
     assert lock_objects(other) == []
 
