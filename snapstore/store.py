@@ -26,6 +26,8 @@ from snapstore.errors import InvalidValueError, PathNotInSnapshotError
 from snapstore.format.paths import check_relative_path
 from snapstore.format.times import time_to_ns, ttl_seconds
 from snapstore.fs.seam import LOCAL, FileSystem
+from snapstore.maintenance.autofold import AutoFold
+from snapstore.maintenance.foldpolicy import fold_policy
 from snapstore.maintenance.sweep import sweep
 from snapstore.models import (
     DiffReport,
@@ -63,8 +65,11 @@ class SnapStore:
     skips fsync (tests and scratch stores only). ``fs`` is the I/O seam tests wrap to inject
     faults or record operations. ``undo_depth``: how many undo backups each session keeps.
     ``create=False`` opens only an existing store (StoreNotFoundError otherwise) and creates
-    nothing. Opening a store finishes or rolls back any restore that was killed part-way (see
-    ``restore``). Use it as a context manager, or call ``close``, to release open files.
+    nothing. ``fold_threshold``: how many small packs make a create start folding them in
+    the background (None: ``SNAPSTORE_FOLD_THRESHOLD`` or 32; 0: never; see
+    docs/performance.md). Opening a store finishes or rolls back any restore that was killed
+    part-way (see ``restore``). Use it as a context manager, or call ``close``, to release
+    open files (and wait for a fold step in progress).
     """
 
     def __init__(
@@ -76,6 +81,7 @@ class SnapStore:
         fs: FileSystem | None = None,
         undo_depth: int = DEFAULT_UNDO_DEPTH,
         create: bool = True,
+        fold_threshold: int | None = None,
     ) -> None:
         if isinstance(undo_depth, bool) or not isinstance(undo_depth, int) or undo_depth < 1:
             raise InvalidValueError(f"undo_depth must be a positive int, got {undo_depth!r}")
@@ -85,6 +91,7 @@ class SnapStore:
         self.fs = fs or LOCAL
         root = open_backend(root, fs=self.fs, durable=durable, lock_timeout=lock_timeout)
         self.repo = Repository(root, create=create)
+        self.autofold = AutoFold(self.repo, fold_policy(fold_threshold))
         self._restore_job: RestoreJob | None = None
         self._restore_job_lock = threading.Lock()
         # The parts, for tools and tests that look inside.
@@ -124,7 +131,8 @@ class SnapStore:
 
     def close(self) -> None:
         """Release the files this object keeps open. Safe to call more than once; the store
-        stays usable (it reopens what it needs)."""
+        stays usable (it reopens what it needs). Waits for a running fold step."""
+        self.autofold.join()
         self.repo.backend.close()
 
     # ----------------------------------------------------------------- create and read
@@ -187,6 +195,7 @@ class SnapStore:
         )
         with self._restores.snapshotting(request.base):
             info, replaced = take_snapshot(self.repo, request, progress=progress)
+        self.autofold.after_commit()
         return dataclasses.replace(info, replaced=True) if replaced else info
 
     def create_incremental(
@@ -239,6 +248,7 @@ class SnapStore:
             report, replaced = take_incremental(
                 self.repo, request, parent, changes, progress=progress
             )
+        self.autofold.after_commit()
         if replaced:
             return dataclasses.replace(report, info=dataclasses.replace(report.info, replaced=True))
         return report

@@ -112,6 +112,11 @@ class PackSet:
                     return
             self._list_all()
 
+    @property
+    def has_log(self) -> bool:
+        """Whether the backend keeps a pack log (a local store)."""
+        return self._log is not None
+
     def relist_once(self) -> bool:
         """List ``packs/`` again if that was not done since the last refresh (a reader that
         misses a blob); True if it did."""
@@ -332,6 +337,25 @@ class PackSet:
             self.backend.delete(Handle(Kind.INDEX, pack_id))
         with contextlib.suppress(FileNotFoundError):
             self.backend.delete(Handle(Kind.PACK, pack_id), durable=False)
+
+    def delete_folded(self, pack_ids: list[str]) -> None:
+        """Remove packs whose every blob another pack holds (folded into it): their indexes
+        first, then one flush of ``packs/`` (no index may outlive its pack in a power cut),
+        then the packs. Called under the exclusive gc lock only."""
+        self.announce_deletions()
+        with self._lock:
+            for pack_id in pack_ids:
+                self._indexes.pop(pack_id, None)
+            self._rebuild()
+        for pack_id in pack_ids:
+            self.cache.forget(pack_id)
+            with contextlib.suppress(FileNotFoundError):
+                self.backend.delete(Handle(Kind.INDEX, pack_id), durable=False)
+        self.backend.note_existing(Handle(Kind.INDEX, pack_ids[0]))
+        self.backend.flush()
+        for pack_id in pack_ids:
+            with contextlib.suppress(FileNotFoundError):
+                self.backend.delete(Handle(Kind.PACK, pack_id), durable=False)
 
     def size_of(self, pack_id: str) -> int:
         """A pack's size (0 if it is gone)."""

@@ -1,0 +1,109 @@
+"""Small packs folding themselves: after a create commits, a thread of the process runs a
+few bounded fold steps (``maintenance.fold``) if its view of the store holds enough small
+packs. The create has returned by then (its caller never waits for a fold), and a long-running
+server's creates start them the same way, so they run between its requests.
+
+At most one fold thread runs per ``SnapStore``; it is not a daemon thread, so a process that
+ends finishes its (bounded) step first, and ``SnapStore.close`` waits for it. A step whose
+folded packs could not be deleted at once (another process held the gc lock) is tried again
+for a moment, then left for the next run: until then its blobs are held twice.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import TYPE_CHECKING
+
+from snapstore.logs import get_logger
+from snapstore.maintenance.foldpolicy import FoldPolicy
+from snapstore.repo.repository import Repository
+
+if TYPE_CHECKING:
+    from snapstore.maintenance.fold import Fold
+
+STEPS_PER_RUN = 4
+DROP_TRIES = 4
+DROP_WAIT = 0.05
+"""Seconds one try waits for the gc lock exclusively: creates that start meanwhile wait
+behind the fold's announcement at most this long (plus the deletions)."""
+DROP_FIRST_PAUSE = 0.02
+"""Seconds between the first two tries (doubling after each), when creates go ahead."""
+
+logger = get_logger(__name__)
+
+
+class AutoFold:
+    """Starts fold steps for one store after its creates (see the module docstring)."""
+
+    def __init__(self, repo: Repository, policy: FoldPolicy) -> None:
+        self.repo = repo
+        self.policy = policy
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._pending: list[Fold] = []
+        self.steps = 0
+        """Fold steps that published a merged pack (for tests and benchmarks)."""
+
+    @property
+    def applies(self) -> bool:
+        """Whether this store folds by itself: folding is on, the store is writable, and it
+        keeps a pack log (a local store; object storage keeps its packs until gc)."""
+        return self.policy.enabled and not self.repo.read_only and self.repo.blobs.packs.has_log
+
+    def after_commit(self) -> None:
+        """Start a fold thread if folding is due and none is running (never blocks)."""
+        if not self.applies:
+            return
+        from snapstore.maintenance.fold import is_due  # deferred: a create rarely folds
+
+        if not (self._pending or is_due(self.repo, self.policy)):
+            return
+        with self._lock:
+            if self._thread is not None and self._thread.is_alive():
+                return
+            self._thread = threading.Thread(target=self._run, name="snapstore-fold")
+            self._thread.start()
+
+    def join(self) -> None:
+        """Wait for the running fold thread, if any."""
+        with self._lock:
+            thread = self._thread
+        if thread is not None:
+            thread.join()
+
+    def _run(self) -> None:
+        try:
+            self.run_steps(STEPS_PER_RUN)
+        except Exception:  # a failed fold changes nothing a reader relies on
+            logger.warning("folding small packs failed", exc_info=True)
+
+    def run_steps(self, steps: int) -> int:
+        """Finish folds left pending, then run up to ``steps`` fold steps while folding is
+        due; returns the number of merged packs published."""
+        from snapstore.maintenance.fold import is_due, write_merged
+
+        self._pending = [fold for fold in self._pending if not self._drop(fold)]
+        done = 0
+        while done < steps and not self._pending and is_due(self.repo, self.policy):
+            fold = write_merged(self.repo, self.policy)
+            if fold is None:
+                break
+            done += 1
+            self.steps += 1
+            if not self._drop(fold):
+                self._pending.append(fold)
+        return done
+
+    def _drop(self, fold: Fold) -> bool:
+        """Delete the packs ``fold`` folded, trying the exclusive lock a few times."""
+        from snapstore.maintenance.fold import drop_sources
+
+        pause = DROP_FIRST_PAUSE
+        for _ in range(DROP_TRIES):
+            if drop_sources(self.repo, fold, DROP_WAIT):
+                return True
+            time.sleep(pause)
+            pause *= 2
+        logger.debug("the store stayed busy; the folded packs are deleted later")
+        return False

@@ -1,0 +1,178 @@
+"""Folding small packs into one: a bounded step of pack consolidation that never waits.
+
+Every create publishes a pack of its own, so a store checkpointed often grows thousands of
+packs of a few kilobytes. A fold step takes the smallest of them (as ``packgc.geometric_merge``
+picks them, at most ``FoldPolicy.max_packs`` packs and ``max_bytes`` bytes) and merges them:
+
+1. under the gc lock held **shared**, like a create (taken only if free at once: nothing
+   waits for a fold, and a gc that announced itself goes first), it reads and verifies every
+   blob of those packs and publishes the merged pack and its index, durably, with a pack log
+   line. From then on every blob is in two packs: harmless duplicates;
+2. under the gc lock held **exclusively**, again only if free at once and only for this, it
+   brings its view up to date and, if the merged packs are still there, starts a new pack log
+   (``PackSet.announce_deletions``) and deletes the folded packs: their indexes, one flush of
+   ``packs/``, then the packs. No marking is needed: the merged packs hold every blob of the
+   folded ones.
+
+Readers and creates hold the gc lock shared while they use a pack, so step 2 never runs under
+one of them. A kill between the steps leaves duplicates the next fold or gc drops; two
+processes folding the same packs each publish a complete merged pack, and whichever deletes
+second finds the folded packs gone (or deletes the other's merged pack as one of its own
+sources, whose blobs its merged pack also holds).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import blake3
+
+from snapstore.errors import CorruptBlobError, LockTimeout, MissingBlobError
+from snapstore.format.codec import REPACK_LEVEL
+from snapstore.format.packfile import PackIndex
+from snapstore.logs import get_logger
+from snapstore.maintenance.foldpolicy import FoldPolicy
+from snapstore.maintenance.packgc import geometric_merge
+from snapstore.repo.batch import PackSeries
+from snapstore.repo.packset import Location
+from snapstore.repo.repository import Repository
+
+logger = get_logger(__name__)
+
+
+@dataclass
+class Fold:
+    """A fold whose merged packs are published: the packs it folded and the packs it wrote."""
+
+    sources: list[str]
+    merged: list[PackIndex] = field(default_factory=list)
+
+    @property
+    def bytes_written(self) -> int:
+        return sum(index.pack_size for index in self.merged)
+
+
+def small_packs(repo: Repository, policy: FoldPolicy) -> list[PackIndex]:
+    """The packs of this process's view smaller than ``policy.small_bytes``."""
+    return [i for i in repo.blobs.packs.indexes() if i.pack_size < policy.small_bytes]
+
+
+def is_due(repo: Repository, policy: FoldPolicy) -> bool:
+    """Whether this process's view holds at least ``policy.threshold`` small packs."""
+    return policy.enabled and len(small_packs(repo, policy)) >= policy.threshold
+
+
+def choose(indexes: list[PackIndex], policy: FoldPolicy) -> list[PackIndex]:
+    """The small packs to fold in one step: the smallest that break the geometric rule, at
+    most ``max_packs`` of them and ``max_bytes`` in all; none if fewer than two."""
+    small = [index for index in indexes if index.pack_size < policy.small_bytes]
+    chosen: list[PackIndex] = []
+    total = 0
+    for index in geometric_merge(small):
+        if len(chosen) == policy.max_packs or total + index.pack_size > policy.max_bytes:
+            break
+        chosen.append(index)
+        total += index.pack_size
+    return chosen if len(chosen) >= 2 else []
+
+
+@contextlib.contextmanager
+def _shared_if_free(repo: Repository) -> Iterator[bool]:
+    """Hold the gc lock shared if it is free and no gc announced itself (yields True)."""
+    with contextlib.ExitStack() as held:
+        try:
+            with repo.gc_intent.shared(timeout=0):
+                held.enter_context(repo.gc_lock.shared(timeout=0))
+            free = True
+        except LockTimeout:
+            free = False
+        yield free
+
+
+def write_merged(repo: Repository, policy: FoldPolicy) -> Fold | None:
+    """Step 1: publish the merged pack of the chosen small packs; None if the store was busy,
+    nothing is worth folding, or a blob could not be read (logged; nothing is changed)."""
+    with _shared_if_free(repo) as free:
+        if not free:
+            return None
+        repo.blobs.refresh()
+        chosen = choose(repo.blobs.packs.indexes(), policy)
+        if not chosen:
+            return None
+        try:
+            return _copy(repo, chosen)
+        except (CorruptBlobError, MissingBlobError) as error:
+            logger.warning("small packs were not folded: %s", error)
+            return None
+
+
+def _copy(repo: Repository, chosen: list[PackIndex]) -> Fold:
+    """Copy every blob of ``chosen`` (verified) into new packs: file contents first, then
+    trees, each in the order its pack held them."""
+    packs = repo.blobs.packs
+    order = sorted(
+        (index.blocks[number].kind, position, number, offset, digest, index, size)
+        for position, index in enumerate(chosen)
+        for digest, (number, offset, size) in index.entries.items()
+    )
+    series = PackSeries(repo.blobs, level=REPACK_LEVEL)
+    try:
+        for kind, _, number, offset, digest, index, size in order:
+            where = Location(index.pack_id, number, index.blocks[number], offset, size)
+            data = packs.read_unverified(where)
+            if blake3.blake3(data).digest() != digest:
+                raise CorruptBlobError(
+                    f"blob {digest.hex()} in pack {index.pack_id} is corrupt; that pack is "
+                    "kept as it is (run verify)"
+                )
+            series.add(digest, data, kind)
+        series.finish()
+    finally:
+        series.abort()
+    return Fold([index.pack_id for index in chosen], series.published)
+
+
+@contextlib.contextmanager
+def _exclusive_soon(repo: Repository, wait: float) -> Iterator[bool]:
+    """Hold the gc lock exclusively if no gc announced itself and the holders in progress
+    let it go within ``wait`` seconds (yields True). Meanwhile the fold is announced on the
+    gc-intent lock, so new creates wait behind it (at most ``wait`` plus the deletions)
+    instead of keeping the lock busy for ever."""
+    with repo.gc_intent.exclusive_if_free() as announced:
+        if not announced:
+            yield False
+            return
+        with contextlib.ExitStack() as held:
+            try:
+                held.enter_context(repo.gc_lock.exclusive(timeout=wait))
+                free = True
+            except LockTimeout:
+                free = False
+            yield free
+
+
+def drop_sources(repo: Repository, fold: Fold, wait: float = 0.0) -> bool:
+    """Step 2: delete the folded packs if the gc lock is free within ``wait`` seconds and
+    the merged packs are still there; True once done (or no longer needed), False if the
+    store stayed busy."""
+    with _exclusive_soon(repo, wait) as free:
+        if not free:
+            return False
+        packs = repo.blobs.packs
+        packs.refresh()
+        present = {index.pack_id for index in packs.indexes()}
+        if not all(index.pack_id in present for index in fold.merged):
+            logger.debug("merged packs of a fold are gone (gc or another fold took them)")
+            return True
+        doomed = [pack_id for pack_id in fold.sources if pack_id in present]
+        if doomed:
+            packs.delete_folded(doomed)
+        logger.info(
+            "folded %d small packs into %d (%d bytes)",
+            len(doomed),
+            len(fold.merged),
+            fold.bytes_written,
+        )
+        return True

@@ -1,0 +1,66 @@
+"""When small packs fold themselves, and how much one fold step may do.
+
+``SnapStore(fold_threshold=N)`` or the environment variable ``SNAPSTORE_FOLD_THRESHOLD``
+(the argument wins) sets how many small packs a process must see before a create starts a
+fold; ``0`` or ``off`` turns automatic folding off (``gc`` still merges packs).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from snapstore.errors import InvalidValueError
+
+FOLD_ENV = "SNAPSTORE_FOLD_THRESHOLD"
+DEFAULT_THRESHOLD = 32
+SMALL_PACK_BYTES = 1 << 20
+STEP_MAX_PACKS = 64
+STEP_MAX_BYTES = 8 << 20
+
+
+@dataclass(frozen=True)
+class FoldPolicy:
+    """``threshold`` small packs (each under ``small_bytes``) start a fold (0: never); one
+    step folds at most ``max_packs`` packs and ``max_bytes`` bytes."""
+
+    threshold: int = DEFAULT_THRESHOLD
+    small_bytes: int = SMALL_PACK_BYTES
+    max_packs: int = STEP_MAX_PACKS
+    max_bytes: int = STEP_MAX_BYTES
+
+    @property
+    def enabled(self) -> bool:
+        return self.threshold > 0
+
+
+def fold_policy(threshold: int | None) -> FoldPolicy:
+    """The policy for ``threshold`` (None: ``SNAPSTORE_FOLD_THRESHOLD``, else the default);
+    InvalidValueError for anything but 0 (off) or an int of at least 2."""
+    if threshold is None:
+        text = os.environ.get(FOLD_ENV, "").strip().lower()
+        if not text:
+            return FoldPolicy()
+        if text == "off":
+            return FoldPolicy(threshold=0)
+        try:
+            value = int(text)
+        except ValueError:
+            value = -1
+        if value == 0 or value >= 2:
+            return FoldPolicy(threshold=value)
+        raise InvalidValueError(
+            f"{FOLD_ENV} must be 0 or 'off' (no automatic folding) or a number of packs of "
+            f"at least 2, got {text!r}"
+        )
+    if (
+        isinstance(threshold, bool)
+        or not isinstance(threshold, int)
+        or threshold in (1,)
+        or (threshold < 0)
+    ):
+        raise InvalidValueError(
+            f"fold_threshold must be 0 (no automatic folding) or an int of at least 2, "
+            f"got {threshold!r}"
+        )
+    return FoldPolicy(threshold=threshold)
