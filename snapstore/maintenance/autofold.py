@@ -51,6 +51,12 @@ class AutoFold:
         keeps a pack log (a local store; object storage keeps its packs until gc)."""
         return self.policy.enabled and not self.repo.read_only and self.repo.blobs.packs.has_log
 
+    @property
+    def pending(self) -> bool:
+        """Whether a fold published its merged packs but could not delete the folded ones
+        yet (the store was busy): the next run tries again first."""
+        return bool(self._pending)
+
     def after_commit(self) -> None:
         """Start a fold thread if folding is due and none is running (never blocks)."""
         if not self.applies:

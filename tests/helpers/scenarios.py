@@ -166,6 +166,23 @@ def _run_gc(scenario_dir: Path, fs: FileSystem) -> object:
     return open_store(scenario_dir, fs).gc()
 
 
+def _prepare_fold(scenario_dir: Path) -> None:
+    """Four snapshots, each with a small pack of its own (one of them overwritten)."""
+    store = _setup_store(scenario_dir)
+    _snapshot(store, scenario_dir, "kept", TREE_V1)
+    _snapshot(store, scenario_dir, "other", {"o.txt": b"other\n"})
+    _snapshot(store, scenario_dir, "kept", TREE_V2)
+    _snapshot(store, scenario_dir, "third", {"t.txt": b"third\n", "a.txt": b"alpha\n"})
+
+
+def _run_fold(scenario_dir: Path, fs: FileSystem) -> object:
+    """One fold step, run in the caller's thread (as the background thread runs it)."""
+    store = SnapStore(scenario_dir / "root", fs=fs, lock_timeout=10, fold_threshold=2)
+    folded = store.autofold.run_steps(1)
+    assert folded == 1 and not store.autofold.pending, "the fold step did not complete"
+    return folded
+
+
 def _prepare_upgrade(scenario_dir: Path) -> None:
     """A format 1 store: files snapshots (one overwritten), a state value, a stale temp."""
     store = _setup_store(scenario_dir)
@@ -209,6 +226,7 @@ SCENARIOS = [
     Scenario("delete_session", _prepare_delete, _run_delete_session),
     Scenario("sweep", _prepare_sweep, _run_sweep),
     Scenario("gc", _prepare_gc, _run_gc),
+    Scenario("fold", _prepare_fold, _run_fold),
     Scenario("upgrade", _prepare_upgrade, _run_upgrade),
     Scenario("put_state_new", _prepare_state, _run_new_state),
     Scenario("restore", _prepare_restore, _run_restore, restores=True),

@@ -1,0 +1,191 @@
+"""Small packs fold themselves: after enough creates, a background step merges the small
+packs into one and deletes them, never while a reader or a create holds the gc lock, never
+losing a blob when two processes fold at once or gc runs between the two halves of a fold.
+(Kills and power cuts during a fold: the ``fold`` scenario of tests/crash and tests/faults.)"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from snapstore import SnapStore
+from snapstore.errors import InvalidValueError
+from snapstore.maintenance.fold import drop_sources, write_merged
+from snapstore.maintenance.foldpolicy import FOLD_ENV, FoldPolicy
+from snapstore.repo.memory import MemoryBackend
+
+
+def pack_count(root: Path) -> int:
+    return sum(1 for name in (root / "packs").iterdir() if name.suffix == ".pack")
+
+
+def content(session: str, number: int) -> bytes:
+    return f"{session} version {number}\n".encode() * 3
+
+
+def checkpoint(store: SnapStore, project: Path, session: str, number: int) -> None:
+    """One create of a one-file project (one new small pack)."""
+    project.mkdir(exist_ok=True)
+    (project / "f.txt").write_bytes(content(session, number))
+    store.create(session, f"c{number:03d}", ["f.txt"], base_dir=project)
+
+
+def assert_all_readable(root: Path, sessions: dict[str, int]) -> None:
+    """Every checkpoint holds its own content, and verify finds nothing wrong."""
+    with SnapStore(root, fold_threshold=0) as fresh:
+        for session, count in sessions.items():
+            for number in range(count):
+                assert fresh.read(session, f"c{number:03d}", "f.txt") == content(session, number)
+        report = fresh.verify(deep=True)
+        assert report.ok, report.problems
+
+
+def test_packs_fold_once_the_threshold_is_reached_and_not_before(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    with SnapStore(root, fold_threshold=4) as store:
+        for number in range(3):
+            checkpoint(store, tmp_path / "p", "s", number)
+        store.autofold.join()
+        assert pack_count(root) == 3 and store.autofold.steps == 0
+        checkpoint(store, tmp_path / "p", "s", 3)
+        store.autofold.join()
+        assert store.autofold.steps == 1
+        assert pack_count(root) == 1
+    assert_all_readable(root, {"s": 4})
+
+
+def test_a_long_series_keeps_the_small_packs_under_the_threshold(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    with SnapStore(root, fold_threshold=5) as store:
+        for number in range(40):
+            checkpoint(store, tmp_path / "p", "s", number)
+            store.autofold.join()
+            assert pack_count(root) < 5
+    assert_all_readable(root, {"s": 40})
+
+
+def test_folding_off_by_argument_or_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with SnapStore(tmp_path / "a", fold_threshold=0) as store:
+        for number in range(6):
+            checkpoint(store, tmp_path / "p", "s", number)
+        store.autofold.join()
+    assert pack_count(tmp_path / "a") == 6
+    monkeypatch.setenv(FOLD_ENV, "off")
+    with SnapStore(tmp_path / "b") as store:
+        assert store.autofold.policy.threshold == 0
+        for number in range(40):
+            checkpoint(store, tmp_path / "p", "s", number)
+    assert pack_count(tmp_path / "b") == 40
+    monkeypatch.setenv(FOLD_ENV, "3")
+    assert SnapStore(tmp_path / "c").autofold.policy.threshold == 3
+    assert SnapStore(tmp_path / "c", fold_threshold=7).autofold.policy.threshold == 7
+
+
+@pytest.mark.parametrize("bad", [1, -1, 2.5, True, "4"])
+def test_a_bad_threshold_is_refused(tmp_path: Path, bad: object) -> None:
+    with pytest.raises(InvalidValueError, match="fold_threshold"):
+        SnapStore(tmp_path / "store", fold_threshold=bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("bad", ["1", "many", "-3"])
+def test_a_bad_threshold_in_the_environment_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bad: str
+) -> None:
+    monkeypatch.setenv(FOLD_ENV, bad)
+    with pytest.raises(InvalidValueError, match=FOLD_ENV):
+        SnapStore(tmp_path / "store")
+
+
+def test_a_store_without_a_pack_log_does_not_fold() -> None:
+    store = SnapStore(MemoryBackend(), fold_threshold=2)
+    assert not store.autofold.applies
+
+
+def test_a_reader_holding_the_store_keeps_the_folded_packs(tmp_path: Path) -> None:
+    """A reader may have resolved a blob to a pack being folded: the fold publishes its merged
+    pack meanwhile but deletes nothing until the reader lets go of the gc lock."""
+    root = tmp_path / "store"
+    with SnapStore(root, fold_threshold=0) as writer:
+        for number in range(4):
+            checkpoint(writer, tmp_path / "p", "s", number)
+    reader = SnapStore(root, fold_threshold=0)
+    folder = SnapStore(root, fold_threshold=2)
+    with reader.repo.blobs_in_use():
+        thread = threading.Thread(target=folder.autofold.run_steps, args=(1,))
+        thread.start()
+        thread.join()
+        assert folder.autofold.pending
+        assert pack_count(root) == 5
+        for number in range(4):
+            assert reader.read("s", f"c{number:03d}", "f.txt") == content("s", number)
+    folder.autofold.run_steps(1)
+    assert not folder.autofold.pending
+    assert pack_count(root) == 1
+    for number in range(4):
+        assert reader.read("s", f"c{number:03d}", "f.txt") == content("s", number)
+    assert_all_readable(root, {"s": 4})
+
+
+@pytest.mark.parametrize("first", ["a", "b"])
+def test_two_processes_folding_the_same_packs(tmp_path: Path, first: str) -> None:
+    """Both publish a merged pack of the same small packs; whichever deletes second finds
+    them gone, or deletes the other's merged pack as one of its own sources."""
+    root = tmp_path / "store"
+    with SnapStore(root, fold_threshold=0) as writer:
+        for number in range(4):
+            checkpoint(writer, tmp_path / "p", "s", number)
+    policy = FoldPolicy(threshold=2)
+    a, b = SnapStore(root).repo, SnapStore(root).repo
+    fold_a = write_merged(a, policy)
+    fold_b = write_merged(b, policy)
+    assert fold_a is not None and fold_b is not None
+    assert set(fold_a.sources) <= set(fold_b.sources)
+    order = [(a, fold_a), (b, fold_b)] if first == "a" else [(b, fold_b), (a, fold_a)]
+    for repo, fold in order:
+        assert drop_sources(repo, fold)
+    assert pack_count(root) == 1  # b folded a's merged pack too
+    assert_all_readable(root, {"s": 4})
+
+
+def test_gc_between_the_two_halves_of_a_fold(tmp_path: Path) -> None:
+    """gc merges the fold's new pack with everything else; the fold then deletes nothing."""
+    root = tmp_path / "store"
+    with SnapStore(root, fold_threshold=0) as writer:
+        for number in range(4):
+            checkpoint(writer, tmp_path / "p", "s", number)
+    folder = SnapStore(root).repo
+    fold = write_merged(folder, FoldPolicy(threshold=2))
+    assert fold is not None
+    with SnapStore(root, fold_threshold=0) as other:
+        checkpoint(other, tmp_path / "q", "t", 0)
+        other.gc()
+    assert drop_sources(folder, fold)
+    assert_all_readable(root, {"s": 4, "t": 1})
+
+
+def test_creates_in_several_threads_while_packs_fold(tmp_path: Path) -> None:
+    """Each thread's store starts folds after its creates; every checkpoint stays readable."""
+    root = tmp_path / "store"
+    SnapStore(root).close()
+    errors: list[BaseException] = []
+
+    def bridge(session: str) -> None:
+        try:
+            with SnapStore(root, fold_threshold=4) as store:
+                for number in range(25):
+                    checkpoint(store, tmp_path / session, session, number)
+        except BaseException as error:  # reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=bridge, args=(f"s{k}",)) for k in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors, errors
+    assert pack_count(root) < 75 // 2
+    assert_all_readable(root, {f"s{k}": 25 for k in range(3)})
