@@ -26,3 +26,15 @@ def test_bench_smoke_run_writes_every_key(tmp_path: Path) -> None:
     assert set(result["scenarios"]) == {"durability", "space", "memory", "concurrency", "list_open"}
     numbers = {target["number"] for target in result["targets"]}
     assert numbers >= {"1a", "1b", "2a", "2b", "3a", "3b", "4a", "4b", "5", "6", "7", "8"}
+
+
+def test_fold_bench_reports_fewer_packs_with_folding_on(tmp_path: Path) -> None:
+    out = tmp_path / "result.json"
+    command = [sys.executable, str(BENCH.parent / "folding.py"), "--creates", "40"]
+    command += ["--block", "20", "--threshold", "8", "--out", str(out)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    off, on = json.loads(out.read_text())["series"]
+    assert [item["packs"] for item in off["blocks"]] == [20, 40]
+    assert off["fold_steps"] == 0 and on["fold_steps"] >= 4
+    assert on["packs_before_gc"] < 8
