@@ -189,3 +189,20 @@ def test_creates_in_several_threads_while_packs_fold(tmp_path: Path) -> None:
     assert not errors, errors
     assert pack_count(root) < 75 // 2
     assert_all_readable(root, {f"s{k}": 25 for k in range(3)})
+
+
+def test_a_damaged_small_pack_is_not_folded(tmp_path: Path) -> None:
+    """A blob that fails its digest stops the step before anything is written or deleted."""
+    root = tmp_path / "store"
+    with SnapStore(root, fold_threshold=0) as writer:
+        for number in range(4):
+            checkpoint(writer, tmp_path / "p", "s", number)
+    pack = sorted((root / "packs").glob("*.pack"))[0]
+    pack.chmod(0o644)
+    data = bytearray(pack.read_bytes())
+    data[-3] ^= 0xFF
+    pack.write_bytes(bytes(data))
+    before = sorted(path.name for path in (root / "packs").iterdir())
+    folder = SnapStore(root, fold_threshold=2)
+    assert folder.autofold.run_steps(1) == 0
+    assert sorted(path.name for path in (root / "packs").iterdir()) == before
