@@ -32,6 +32,15 @@ def checkpoint(store: SnapStore, project: Path, session: str, number: int) -> No
     store.create(session, f"c{number:03d}", ["f.txt"], base_dir=project)
 
 
+def four_small_packs(tmp_path: Path) -> Path:
+    """A store (returned) with four checkpoints of session "s", a small pack each."""
+    root = tmp_path / "store"
+    with SnapStore(root, fold_threshold=0) as writer:
+        for number in range(4):
+            checkpoint(writer, tmp_path / "p", "s", number)
+    return root
+
+
 def assert_all_readable(root: Path, sessions: dict[str, int]) -> None:
     """Every checkpoint holds its own content, and verify finds nothing wrong."""
     with SnapStore(root, fold_threshold=0) as fresh:
@@ -108,10 +117,7 @@ def test_a_store_without_a_pack_log_does_not_fold() -> None:
 def test_a_reader_holding_the_store_keeps_the_folded_packs(tmp_path: Path) -> None:
     """A reader may have resolved a blob to a pack being folded: the fold publishes its merged
     pack meanwhile but deletes nothing until the reader lets go of the gc lock."""
-    root = tmp_path / "store"
-    with SnapStore(root, fold_threshold=0) as writer:
-        for number in range(4):
-            checkpoint(writer, tmp_path / "p", "s", number)
+    root = four_small_packs(tmp_path)
     reader = SnapStore(root, fold_threshold=0)
     folder = SnapStore(root, fold_threshold=2)
     with reader.repo.blobs_in_use():
@@ -134,10 +140,7 @@ def test_a_reader_holding_the_store_keeps_the_folded_packs(tmp_path: Path) -> No
 def test_two_processes_folding_the_same_packs(tmp_path: Path, first: str) -> None:
     """Both publish a merged pack of the same small packs; whichever deletes second finds
     them gone, or deletes the other's merged pack as one of its own sources."""
-    root = tmp_path / "store"
-    with SnapStore(root, fold_threshold=0) as writer:
-        for number in range(4):
-            checkpoint(writer, tmp_path / "p", "s", number)
+    root = four_small_packs(tmp_path)
     policy = FoldPolicy(threshold=2)
     a, b = SnapStore(root).repo, SnapStore(root).repo
     fold_a = write_merged(a, policy)
@@ -153,10 +156,7 @@ def test_two_processes_folding_the_same_packs(tmp_path: Path, first: str) -> Non
 
 def test_gc_between_the_two_halves_of_a_fold(tmp_path: Path) -> None:
     """gc merges the fold's new pack with everything else; the fold then deletes nothing."""
-    root = tmp_path / "store"
-    with SnapStore(root, fold_threshold=0) as writer:
-        for number in range(4):
-            checkpoint(writer, tmp_path / "p", "s", number)
+    root = four_small_packs(tmp_path)
     folder = SnapStore(root).repo
     fold = write_merged(folder, FoldPolicy(threshold=2))
     assert fold is not None
@@ -193,10 +193,7 @@ def test_creates_in_several_threads_while_packs_fold(tmp_path: Path) -> None:
 
 def test_a_damaged_small_pack_is_not_folded(tmp_path: Path) -> None:
     """A blob that fails its digest stops the step before anything is written or deleted."""
-    root = tmp_path / "store"
-    with SnapStore(root, fold_threshold=0) as writer:
-        for number in range(4):
-            checkpoint(writer, tmp_path / "p", "s", number)
+    root = four_small_packs(tmp_path)
     pack = sorted((root / "packs").glob("*.pack"))[0]
     pack.chmod(0o644)
     data = bytearray(pack.read_bytes())

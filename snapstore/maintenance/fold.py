@@ -27,14 +27,12 @@ import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-import blake3
-
 from snapstore.errors import CorruptBlobError, LockTimeout, MissingBlobError
 from snapstore.format.codec import REPACK_LEVEL
 from snapstore.format.packfile import PackIndex
 from snapstore.logs import get_logger
 from snapstore.maintenance.foldpolicy import FoldPolicy
-from snapstore.maintenance.packgc import geometric_merge
+from snapstore.maintenance.packgc import geometric_merge, read_verified
 from snapstore.repo.batch import PackSeries
 from snapstore.repo.packset import Location
 from snapstore.repo.repository import Repository
@@ -121,13 +119,7 @@ def _copy(repo: Repository, chosen: list[PackIndex]) -> Fold:
     try:
         for kind, _, number, offset, digest, index, size in order:
             where = Location(index.pack_id, number, index.blocks[number], offset, size)
-            data = packs.read_unverified(where)
-            if blake3.blake3(data).digest() != digest:
-                raise CorruptBlobError(
-                    f"blob {digest.hex()} in pack {index.pack_id} is corrupt; that pack is "
-                    "kept as it is (run verify)"
-                )
-            series.add(digest, data, kind)
+            series.add(digest, read_verified(packs, where, digest), kind)
         series.finish()
     finally:
         series.abort()

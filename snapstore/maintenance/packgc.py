@@ -26,7 +26,7 @@ from snapstore.logs import get_logger
 from snapstore.maintenance.measure import MeasuringBlobs
 from snapstore.repo.batch import PackSeries, is_small
 from snapstore.repo.blobs import Blobs
-from snapstore.repo.packset import Location
+from snapstore.repo.packset import Location, PackSet
 from snapstore.repo.trees import Marks
 
 REWRITE_GARBAGE_SHARE = 0.5
@@ -207,6 +207,18 @@ def _copy_order(
     return sorted(order.values(), key=lambda item: item[:3])
 
 
+def read_verified(packs: PackSet, where: Location, digest: bytes) -> bytes:
+    """A packed blob's bytes to copy into a new pack, checked against ``digest``
+    (CorruptBlobError naming its pack, which is then kept as it is)."""
+    data = packs.read_unverified(where)
+    if blake3.blake3(data).digest() != digest:
+        raise CorruptBlobError(
+            f"blob {digest.hex()} in pack {where.pack_id} is corrupt; that pack is kept as it "
+            "is (run verify)"
+        )
+    return data
+
+
 def _rewrite(
     storage: Blobs,
     todo: PackGcPlan,
@@ -227,12 +239,7 @@ def _rewrite(
             if where is None:
                 data = storage.loose.read(digest, loose[digest])
             else:
-                data = packs.read_unverified(where)
-                if blake3.blake3(data).digest() != digest:
-                    raise CorruptBlobError(
-                        f"blob {digest.hex()} in pack {where.pack_id} is corrupt; that pack "
-                        "is kept as it is (run verify)"
-                    )
+                data = read_verified(packs, where, digest)
             series.add(digest, data, kind)
         series.finish()
     finally:
