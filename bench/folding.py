@@ -56,7 +56,7 @@ def series(root: Path, project: Path, creates: int, block: int, threshold: int) 
         "p50_ms": ms(statistics.median(samples)),
         "blocks": found,
         "fold_steps": store.autofold.steps,
-        "longest_drop_ms": ms(store.autofold.longest_drop),
+        "longest_hold_ms": ms(store.autofold.longest_hold),
         "packs_before_gc": packs_before_gc,
         "gc_ms": ms(gc_seconds),
         "packs_after_gc": pack_count(root),
@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         label = "folding off" if result["fold_threshold"] == 0 else "folding on "
         print(
             f"{label}: p50 {result['p50_ms']} ms, {result['fold_steps']} fold steps "
-            f"(longest deletion {result['longest_drop_ms']} ms), "
+            f"(longest exclusive hold {result['longest_hold_ms']} ms), "
             f"{result['packs_before_gc']} packs, gc {result['gc_ms']} ms"
         )
         for item in result["blocks"]:

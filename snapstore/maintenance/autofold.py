@@ -44,9 +44,9 @@ class AutoFold:
         self._pending: list[Fold] = []
         self.steps = 0
         """Fold steps that published a merged pack (for tests and benchmarks)."""
-        self.longest_drop = 0.0
-        """The longest a successful deletion of folded packs took, in seconds, waiting for
-        the gc lock included: about the longest a create waited for a fold."""
+        self.longest_hold = 0.0
+        """The longest a fold held the gc lock exclusively, in seconds (what a create that
+        came meanwhile waited for, besides at most ``DROP_WAIT``)."""
 
     @property
     def applies(self) -> bool:
@@ -110,9 +110,8 @@ class AutoFold:
 
         pause = DROP_FIRST_PAUSE
         for _ in range(DROP_TRIES):
-            started = time.monotonic()
             if drop_sources(self.repo, fold, DROP_WAIT):
-                self.longest_drop = max(self.longest_drop, time.monotonic() - started)
+                self.longest_hold = max(self.longest_hold, fold.held)
                 return True
             time.sleep(pause)
             pause *= 2

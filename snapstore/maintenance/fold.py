@@ -8,11 +8,12 @@ picks them, at most ``FoldPolicy.max_packs`` packs and ``max_bytes`` bytes) and 
    waits for a fold, and a gc that announced itself goes first), it reads and verifies every
    blob of those packs and publishes the merged pack and its index, durably, with a pack log
    line. From then on every blob is in two packs: harmless duplicates;
-2. under the gc lock held **exclusively**, again only if free at once and only for this, it
-   brings its view up to date and, if the merged packs are still there, starts a new pack log
-   (``PackSet.announce_deletions``) and deletes the folded packs: their indexes, one flush of
-   ``packs/``, then the packs. No marking is needed: the merged packs hold every blob of the
-   folded ones.
+2. under the gc lock held **exclusively** (announced on gc-intent, waited for at most a
+   moment, and held only for this), it brings its view up to date and, if the merged packs
+   are still there, starts a new pack log (``PackSet.announce_deletions``) and unlinks the
+   indexes of the folded packs. No process counts on them from then on, so after the lock
+   is released it flushes ``packs/`` and deletes the packs themselves. No marking is needed:
+   the merged packs hold every blob of the folded ones.
 
 Readers and creates hold the gc lock shared while they use a pack, so step 2 never runs under
 one of them. A kill between the steps leaves duplicates the next fold or gc drops; two
@@ -24,11 +25,12 @@ sources, whose blobs its merged pack also holds).
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from snapstore.errors import CorruptBlobError, LockTimeout, MissingBlobError
-from snapstore.format.codec import REPACK_LEVEL
+from snapstore.format.codec import WRITE_LEVEL
 from snapstore.format.packfile import PackIndex
 from snapstore.logs import get_logger
 from snapstore.maintenance.foldpolicy import FoldPolicy
@@ -46,6 +48,8 @@ class Fold:
 
     sources: list[str]
     merged: list[PackIndex] = field(default_factory=list)
+    held: float = 0.0
+    """Seconds its deletion held the gc lock exclusively (what creates waited for it)."""
 
     @property
     def bytes_written(self) -> int:
@@ -115,7 +119,7 @@ def _copy(repo: Repository, chosen: list[PackIndex]) -> Fold:
         for position, index in enumerate(chosen)
         for digest, (number, offset, size) in index.entries.items()
     )
-    series = PackSeries(repo.blobs, level=REPACK_LEVEL)
+    series = PackSeries(repo.blobs, level=WRITE_LEVEL)
     try:
         for kind, _, number, offset, digest, index, size in order:
             where = Location(index.pack_id, number, index.blocks[number], offset, size)
@@ -152,6 +156,7 @@ def drop_sources(repo: Repository, fold: Fold, wait: float = 0.0) -> bool:
     with _exclusive_soon(repo, wait) as free:
         if not free:
             return False
+        started = time.monotonic()
         packs = repo.blobs.packs
         packs.refresh()
         present = {index.pack_id for index in packs.indexes()}
@@ -160,11 +165,14 @@ def drop_sources(repo: Repository, fold: Fold, wait: float = 0.0) -> bool:
             return True
         doomed = [pack_id for pack_id in fold.sources if pack_id in present]
         if doomed:
-            packs.delete_folded(doomed)
-        logger.info(
-            "folded %d small packs into %d (%d bytes)",
-            len(doomed),
-            len(fold.merged),
-            fold.bytes_written,
-        )
-        return True
+            packs.unindex_folded(doomed)
+        fold.held = time.monotonic() - started
+    if doomed:
+        packs.remove_unindexed(doomed)
+    logger.info(
+        "folded %d small packs into %d (%d bytes)",
+        len(doomed),
+        len(fold.merged),
+        fold.bytes_written,
+    )
+    return True

@@ -338,10 +338,11 @@ class PackSet:
         with contextlib.suppress(FileNotFoundError):
             self.backend.delete(Handle(Kind.PACK, pack_id), durable=False)
 
-    def delete_folded(self, pack_ids: list[str]) -> None:
-        """Remove packs whose every blob another pack holds (folded into it): their indexes
-        first, then one flush of ``packs/`` (no index may outlive its pack in a power cut),
-        then the packs. Called under the exclusive gc lock only."""
+    def unindex_folded(self, pack_ids: list[str]) -> None:
+        """Take packs whose every blob another pack holds (folded into it) out of the store:
+        start a new pack log, then unlink their indexes. Called under the exclusive gc lock
+        only; from then on no process counts on them (it lists the packs at its next
+        refresh and finds no index), so ``remove_unindexed`` needs no lock."""
         self.announce_deletions()
         with self._lock:
             for pack_id in pack_ids:
@@ -351,6 +352,10 @@ class PackSet:
             self.cache.forget(pack_id)
             with contextlib.suppress(FileNotFoundError):
                 self.backend.delete(Handle(Kind.INDEX, pack_id), durable=False)
+
+    def remove_unindexed(self, pack_ids: list[str]) -> None:
+        """Delete packs whose indexes ``unindex_folded`` unlinked: one flush of ``packs/``
+        first (no index may outlive its pack in a power cut), then the packs."""
         self.backend.note_existing(Handle(Kind.INDEX, pack_ids[0]))
         self.backend.flush()
         for pack_id in pack_ids:
