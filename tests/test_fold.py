@@ -5,6 +5,9 @@ losing a blob when two processes fold at once or gc runs between the two halves 
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -203,3 +206,19 @@ def test_a_damaged_small_pack_is_not_folded(tmp_path: Path) -> None:
     folder = SnapStore(root, fold_threshold=2)
     assert folder.autofold.run_steps(1) == 0
     assert sorted(path.name for path in (root / "packs").iterdir()) == before
+
+
+def test_one_shot_command_line_creates_fold_before_the_process_ends(tmp_path: Path) -> None:
+    """Each `snapstore create` is a process of its own: the fold it starts finishes as the
+    process ends (the interpreter's shutdown refuses new thread pools: the fold needs none)."""
+    project = tmp_path / "p"
+    project.mkdir()
+    env = {**os.environ, FOLD_ENV: "3"}
+    for number in range(6):
+        (project / "f.txt").write_bytes(content("s", number))
+        command = [sys.executable, "-m", "snapstore", "--root", str(tmp_path / "store")]
+        command += ["create", "s", "f.txt", "--base", str(project)]
+        done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=60)
+        assert done.returncode == 0, done.stderr
+        assert "fold" not in done.stderr, done.stderr
+    assert pack_count(tmp_path / "store") < 3

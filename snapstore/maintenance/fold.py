@@ -119,7 +119,7 @@ def _copy(repo: Repository, chosen: list[PackIndex]) -> Fold:
         for position, index in enumerate(chosen)
         for digest, (number, offset, size) in index.entries.items()
     )
-    series = PackSeries(repo.blobs, level=WRITE_LEVEL)
+    series = PackSeries(repo.blobs, level=WRITE_LEVEL, inline=True)
     try:
         for kind, _, number, offset, digest, index, size in order:
             where = Location(index.pack_id, number, index.blocks[number], offset, size)

@@ -31,12 +31,13 @@ def is_small(size: int) -> bool:
 class PackSeries:
     """Blobs appended to a series of new packs of at most ``PACK_MAX_BYTES`` each. A full pack
     is published at once and registered, so this process reads its blobs from it right away;
-    ``finish`` publishes the last one. ``level``: the zstd level of the packs' blocks. Used
-    from one thread."""
+    ``finish`` publishes the last one. ``level``: the zstd level of the packs' blocks;
+    ``inline``: compress in the caller's thread (``PackWriter``). Used from one thread."""
 
-    def __init__(self, storage: Blobs, *, level: int = WRITE_LEVEL) -> None:
+    def __init__(self, storage: Blobs, *, level: int = WRITE_LEVEL, inline: bool = False) -> None:
         self.storage = storage
         self.level = level
+        self.inline = inline
         self.published: list[PackIndex] = []
         self._writer: PackWriter | None = None
 
@@ -47,7 +48,7 @@ class PackSeries:
     def add(self, digest: bytes, data: bytes | memoryview, kind: int = KIND_DATA) -> None:
         """Append one blob already hashed to ``digest`` (file contents or a tree: ``kind``)."""
         if self._writer is None:
-            self._writer = PackWriter(self.storage.backend, level=self.level)
+            self._writer = PackWriter(self.storage.backend, level=self.level, inline=self.inline)
         self._writer.add(digest, data, kind)
         if self._writer.size >= PACK_MAX_BYTES:
             self._publish()

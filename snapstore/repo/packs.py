@@ -115,12 +115,15 @@ class PackWriter:
     index in place.
 
     ``abort`` (or any failure) drops the staged pack; nothing is ever visible before its
-    bytes are flushed. ``level`` is the zstd level of its blocks.
+    bytes are flushed. ``level`` is the zstd level of its blocks. ``inline``: compress every
+    block in the caller's thread (a writer that is itself a background thread, which must
+    also work while the interpreter shuts down and no new thread pool may start).
     """
 
-    def __init__(self, backend: Backend, *, level: int = WRITE_LEVEL) -> None:
+    def __init__(self, backend: Backend, *, level: int = WRITE_LEVEL, inline: bool = False) -> None:
         self.backend = backend
         self.level = level
+        self.inline = inline
         self.pack_id = new_pack_id()
         self.entries: dict[bytes, tuple[int, int, int]] = {}
         self.blocks: list[Block] = []
@@ -178,7 +181,7 @@ class PackWriter:
         raw = b"".join(self._open)
         self._open, self._open_bytes = [], 0
         self._closed += 1
-        if last and self._pool is None and not self._compressing:
+        if self.inline or (last and self._pool is None and not self._compressing):
             done: Future[tuple[int, bytes]] = Future()
             done.set_result(compress(raw, self.level))
             self._compressing.append((self._open_kind, len(raw), done))
