@@ -56,6 +56,15 @@ started = time.perf_counter()
 store.list()
 print(time.perf_counter() - started)
 """
+CHILD_CLI_LIST = """
+import contextlib, io, sys, time
+from snapstore.cli.app import run
+started = time.perf_counter()
+with contextlib.redirect_stdout(io.StringIO()):
+    code = run(["--root", sys.argv[1], "list", "--json"])
+assert code == 0, code
+print(time.perf_counter() - started)
+"""
 CHILD_WALK = """
 import sys, time
 sys.path.insert(0, sys.argv[2])
@@ -101,7 +110,9 @@ def list_and_open(work: Path, many: int, reps: int) -> dict[str, float]:
     this process decoded are reused while their files are unchanged); ``list_warm``: the same
     ``SnapStore`` again; ``list_new_process``: the list() call alone in a new process (headers
     from the header cache file), against ``bare_walk_new_process``, the walk alone in a new
-    process; ``list_first``: the same with no header cache at all."""
+    process; ``cli_list_new_process``: ``snapstore list --json`` run in a new process (its
+    command alone, output discarded); ``list_first``: the same as ``list_new_process`` with no
+    header cache at all."""
     results: dict[str, float] = {}
     roots = {}
     for count in (10, many):
@@ -114,6 +125,9 @@ def list_and_open(work: Path, many: int, reps: int) -> dict[str, float]:
     results["list_first"] = float(_child(CHILD_LIST, str(big)))
     results["list_new_process"] = statistics.median(
         float(_child(CHILD_LIST, str(big))) for _ in range(reps)
+    )
+    results["cli_list_new_process"] = statistics.median(
+        float(_child(CHILD_CLI_LIST, str(big))) for _ in range(reps)
     )
     bench_dir = str(Path(__file__).resolve().parent)
     results["bare_walk_new_process"] = statistics.median(

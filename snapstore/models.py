@@ -119,6 +119,11 @@ class SnapshotInfo(_ToDict):
     excludes: tuple[str, ...] = ()
     """The exclude rules the snapshot was taken with (gitignore syntax, relative to its base
     directory, in order); a restore leaves what they match alone."""
+    stored_bytes: int | None = None
+    """The compressed bytes this checkpoint added to the store when it was made: the packs
+    and loose blobs its create wrote (what it did not share with what was already stored),
+    recorded in its manifest. None for state values and for snapshots made before it was
+    recorded."""
     replaced: bool = False
     """Set only on what ``create`` returns: it replaced a snapshot of the same name."""
 

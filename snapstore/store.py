@@ -506,14 +506,6 @@ class SnapStore:
             self.repo, session=session, ttl=ttl_seconds(ttl), keep_last=keep_last, now_ns=now_ns
         )
 
-    def stored_sizes(self, session: str | None = None) -> dict[tuple[str, str], int]:
-        """The stored bytes of each file snapshot (of ``session``, or all), by (session,
-        name): the compressed size of the distinct blobs it references, shared ones counted
-        in full (``stats`` says what only a session holds). Reads every tree."""
-        from snapstore.maintenance.stats import stored_per_snapshot
-
-        return stored_per_snapshot(self.repo, session)
-
     # ----------------------------------------------------------------- gc and verify
 
     def gc(self, *, dry_run: bool = False) -> GcReport:

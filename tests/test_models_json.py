@@ -103,6 +103,7 @@ def test_a_header_document_has_the_documented_keys_in_order() -> None:
         "roots",
         "backup_of",
         "excludes",
+        "stored_bytes",
         "replaced",
     ]
     assert INFO.to_dict()["created_at"] == "2025-06-01T10:42:53.491286+00:00"

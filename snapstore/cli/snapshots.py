@@ -191,23 +191,13 @@ def create(
 @pass_settings
 def list_snapshots(settings: Settings, session: str | None) -> None:
     """List snapshots, oldest first (only SESSION's, if given)."""
-    store = settings.store()
-    infos = store.list(session)
-    stored = store.stored_sizes(session) if infos else {}
+    infos = settings.store().list(session)
     if not infos and not settings.json and not settings.quiet:
         print_note("no snapshots" + (f" in session {session!r}" if session else ""))
-    settings.emit_listing(lambda: _list_document(infos, stored), lambda: _list_lines(infos, stored))
+    settings.emit_listing(lambda: shapes.snapshots_document(infos), lambda: _list_lines(infos))
 
 
-def _list_document(infos: list[SnapshotInfo], stored: dict[tuple[str, str], int]) -> dict[str, Any]:
-    """The document ``list --json`` prints: every header, with its stored bytes."""
-    document = shapes.snapshots_document(infos)
-    for item, info in zip(document["snapshots"], infos, strict=True):
-        item["stored_bytes"] = stored.get((info.session, info.name))
-    return document
-
-
-def _list_lines(infos: list[SnapshotInfo], stored: dict[tuple[str, str], int]) -> list[str]:
+def _list_lines(infos: list[SnapshotInfo]) -> list[str]:
     """The table ``list`` prints for a person (no lines for no snapshots)."""
     rows = [
         [
@@ -216,7 +206,7 @@ def _list_lines(infos: list[SnapshotInfo], stored: dict[tuple[str, str], int]) -
             info.kind,
             _files_cell(info),
             human_size(info.total_bytes),
-            _stored_cell(stored.get((info.session, info.name)), info),
+            "-" if info.stored_bytes is None else human_size(info.stored_bytes),
             human_age(info.created_at),
             human_expiry(info.expires_at),
         ]
@@ -224,13 +214,6 @@ def _list_lines(infos: list[SnapshotInfo], stored: dict[tuple[str, str], int]) -
     ]
     headers = ["SESSION", "NAME", "KIND", "FILES", "SIZE", "STORED", "CREATED", "EXPIRES"]
     return render_table(headers, rows, right=(3, 4, 5)) if rows else []
-
-
-def _stored_cell(stored: int | None, info: SnapshotInfo) -> str:
-    """The STORED cell: the stored bytes of a file snapshot, ``-`` for state values."""
-    if info.kind != "files":
-        return "-"
-    return "?" if stored is None else human_size(stored)
 
 
 @click.command()

@@ -30,6 +30,7 @@ def snapshot_info(
     roots: tuple[str, ...],
     backup_of: str | None,
     excludes: tuple[str, ...],
+    stored_bytes: int | None,
 ) -> SnapshotInfo:
     """The SnapshotInfo of header fields already validated (built without its __init__:
     listings build one per snapshot)."""
@@ -49,6 +50,7 @@ def snapshot_info(
             "roots": roots,
             "backup_of": backup_of,
             "excludes": excludes,
+            "stored_bytes": stored_bytes,
             "replaced": False,
         },
     )
@@ -124,6 +126,7 @@ def header_values(header: Header) -> list[Any]:
         info.backup_of,
         list(info.excludes),
         header.seq,
+        info.stored_bytes,
     ]
 
 
@@ -145,6 +148,7 @@ def header_from_values(values: list[Any]) -> Header:
         backup_of,
         excludes,
         seq,
+        stored_bytes,
     ) = values
     info = snapshot_info(
         session,
@@ -160,5 +164,6 @@ def header_from_values(values: list[Any]) -> Header:
         tuple(roots),
         backup_of,
         tuple(excludes),
+        stored_bytes,
     )
     return Header(info, created_ns, expires_ns, created_ns, seq, created_ns)

@@ -156,6 +156,8 @@ def encode(
         header["excludes"] = list(info.excludes)
     if seq:
         header["seq"] = seq
+    if info.stored_bytes is not None:
+        header["stored_bytes"] = info.stored_bytes
     header_bytes = _pack(header, "snapshot metadata")
     if info.kind == "state":
         body_value: dict[str, Any] = {"value": value}
@@ -266,6 +268,8 @@ def _decode_info(header: Any, version: int) -> tuple[SnapshotInfo, int, int | No
         isinstance(excludes, list) and all(isinstance(p, str) for p in excludes),
         "excludes is not a list of strings",
     )
+    stored_bytes = header.get("stored_bytes")
+    _require(stored_bytes is None or _is_int(stored_bytes), "bad stored size")
     info = snapshot_info(
         header["session"],
         header["name"],
@@ -280,6 +284,7 @@ def _decode_info(header: Any, version: int) -> tuple[SnapshotInfo, int, int | No
         tuple(roots),
         backup_of,
         tuple(excludes),
+        stored_bytes,
     )
     return info, created_ns, expires_ns
 

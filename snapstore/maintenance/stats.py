@@ -206,22 +206,3 @@ def _fill(
     stats.sessions = [
         per_session[name] for name in sorted(per_session) if only is None or name == only
     ]
-
-
-def stored_per_snapshot(repo: Repository, session: str | None) -> dict[tuple[str, str], int]:
-    """Each file snapshot's stored bytes (of ``session``, or every one): the stored sizes of
-    the distinct blobs it references, shared ones counted in full. A snapshot whose trees
-    cannot be read is left out."""
-    found: dict[tuple[str, str], int] = {}
-    with repo.blobs_in_use():
-        sizes, _, _ = blob_sizes(repo)
-        for manifest in committed_manifests(repo.catalog):
-            if isinstance(manifest, CorruptManifestError):
-                continue
-            info = manifest.info
-            if info.kind != "files" or (session is not None and info.session != session):
-                continue
-            marks = Marks()
-            if mark_manifest(repo, manifest, marks) is None:
-                found[(info.session, info.name)] = _total(marks.sizes, sizes)
-    return found

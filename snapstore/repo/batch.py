@@ -16,6 +16,7 @@ from snapstore.format.packfile import KIND_DATA, PackIndex
 from snapstore.repo.backend import Handle, Kind
 from snapstore.repo.blobs import Blobs
 from snapstore.repo.contents import load_map
+from snapstore.repo.loose import BlobWriter
 from snapstore.repo.packs import PackWriter
 
 PACKED_MAX_BYTES = 16 << 20
@@ -83,6 +84,7 @@ class BlobBatch:
         self._counts_on_packs: set[str] = set()
         self._shards: dict[str, frozenset[str]] = {}
         self._packed = storage.packs.by_digest()
+        self._loose_bytes = 0
         self.counted: list[EntryRow] = []
         """The extent maps and pieces of the files with holes the batch stored or claimed,
         as rows naming each by digest and size (what the commit checks is stored, besides
@@ -127,8 +129,31 @@ class BlobBatch:
         self._added.add(digest)
         if is_small(len(data)):
             self.packs.add(digest, data, kind)
-        elif self.storage.loose.put_bytes(data) != digest:
+            return
+        writer = self.storage.writer(len(data))
+        try:
+            writer.write(data)
+        except BaseException:
+            writer.abort()
+            raise
+        if self.commit_loose(writer) != digest:
             raise ValueError(f"blob {digest.hex()} does not hash to its name")
+
+    def commit_loose(self, writer: BlobWriter) -> bytes:
+        """Commit a loose blob staged through ``writer`` (``BlobWriter.commit``), counting its
+        bytes in ``stored_bytes`` if it was not stored already; returns its digest."""
+        size = writer.size
+        digest = writer.commit()
+        if writer.published:
+            self._loose_bytes += size
+        return digest
+
+    @property
+    def stored_bytes(self) -> int:
+        """The bytes this batch added to the store: the packs it published and the loose
+        blobs it wrote (not those it found stored, nor the packs' indexes). Complete after
+        ``finish``."""
+        return self._loose_bytes + sum(index.pack_size for index in self.packs.published)
 
     def claim_extents(self, digest: bytes, file_size: int) -> bool:
         """True if the extent map ``digest`` of a file of ``file_size`` bytes, and every

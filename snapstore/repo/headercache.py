@@ -23,7 +23,7 @@ from snapstore.format.header import Header, header_from_values, header_values
 from snapstore.repo.backend import Backend, Handle, Kind
 from snapstore.repo.filememo import backend_key
 
-MAGIC = b"SNAPHDC\x05"
+MAGIC = b"SNAPHDC\x06"
 CACHE = Handle(Kind.CACHE, "headers")
 MAX_CACHE_BYTES = 256 << 20
 

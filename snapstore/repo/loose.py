@@ -53,6 +53,8 @@ class BlobWriter:
         self._loose = loose
         self._staged = loose.backend.stage(Kind.BLOB, size_hint)
         self._hasher = new_hasher(size_hint)
+        self.published = False
+        """Whether ``commit`` published the bytes as a new blob (not: found it stored)."""
 
     @property
     def size(self) -> int:
@@ -84,6 +86,7 @@ class BlobWriter:
                 loose.reuse(digest)
                 return digest
             self._staged.commit(digest.hex())
+            self.published = True
         except BaseException:
             self.abort()
             raise

@@ -196,6 +196,8 @@ class Recorded:
     unverified: Sequence[EntryRow]
     attrs: Mapping[str, FileAttrs]
     linked: Sequence[str] = ()
+    stored_bytes: int = 0
+    """The bytes its create added to the store (``BlobBatch.stored_bytes``)."""
 
 
 Committed = Callable[[SnapshotInfo, Recorded], None]
@@ -273,6 +275,7 @@ def take_snapshot(
         [*plain_file_rows(file_rows, attrs), *batch.counted, *trees.rows()],
         attrs,
         tuple(scanned.links),
+        batch.stored_bytes,
     )
     info, replaced = commit_recorded(repo, request, recorded, committed=committed)
     if not backup:
@@ -324,6 +327,7 @@ def commit_recorded(
             roots=tuple(sorted({p for p in request.paths if p not in request.shallow})),
             backup_of=request.backup_of,
             excludes=recorded.excludes,
+            stored_bytes=recorded.stored_bytes,
         )
         data = encode(
             info,

@@ -181,7 +181,7 @@ def _ingest_large(
     except BaseException:
         writer.abort()
         raise
-    return writer.commit(), after
+    return batch.commit_loose(writer), after
 
 
 def _extent_map(batch: BlobBatch | None, fd: int, size: int) -> bytes:

@@ -67,10 +67,7 @@ def test_json_into_a_pipe_is_one_line(cli: Cli, project: Path) -> None:
         document = result.json()
         assert result.stdout == to_json(document, pretty=False) + "\n"
     listed = cli.run("--json", "list").json()
-    expected = json.loads(to_json(shapes.snapshots_document(store.list())))
-    assert [{**item, "stored_bytes": None} for item in listed["snapshots"]] == [
-        {**item, "stored_bytes": None} for item in expected["snapshots"]
-    ]
+    assert listed == json.loads(to_json(shapes.snapshots_document(store.list())))
     assert listed["snapshots"][1]["name"] == "sécond"
     assert cli.run("--json", "list").stdout.isascii()
 

@@ -10,6 +10,7 @@ import pytest
 from helpers.cli import Cli
 from helpers.service import RpcFailed, Server
 
+from snapstore.cli.output import human_size
 from snapstore.repo.layout import FORMAT_MAJOR
 
 
@@ -131,8 +132,29 @@ def test_list_shows_the_stored_size_next_to_the_logical_size(cli: Cli, project: 
     (project / "zeros.bin").write_bytes(bytes(1_000_000))
     cli.snapshot(project, "big.bin", session="s", name="random")
     cli.snapshot(project, "zeros.bin", session="s", name="zeros")
+    cli.snapshot(project, "big.bin", "zeros.bin", session="s", name="again")
+    cli.store().put_state("s", "cursor", 1)
     listed = {item["name"]: item for item in cli.json("list")["snapshots"]}
     assert 99_000 < listed["random"]["stored_bytes"] < 110_000
     assert listed["zeros"]["stored_bytes"] < 20_000 < listed["zeros"]["total_bytes"]
-    header = cli.ok("list").stdout.splitlines()[0].split()
+    assert listed["again"]["stored_bytes"] < 1_000  # only its root tree is new
+    assert listed["cursor"]["stored_bytes"] is None
+    lines = cli.ok("list").stdout.splitlines()
+    header = lines[0].split()
     assert header.index("STORED") == header.index("SIZE") + 1
+    rows = {line.split()[1]: line for line in lines[1:]}
+    random_size = f"{human_size(100_000)}  {human_size(listed['random']['stored_bytes'])}"
+    assert random_size in rows["random"]
+    assert rows["cursor"].split()[3:7] == ["-", "0", "B", "-"]
+
+
+def test_list_reads_no_tree(cli: Cli, project: Path) -> None:
+    """The stored sizes come from the manifest headers: with every pack (and so every tree)
+    gone, list still shows them."""
+    (project / "big.bin").write_bytes(os.urandom(100_000))
+    cli.snapshot(project, "big.bin", session="s", name="random")
+    expected = cli.json("list")["snapshots"]
+    for pack in (cli.root / "packs").iterdir():
+        pack.unlink()
+    assert cli.json("list")["snapshots"] == expected
+    assert 99_000 < expected[0]["stored_bytes"] < 110_000
