@@ -40,10 +40,17 @@ def after_failure(
             f"{failed}; the directory it had created was removed", rolled_back=True
         ) from error
     if journal.backup is None:
-        job.recovery.remove_temp_files(journal)
-        _drop_journal(job, key)
+        if job.recovery.remove_temp_files(journal):
+            _drop_journal(job, key)
+            raise RestoreError(
+                f"{failed}; no backup was kept (backup=False), so the target may be partly "
+                "restored",
+                rolled_back=False,
+            ) from error
         raise RestoreError(
-            f"{failed}; no backup was kept (backup=False), so the target may be partly restored",
+            f"{failed}; no backup was kept (backup=False), so the target may be partly "
+            "restored, and temp files (.snapstore-tmp-*) are left in it: the next restore "
+            "into it (or opening the store) removes them and finishes this restore",
             rolled_back=False,
         ) from error
     try:
