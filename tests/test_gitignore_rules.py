@@ -103,6 +103,8 @@ def test_a_rule_of_the_repository_above_is_rewritten_for_the_base():
     assert reroot("src", ["src"]) == (["src"], [1])
     assert reroot("\\[ab\\]/x", ["[ab]"]) == (["/x"], [])
     assert reroot("\\[ab\\]/x", ["a"]) == ([], [])
+    assert reroot("a/***/c", ["a", "b"]) == (["/**/c"], [])
+    assert reroot("***/src", ["src"]) == (["***/src"], [1])
 
 
 # ------------------------------------------------------------------ against git itself
@@ -333,6 +335,14 @@ TRICKY = {
     "directories below": ("doc/**/\n", ["doc/a/f", "doc/f"]),
     "any depth between": ("a/**/b\n", ["a/b", "a/x/b", "a/x/y/b/c", "b"]),
     "a re-included file in an ignored directory": ("build/\n!build/keep\n", ["build/keep"]),
+    "a reversed range matches its first character": (
+        "[z-ab]x\n*.[!z-a]\n",
+        ["ax", "bx", "zx", "f.c", "f.z"],
+    ),
+    "three stars alone in a segment": (
+        "a/***/b\n***/foo\n",
+        ["a/b", "a/x/y/b", "foo", "d/e/foo", "d/fooo"],
+    ),
 }
 
 

@@ -201,7 +201,7 @@ def test_a_path_a_snapshot_cannot_record_is_refused_and_the_old_snapshot_stays(
     assert [e.path for e in store.get("s", "n").entries if e.kind == "file"] == ["a.txt"]
 
 
-@pytest.mark.parametrize("pattern", ["!", "a\\", "[z-a]"])
+@pytest.mark.parametrize("pattern", ["!", "a\\", "[ab"])
 def test_an_exclude_pattern_that_cannot_be_matched_is_an_invalid_value(
     tmp_path: Path, pattern: str
 ) -> None:
@@ -220,7 +220,7 @@ def test_invalid_lines_of_an_ignore_file_match_nothing_as_in_git(tmp_path: Path)
         base,
         {
             "a.txt": "a",
-            "vendor/.gitignore": "[z-a]\n!\n*.log\n",
+            "vendor/.gitignore": "[ab\n!\n*.log\n",
             "vendor/x.log": "log",
             "vendor/x.txt": "x",
             ".snapstoreignore": "a\\\n*.tmp\n",

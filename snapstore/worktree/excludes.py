@@ -71,7 +71,8 @@ def parse_patterns(data: bytes) -> list[str]:
 
 def is_valid_pattern(pattern: str) -> bool:
     """Whether ``pattern`` is a gitignore pattern that can be matched (``!`` alone, a
-    trailing backslash or a reversed range ``[z-a]`` cannot). An ignore file's invalid lines
+    trailing backslash or an unclosed ``[`` cannot; a reversed range ``[z-a]`` matches its
+    first character, as in git). An ignore file's invalid lines
     are left out, as git leaves them out: they match nothing."""
     return wildmatch.is_valid(pattern)
 

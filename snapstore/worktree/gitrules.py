@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from snapstore.format.paths import parents
 from snapstore.fs.reading import open_regular, read_all
 from snapstore.worktree.excludes import GITIGNORE, read_patterns, rebase
-from snapstore.worktree.wildmatch import InvalidPattern, segment_expression
+from snapstore.worktree.wildmatch import InvalidPattern, globstar, segment_expression
 
 GIT = ".git"
 MAX_GITDIR_FILE_BYTES = 4096
@@ -150,7 +150,7 @@ def _split(pattern: str) -> tuple[bool, list[str], bool]:
     directory_only = body.endswith("/")
     core = body.rstrip("/")
     if "/" in core:
-        return negated, core.lstrip("/").split("/"), directory_only
+        return negated, [globstar(s) for s in core.lstrip("/").split("/")], directory_only
     return negated, ["**", core], directory_only
 
 

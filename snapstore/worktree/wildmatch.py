@@ -84,9 +84,11 @@ def _bracket(segment: str, start: int) -> tuple[str, int] | None:
                         return None
                     high = segment[index + 3]
                     index += 1
-                if high < low:
-                    raise InvalidPattern(f"reversed range {low}-{high}")
-                items.append(f"{_class_char(low)}-{_class_char(high)}")
+                # git matches a range's first character even when the range is reversed
+                # (``[z-a]`` is ``[z]``); a reversed range adds nothing more.
+                items.append(
+                    f"{_class_char(low)}-{_class_char(high)}" if low <= high else _class_char(low)
+                )
                 index += 3
                 continue
         items.append(_class_char(low))
@@ -134,6 +136,11 @@ class Rule:
     literal: str | None
 
 
+def globstar(segment: str) -> str:
+    """A segment of two or more stars alone is git's ``**`` (``***`` too); others as they are."""
+    return "**" if len(segment) >= 2 and segment.strip("*") == "" else segment
+
+
 @functools.lru_cache(maxsize=8192)
 def compile_rule(pattern: str) -> Rule | None:
     """``pattern`` (a line of an ignore file, trailing blanks already handled) compiled; None
@@ -149,7 +156,7 @@ def compile_rule(pattern: str) -> Rule | None:
     if "/" not in body:
         literal = None if _GLOB_CHARS & set(body) else body
         return Rule(negated, directory_only, True, segment_expression(body), literal)
-    segments = body.removeprefix("/").split("/")
+    segments = [globstar(segment) for segment in body.removeprefix("/").split("/")]
     if len(segments) == 2 and segments[0] == "**" and "/" not in segments[1]:
         return compile_rule(
             ("!" if negated else "") + segments[1] + ("/" if directory_only else "")
