@@ -16,7 +16,7 @@ import contextlib
 import os
 from typing import TYPE_CHECKING, NoReturn
 
-from snapstore.errors import RestoreError
+from snapstore.errors import RestoreError, UnsafePathError
 from snapstore.restore.apply import apply_plan, remove_tree
 from snapstore.restore.journal import Journal
 
@@ -118,7 +118,7 @@ def _remove_new_target(job: RestoreJob, target_dir: str, failed: str, error: Bas
             remove_tree(job.fs, parent_fd, os.path.basename(target_dir))
         finally:
             os.close(parent_fd)
-    except OSError as cleanup_error:
+    except (OSError, UnsafePathError) as cleanup_error:  # a store made inside it meanwhile
         raise RestoreError(
             f"{failed}; removing the partly restored new directory also failed ({cleanup_error})",
             rolled_back=False,
