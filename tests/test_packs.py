@@ -423,3 +423,25 @@ def test_no_block_outgrows_what_a_reader_accepts(tmp_path: Path) -> None:
     index = writer.publish()
     assert max(block.raw for block in index.blocks) <= MAX_BLOCK_RAW
     _read_in_another_process(store.root, [blake3.blake3(d).digest() for d in (small, large)])
+
+
+def test_a_pack_an_older_version_deleted_is_never_counted_on(root: Path, tmp_path: Path) -> None:
+    """Until a store is marked format 3, a process of the version before may gc it, and its gc
+    deletes packs without starting a new pack log. A process of this version that read the
+    store (and so began the log) must not then follow the log, which does not tell it the
+    pack is gone: a create would count on the deleted pack's blobs and commit a snapshot
+    whose files are missing."""
+    files = many_files(tmp_path / "p", 5)
+    SnapStore(root).create("s", "a", ["."], base_dir=tmp_path / "p")
+    (root / "packs" / "log").unlink()
+    marker = root / "FORMAT"
+    marker.chmod(0o644)
+    marker.write_text("snapstore format 2\n")
+    reader = SnapStore(root)
+    assert reader.read("s", "a", "d0/f000.txt") == files["d0/f000.txt"]
+    SnapStore(root).delete("s", "a")
+    for name in pack_files(root):  # the older version's gc: no pack log in format 2
+        (root / "packs" / name).unlink()
+    reader.create("s", "b", ["."], base_dir=tmp_path / "p")
+    assert reader.read("s", "b", "d0/f000.txt") == files["d0/f000.txt"]
+    assert reader.verify().ok

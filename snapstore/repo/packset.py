@@ -90,6 +90,10 @@ class PackSet:
         self._listed_since_refresh = False
         self._log_restarted = False
         self._settled: set[str] = set()
+        self.follow_log = True
+        """Whether a refresh may follow the pack log: False while the store's marker names a
+        format before 3, whose writers (an older version) delete packs without starting a
+        new log, so only a listing tells which packs are gone."""
         self.cache = BlockCache()
 
     def _listed(self) -> tuple[set[str], set[str]]:
@@ -104,7 +108,7 @@ class PackSet:
         with self._lock:
             self._log_restarted = False
             self._listed_since_refresh = False
-            if self._log is not None and self._loaded and not full:
+            if self._log is not None and self.follow_log and self._loaded and not full:
                 ids, position = self._log.read(self._position)
                 if ids is not None:
                     self._position = position

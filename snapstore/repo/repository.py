@@ -56,6 +56,7 @@ class Repository:
         self.gc_intent = backend.lock("gc-intent")
         self.target_locks = TargetLocks(backend)
         self.format_major = self._stored_format()
+        self.blobs.packs.follow_log = self.format_major >= FORMAT_MAJOR
 
     def _stored_format(self) -> int:
         """The major format the store's marker names (a backend with no marker object, such
@@ -67,13 +68,16 @@ class Repository:
         return marker_major(data)
 
     def require_current_format(self) -> None:
-        """Mark a format 1 store as format 2 before anything of format 2 is written into it:
-        from then on a version that reads format 1 only refuses the store instead of taking
-        its new packs for garbage. What is left of format 1 is read as it is, and converted
-        by gc or ``upgrade``."""
+        """Mark a store of an older format as the current one before anything of the current
+        format is written into it: from then on an older version refuses the store instead
+        of taking its new packs for garbage or committing under locks this version does not
+        take. What is left of format 1 is read as it is, and converted by gc or ``upgrade``.
+        Only from then on does this process follow the pack log (an older version's gc
+        deletes packs without starting a new one)."""
         if self.format_major < FORMAT_MAJOR:
             self.backend.write(Handle(Kind.MARKER, ""), FORMAT_TEXT.encode())
             self.format_major = FORMAT_MAJOR
+            self.blobs.packs.follow_log = True
 
     @property
     def root(self) -> str:
