@@ -214,3 +214,29 @@ def test_the_flushes_of_a_small_create_do_not_grow_with_history(root: Path, proj
         store.create("s", None, ["README.md", "src/app.py"], base_dir=project)
         unchanged.append(fs.trace.count("fsync") + fs.trace.count("fsync_dir") - before)
     assert unchanged[1] == unchanged[0] - 1 <= 3  # packs/ is flushed once for that pack
+
+
+@pytest.mark.parametrize("selector", ["latest", "resolve"])
+def test_latest_is_never_a_state_value_that_replaced_the_checkpoint_the_head_named(
+    store: SnapStore, project: Path, monkeypatch: pytest.MonkeyPatch, selector: str
+) -> None:
+    """``latest`` reads the head without the session's lock: another process may replace the
+    checkpoint it names by a state value of the same name before ``latest`` reads that
+    snapshot. It must then look again, never answer with the state value."""
+    store.create("s", "one", ["README.md"], base_dir=project)
+    store.create("s", "two", ["README.md"], base_dir=project)
+    sessions = store.repo.sessions
+    read_head = sessions.head
+
+    def head_then_replaced(session: str) -> object:
+        head = read_head(session)
+        monkeypatch.setattr(sessions, "head", read_head)
+        SnapStore(store.root).put_state("s", "two", {"resume": 1})
+        return head
+
+    monkeypatch.setattr(sessions, "head", head_then_replaced)
+    if selector == "latest":
+        latest = store.latest("s")
+        assert (latest.name, latest.kind) == ("one", "files")
+    else:
+        assert store.resolve("s", "latest") == "one"

@@ -139,7 +139,7 @@ class Repository:
                 header = self.catalog.read_header(manifest_name(session, name))
             except (OSError, CorruptManifestError):
                 header = None
-            if header is not None and header.info.name == name:
+            if header is not None and _is_checkpoint(header.info, name):
                 return header.info
         checkpoints = self.checkpoints(session)
         if back >= len(checkpoints):
@@ -155,8 +155,11 @@ class Repository:
             back = 0 if selector == LATEST else int(selector[len(LATEST) + 1 :])
             head = self.sessions.head(session)
             name = _back_from(head, session, back, selector)
-            if name is not None and self.catalog.exists(session, name):
-                return name
+            if name is not None:
+                with contextlib.suppress(OSError, CorruptManifestError):
+                    header = self.catalog.read_header(manifest_name(session, name))
+                    if _is_checkpoint(header.info, name):
+                        return name
             checkpoints = self.checkpoints(session)
             if back >= len(checkpoints):
                 raise SnapshotNotFound(session, selector)
@@ -327,6 +330,12 @@ class Repository:
                     header, version = self.catalog.read_versioned_header(object_name)
                     if header.info.is_backup:
                         change.remove(object_name, name, version)
+
+
+def _is_checkpoint(info: SnapshotInfo, name: str) -> bool:
+    """Whether the snapshot read is still the file checkpoint ``name`` a head named (not a
+    state value or an undo backup that replaced it under that name since)."""
+    return info.name == name and info.kind == "files" and not info.is_backup
 
 
 def _back_from(head: Head | None, session: str, back: int, selector: str = LATEST) -> str | None:
