@@ -3,6 +3,8 @@ session heads that spare ``latest`` and a commit a listing of the session."""
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import time
 from pathlib import Path
@@ -240,3 +242,32 @@ def test_latest_is_never_a_state_value_that_replaced_the_checkpoint_the_head_nam
         assert (latest.name, latest.kind) == ("one", "files")
     else:
         assert store.resolve("s", "latest") == "one"
+
+
+def test_a_head_that_cannot_be_removed_is_never_believed_after_the_change(
+    store: SnapStore, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A change first removes the session's head. If that fails (an I/O error) and the new
+    head is never written (the writer is killed), the old head must not survive the change:
+    replacing a snapshot under an existing name leaves the session's directory as it was, so
+    nothing else would tell the old head is stale (``latest`` would name the wrong checkpoint
+    and the next commit would reuse a number)."""
+    store.create("s", "one", ["README.md"], base_dir=project)
+    store.create("s", "two", ["README.md"], base_dir=project)
+    fs = store.backend.fs
+    unlink = fs.unlink
+
+    def failing_for_heads(path: str, *, dir_fd: int | None = None) -> None:
+        if f"{os.sep}heads{os.sep}" in path:
+            raise OSError(errno.EIO, "injected", path)
+        unlink(path, dir_fd=dir_fd)
+
+    monkeypatch.setattr(fs, "unlink", failing_for_heads)
+    monkeypatch.setattr(store.repo.sessions.heads, "write", lambda session_dir, head: None)
+    with contextlib.suppress(OSError):
+        store.create("s", "one", ["README.md"], base_dir=project)
+    monkeypatch.undo()
+    assert store.latest("s").name == store.repo.checkpoints("s")[-1].name
+    store.create("s", "three", ["README.md"], base_dir=project)
+    numbers = [m.header.seq for m in store.repo.listing("s")]
+    assert len(numbers) == len(set(numbers))

@@ -176,9 +176,18 @@ class HeadStore:
         return Head._from_fields(found[2])
 
     def forget(self, session_dir: str) -> None:
-        """Remove the session's head before changing the session (see the module docstring)."""
-        with contextlib.suppress(OSError):
+        """Remove the session's head before changing the session (see the module docstring).
+        An error is raised, so the change does not start: a head left in place could be
+        believed after it (a snapshot replaced under an existing name leaves the session's
+        stamp as it was). A backend that keeps no heads has none to remove."""
+        try:
             self.backend.delete(self._handle(session_dir), durable=False)
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            return  # no head there, or nothing that could be read as one
+        except OSError:
+            if self._stamp(session_dir) is None:
+                return
+            raise
 
     def write(self, session_dir: str, head: Head) -> None:
         """Record the session's head as it is after a change (made under the session's lock);
