@@ -116,18 +116,20 @@ def diff_text(document: dict[str, Any], old: str, new: str) -> str:
     return "\n".join(lines)
 
 
-def _decode(data: bytes) -> str | None:
-    """``data`` as UTF-8 text, allowing a character cut at either end of a window; None if
-    it is not UTF-8."""
+def _decode(data: bytes, at_start: bool) -> tuple[str, int] | None:
+    """``data`` as UTF-8 text and how many of its bytes the text covers, allowing a character
+    cut at either end of a window: the cut start (not at the start of the file, ``at_start``)
+    belongs to the window before, the cut end to the next one. None if it is not UTF-8."""
     start = 0
-    while start < min(3, len(data)) and 0x80 <= data[start] < 0xC0:
-        start += 1
+    if not at_start:
+        while start < min(3, len(data)) and 0x80 <= data[start] < 0xC0:
+            start += 1
     for end in range(len(data), max(start, len(data) - 4), -1):
         try:
-            return data[start:end].decode("utf-8")
+            return data[start:end].decode("utf-8"), end
         except UnicodeDecodeError:
             continue
-    return "" if start >= len(data) else None
+    return ("", len(data)) if start >= len(data) else None
 
 
 class CheckpointAgent:
@@ -314,10 +316,14 @@ def _read_result(
     }
     where = f"bytes {part.offset}-{part.end} of {part.size}"
     more = "" if part.complete else f"\n[more: call again with offset={part.end}]"
-    decoded = None if part.binary or as_base64 else _decode(part.data)
+    decoded = None if part.binary or as_base64 else _decode(part.data, part.offset == 0)
     if decoded is not None:
-        document["encoding"], document["content"] = "utf-8", decoded
-        return document, f"{where}\n{decoded}{more}"
+        text, covered = decoded
+        if covered < len(part.data):  # the next window starts at the character cut here
+            document["next_offset"] = part.offset + covered
+            more = f"\n[more: call again with offset={part.offset + covered}]"
+        document["encoding"], document["content"] = "utf-8", text
+        return document, f"{where}\n{text}{more}"
     if part.binary and not as_base64:
         document["note"] = (
             f"binary file of {part.size} bytes (a NUL byte in its first 8 KiB): its content is "
