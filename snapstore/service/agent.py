@@ -236,6 +236,8 @@ class CheckpointAgent:
             summary = found.to_dict()
             for file in summary["files"]:
                 del file["hunks"]
+            summary["omitted_count"] = len(found.omitted)
+            summary["omitted"] = found.omitted[:PATHS_SHOWN]
             document["patch"] = summary
         return ToolResult(document, diff_text(document, old, new))
 

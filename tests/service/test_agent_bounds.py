@@ -4,11 +4,12 @@ however many files changed."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from helpers.trees import write_tree
 
-from snapstore.service.agent import CheckpointAgent
+from snapstore.service.agent import PATHS_SHOWN, CheckpointAgent
 from snapstore.service.confine import AllowedDirectories
 from snapstore.service.context import Service
 
@@ -47,5 +48,24 @@ def test_a_file_starting_with_a_stray_continuation_byte_is_not_shown_as_text(tmp
         agent.checkpoint("s", ["latin1.txt"], "c", str(project), None)
         document = agent.read("s", "latin1.txt", "c", 0, 1 << 10, False).document
         assert document["encoding"] == "base64"
+    finally:
+        service.close()
+
+
+def test_a_diff_of_thousands_of_changed_files_stays_small(tmp_path: Path):
+    project = tmp_path / "project"
+    changed = 3000
+    write_tree(project, {f"f{i:04}.txt": "old\n" for i in range(changed)})
+    service, agent = _agent(tmp_path, project)
+    try:
+        agent.checkpoint("s", ["."], "c", str(project), None)
+        write_tree(project, {f"f{i:04}.txt": "new\n" for i in range(changed)})
+        document = agent.diff("s", "c", None, None, True, 1000).document
+        patch = document["patch"]
+        assert patch["truncated"]
+        shown = len(patch["files"])
+        assert patch["omitted"] == [f"f{i:04}.txt" for i in range(shown, shown + PATHS_SHOWN)]
+        assert patch["omitted_count"] + len(patch["files"]) == changed
+        assert len(json.dumps(document)) < 20_000
     finally:
         service.close()
