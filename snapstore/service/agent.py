@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from snapstore.errors import NotAStateSnapshotError, SnapshotNotFound
 from snapstore.service import shapes
 from snapstore.service.confine import AllowedDirectories
 from snapstore.service.context import Service
@@ -150,6 +151,20 @@ class CheckpointAgent:
         self.allowed.check(info.base_dir, f"the base directory of checkpoint {info.name!r}")
         return info
 
+    def _check_replaceable(self, session: str, name: str) -> None:
+        """Refuse to replace checkpoint ``name`` if it is one of a directory outside the
+        allowed ones: the agent may not destroy what it may not read or restore."""
+        if not self.service.store_exists():
+            return
+        try:
+            info = self._store().repo.files_header(session, name)
+        except (SnapshotNotFound, NotAStateSnapshotError):
+            return  # nothing to replace, or a state value: the library decides
+        if info.name == name:
+            self.allowed.check(
+                info.base_dir, f"the base directory of checkpoint {name!r}, which it would replace"
+            )
+
     def checkpoint(
         self,
         session: str,
@@ -162,6 +177,8 @@ class CheckpointAgent:
         base = self.allowed.check(base_dir or os.getcwd(), "base_dir")
         self.allowed.check_all(paths, "path", base)
         absent = absent_paths(base, paths)
+        if name is not None:
+            self._check_replaceable(session, name)
         store = self.service.store(create=True)
         info = store.create(
             session, name, paths, base_dir=base, gitignore=gitignore, progress=progress

@@ -7,10 +7,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from helpers.trees import write_tree
 
 from snapstore.service.agent import PATHS_SHOWN, CheckpointAgent
-from snapstore.service.confine import AllowedDirectories
+from snapstore.service.confine import AllowedDirectories, PathNotAllowedError
 from snapstore.service.context import Service
 
 
@@ -67,5 +68,23 @@ def test_a_diff_of_thousands_of_changed_files_stays_small(tmp_path: Path):
         assert patch["omitted"] == [f"f{i:04}.txt" for i in range(shown, shown + PATHS_SHOWN)]
         assert patch["omitted_count"] + len(patch["files"]) == changed
         assert len(json.dumps(document)) < 20_000
+    finally:
+        service.close()
+
+
+def test_a_checkpoint_of_another_directory_cannot_be_replaced(tmp_path: Path):
+    project, outside = tmp_path / "project", tmp_path / "project-old"
+    write_tree(project, {"a.txt": "a\n"})
+    write_tree(outside, {"secret.txt": "secret\n"})
+    service, agent = _agent(tmp_path, project)
+    try:
+        service.store(create=True).create("other", "theirs", ["secret.txt"], base_dir=outside)
+        with pytest.raises(PathNotAllowedError):
+            agent.checkpoint("other", ["a.txt"], "theirs", str(project), None)
+        kept = service.store().get("other", "theirs").info
+        assert kept.base_dir == str(outside)
+        assert service.store().read("other", "theirs", "secret.txt") == b"secret\n"
+        agent.checkpoint("other", ["a.txt"], "mine", str(project), None)
+        agent.checkpoint("other", ["a.txt"], "mine", str(project), None)  # its own: replaced
     finally:
         service.close()
