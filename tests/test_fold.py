@@ -222,3 +222,21 @@ def test_one_shot_command_line_creates_fold_before_the_process_ends(tmp_path: Pa
         assert done.returncode == 0, done.stderr
         assert "fold" not in done.stderr, done.stderr
     assert pack_count(tmp_path / "store") < 3
+
+
+def test_a_process_skips_its_fold_while_another_process_folds(tmp_path: Path) -> None:
+    """One process of a store folds at a time: while another holds the ``fold`` lock, a
+    process that reaches the threshold skips its run instead of copying the same packs."""
+    root = tmp_path / "store"
+    with SnapStore(root, fold_threshold=4) as store:
+        holder = store.repo.backend.lock("fold")
+        with holder.exclusive_if_free() as held:
+            assert held
+            for number in range(4):
+                checkpoint(store, tmp_path / "p", "s", number)
+            store.autofold.join()
+            assert store.autofold.steps == 0 and pack_count(root) == 4
+        checkpoint(store, tmp_path / "p", "s", 4)
+        store.autofold.join()
+        assert store.autofold.steps == 1 and pack_count(root) == 1
+    assert_all_readable(root, {"s": 5})

@@ -436,3 +436,36 @@ def test_undo_through_serve_after_another_process_s_restore_was_killed(tmp_path:
         undone = server.call("undo", {"session": "s"})
         assert undone["written"] == ["a.txt"]
         assert tree_of(base) == edited
+
+
+@pytest.mark.parametrize("where", ["target", "parent"])
+def test_a_target_that_leads_elsewhere_after_the_kill_is_never_written_through(
+    tmp_path: Path, where: str
+) -> None:
+    """After the kill, the target (or a directory above it) is moved away and a symlink to
+    another directory put in its place: recovery writes nothing through it and keeps the
+    journal and the undo backup; once the path leads to the directory again, the killed
+    restore is rolled back as usual."""
+    parent = tmp_path / "work"
+    base, root = parent / "p", tmp_path / "store"
+    write_tree(base, {"notes/a.txt": "a\n", "z.txt": "z\n"})
+    SnapStore(root).create("s", "cp", ["."], base_dir=base)
+    write_tree(base, {"notes/a.txt": "edit\n", "notes/x.txt": "x"})
+    before = tree_of(base)
+    in_killed_child(lambda: SnapStore(root, fs=AtName("x.txt")).restore("s", "cp"))
+    moved = parent if where == "parent" else base
+    aside = moved.with_name(moved.name + "-aside")
+    moved.rename(aside)
+    elsewhere = tmp_path / "elsewhere"
+    write_tree(elsewhere / "p" if where == "parent" else elsewhere, {"mine.txt": "mine\n"})
+    outside_before = tree_of(elsewhere)
+    moved.symlink_to(elsewhere)
+    with pytest.warns(UserWarning, match="now leads to"):
+        reopened = SnapStore(root)
+    assert tree_of(elsewhere) == outside_before
+    assert reopened.journals.pending()
+    moved.unlink()
+    aside.rename(moved)
+    reopened = open_quietly(root)
+    assert tree_of(base) == before
+    assert not reopened.journals.pending()

@@ -80,6 +80,7 @@ class Recovery:
             return
         if journal is None:
             return
+        _refuse_a_moved_target(journal, key)
         try:
             with repo.blobs_in_use(), gc_paused():
                 self._recover(journal, key)
@@ -307,6 +308,23 @@ class Recovery:
             if target_key(real) == key:
                 return locks.restoring_if_free(real)
         return locks.lock_of_key(key).exclusive_if_free()
+
+
+def _refuse_a_moved_target(journal: Journal, key: str) -> None:
+    """RestoreError unless the journal's target still leads to the directory its restore
+    wrote into (the journal is named for that directory's real path): after a kill, someone
+    may have put a symlink at the target or at a directory above it, and a rollback through
+    it would write, and remove, outside the directory. The journal and its backup are kept
+    until the path leads there again."""
+    real = os.path.realpath(journal.target)
+    if target_key(real) != key:
+        raise RestoreError(
+            f"a restore of {journal.restoring!r} (session {journal.session!r}) into "
+            f"{journal.target} was interrupted, and that path now leads to {real}, not to "
+            "the directory the restore wrote into: nothing is written there; its journal and "
+            "undo backup are kept until the path leads to that directory again",
+            rolled_back=False,
+        )
 
 
 def _still_as_before(entry: FileEntry | None, target: str) -> bool:
