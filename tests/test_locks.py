@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import os
+import stat
 import threading
 import time
 from pathlib import Path
 
 import pytest
 
+import snapstore.repo.locks
 from snapstore import LockTimeout, SnapStore
 from snapstore.repo.locks import FileLock, is_untrusted_lock_filesystem
 
@@ -93,3 +97,53 @@ def test_network_filesystems_are_flagged() -> None:
     assert is_untrusted_lock_filesystem("fuse.sshfs")
     assert not is_untrusted_lock_filesystem("ext4")
     assert not is_untrusted_lock_filesystem(None)
+
+
+class _FailingFlock:
+    """``fcntl`` as snapstore.repo.locks uses it, except that locking a regular file (a lock
+    file, not a guard directory) fails with ``errno``."""
+
+    def __init__(self, errno_value: int) -> None:
+        self.errno_value = errno_value
+        self.calls = 0
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(fcntl, name)
+
+    def flock(self, fd: int, operation: int) -> None:
+        if stat.S_ISREG(os.fstat(fd).st_mode) and not operation & fcntl.LOCK_UN:
+            self.calls += 1
+            raise OSError(self.errno_value, os.strerror(self.errno_value))
+        fcntl.flock(fd, operation)
+
+
+@pytest.mark.parametrize("errno_value", [errno.ENOLCK, errno.EBADF, errno.EOPNOTSUPP, errno.EIO])
+def test_a_lock_that_cannot_be_taken_at_all_raises_at_once_naming_its_file(
+    errno_value: int, root: Path, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not a LockTimeout after waiting for a holder there is not: the error, with the path,
+    on the first try."""
+    store = SnapStore(root, lock_timeout=2)
+    failing = _FailingFlock(errno_value)
+    monkeypatch.setattr(snapstore.repo.locks, "fcntl", failing)
+    with pytest.raises(OSError) as caught:
+        store.create("s", "n", ["README.md"], base_dir=project)
+    assert not isinstance(caught.value, LockTimeout)
+    assert caught.value.errno == errno_value
+    assert caught.value.filename is not None
+    assert os.path.dirname(caught.value.filename).startswith(str(root / "locks"))
+    assert failing.calls == 1
+    monkeypatch.undo()
+    assert store.list() == []
+
+
+@pytest.mark.parametrize("errno_value", [errno.EWOULDBLOCK, errno.EACCES])
+def test_a_lock_reported_busy_is_waited_for_then_times_out(
+    errno_value: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    failing = _FailingFlock(errno_value)
+    monkeypatch.setattr(snapstore.repo.locks, "fcntl", failing)
+    lock = FileLock(str(tmp_path / "l"), "gc", timeout=0.2)
+    with pytest.raises(LockTimeout, match="gc"), lock.exclusive():
+        pass
+    assert failing.calls > 1

@@ -43,6 +43,9 @@ _POLL_START = 0.001
 _POLL_MAX = 0.05
 _GUARD_UNSUPPORTED = {errno.EBADF, errno.EINVAL, errno.ENOLCK, errno.EOPNOTSUPP}
 _READ_ONLY_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.EROFS})
+_HELD_ERRNOS = frozenset({errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES})
+"""What a non-blocking lock reports when another holder has it (EACCES where a system's
+flock is built on fcntl record locks)."""
 
 
 class _Handle:
@@ -75,11 +78,13 @@ def _same_file(fd: int, path: str) -> bool:
     return file_id(named) == file_id(os.fstat(fd))
 
 
-def _lock_file(file: IO[bytes], exclusive: bool) -> bool:
-    """flock ``file`` without blocking; False if another holder has it, or if the lock cannot
-    be taken at all (the caller polls until its timeout, as for a held lock). portalocker,
-    whose import alone costs a command-line run 15-20 ms, is used only where there is no
-    ``fcntl`` (it locks with the same ``flock`` elsewhere)."""
+def _lock_file(file: IO[bytes], exclusive: bool, path: str) -> bool:
+    """flock ``file`` (the lock file at ``path``) without blocking; False if another holder
+    has it. Any other failure (no locks on this filesystem, no lock records left, a bad
+    descriptor) raises at once as an OSError naming ``path``: waiting would only end in a
+    LockTimeout blaming a holder there is not. portalocker, whose import alone costs a
+    command-line run 15-20 ms, is used only where there is no ``fcntl`` (it locks with the
+    same ``flock`` elsewhere)."""
     if fcntl is None:  # pragma: no cover - Windows
         import portalocker
 
@@ -92,8 +97,12 @@ def _lock_file(file: IO[bytes], exclusive: bool) -> bool:
     mode = (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB
     try:
         fcntl.flock(file.fileno(), mode)
-    except OSError:
-        return False
+    except OSError as error:
+        if error.errno in _HELD_ERRNOS:
+            return False
+        raise OSError(
+            error.errno, f"cannot lock the lock file ({error.strerror or error})", path
+        ) from error
     return True
 
 
@@ -193,7 +202,7 @@ class FileLock:
                         self.path,
                     )
                     return _Handle(None, guard_fd)
-                if not _lock_file(file, exclusive):
+                if not _lock_file(file, exclusive, self.path):
                     file.close()
                     if guard_fd is not None:
                         os.close(guard_fd)

@@ -51,7 +51,7 @@ class Repository:
         self.blobs = Blobs(backend)
         self.trees = Trees(self.blobs)
         self.catalog = Catalog(backend)
-        self.sessions = Sessions(backend, self.catalog)
+        self.sessions = Sessions(backend, self.catalog, self.require_current_format)
         self.gc_lock = backend.lock("gc")
         self.gc_intent = backend.lock("gc-intent")
         self.target_locks = TargetLocks(backend)

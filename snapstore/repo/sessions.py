@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from operator import attrgetter
 
 from snapstore.errors import ConcurrentWriteError
@@ -71,6 +71,7 @@ class SessionChange:
 
     def _start(self) -> None:
         if not self._changed:
+            self._sessions.before_change()
             self._sessions.heads.forget(self.session_dir)
             self._changed = True
         self._in_doubt = True
@@ -114,11 +115,19 @@ class SessionChange:
 
 
 class Sessions:
-    """The sessions of one store: their locks and heads."""
+    """The sessions of one store: their locks and heads.
 
-    def __init__(self, backend: Backend, catalog: Catalog) -> None:
+    ``before_change`` runs before the first write of every change (a commit, a removal, a
+    rewrite, and the removal of the head that precedes them): the repository marks an older
+    store as the current format there, so no change of a session reaches a store an older
+    version still accepts. A change that only looks (a dry run) never calls it."""
+
+    def __init__(
+        self, backend: Backend, catalog: Catalog, before_change: Callable[[], None]
+    ) -> None:
         self.backend = backend
         self.catalog = catalog
+        self.before_change = before_change
         self.heads = HeadStore(backend)
 
     def lock(self, session: str) -> Lock:
