@@ -18,7 +18,7 @@ from snapstore.errors import SnapshotNotFound
 from snapstore.format.paths import check_relative_path
 from snapstore.fs.reading import open_regular, read_all
 from snapstore.models import DiffReport, FileEntry, PathVersion, SnapshotInfo
-from snapstore.patch import FilePatch, Patch, PatchBuilder, file_patch
+from snapstore.patch import Patch, PatchBuilder, file_patch
 from snapstore.repo.contents import read_content
 from snapstore.repo.loose import BlobSource
 from snapstore.repo.repository import Repository
@@ -191,36 +191,50 @@ def target_content(target: str, path: str, max_file_bytes: int) -> Content:
         os.close(fd)
 
 
-def file_patches(
+LOOK_ONLY = -1
+"""A ``max_file_bytes`` under which every file is too large: a content reader given it says
+whether there is a file (its size) without reading it."""
+
+Reader = Callable[[str, int], Content]
+"""One side of a patch: the content of a path, read up to a number of bytes."""
+
+
+def build_patch(
     report: DiffReport,
-    old: Callable[[str], Content],
-    new: Callable[[str], Content],
+    old: Reader,
+    new: Reader,
     *,
     paths: Sequence[str] | None,
     context: int,
-) -> Iterator[FilePatch]:
+    max_bytes: int | None,
+    max_file_bytes: int,
+) -> Patch:
     """The patch of each changed path of ``report`` (in path order, only those within
-    ``paths``) from its ``old`` to its ``new`` content; directories have none."""
-    changed = sorted({*report.added, *report.modified, *report.removed})
-    for path in changed:
+    ``paths``; directories have none) from its ``old`` to its ``new`` content, within
+    ``max_bytes`` of text (``patch.PatchBuilder``). Once the bound is reached the later files
+    are only named as omitted: looked at, never read."""
+    builder = PatchBuilder(max_bytes)
+    for path in sorted({*report.added, *report.modified, *report.removed}):
         if not _within(path, paths):
             continue
-        before, after = old(path), new(path)
+        if builder.full:
+            if old(path, LOOK_ONLY) is not None or new(path, LOOK_ONLY) is not None:
+                builder.patch.omitted.append(path)
+            continue
+        before, after = old(path, max_file_bytes), new(path, max_file_bytes)
         if before is None and after is None:
             continue
-        yield file_patch(
-            path,
-            before if isinstance(before, bytes) else None,
-            after if isinstance(after, bytes) else None,
-            context=context,
-            old_size=before if isinstance(before, int) else None,
-            new_size=after if isinstance(after, int) else None,
+        builder.add(
+            file_patch(
+                path,
+                before if isinstance(before, bytes) else None,
+                after if isinstance(after, bytes) else None,
+                context=context,
+                old_size=before if isinstance(before, int) else None,
+                new_size=after if isinstance(after, int) else None,
+            )
         )
-
-
-def build_patch(files: Iterable[FilePatch], max_bytes: int | None) -> Patch:
-    """The patch of ``files`` within ``max_bytes`` of text (``patch.PatchBuilder``)."""
-    return PatchBuilder(max_bytes).add_all(files)
+    return builder.patch
 
 
 def snapshot_patch(
@@ -252,14 +266,20 @@ def snapshot_patch(
             new = {e.path: e for e in repo.trees.entries(repo.files_manifest(session, other))}
             report = diff_entries(old.values(), new.values())
 
-        def before(path: str) -> Content:
-            return entry_content(repo.blobs, old.get(path), max_file_bytes)
+        def before(path: str, limit: int) -> Content:
+            return entry_content(repo.blobs, old.get(path), limit)
 
-        def after(path: str) -> Content:
+        def after(path: str, limit: int) -> Content:
             if other is not None:
-                return entry_content(repo.blobs, new.get(path), max_file_bytes)
-            return target_content(target_dir, path, max_file_bytes)
+                return entry_content(repo.blobs, new.get(path), limit)
+            return target_content(target_dir, path, limit)
 
         return build_patch(
-            file_patches(report, before, after, paths=paths, context=context), max_bytes
+            report,
+            before,
+            after,
+            paths=paths,
+            context=context,
+            max_bytes=max_bytes,
+            max_file_bytes=max_file_bytes,
         )

@@ -255,8 +255,15 @@ def file_patch(
     return patch
 
 
+def _text_bytes(lines: Iterable[str]) -> int:
+    """How many bytes ``lines`` take in the patch text, each with its newline, as UTF-8 (a
+    character outside ASCII takes up to 4 bytes; a lone surrogate from an undecodable file
+    name is counted as the 3 bytes it takes, never refused)."""
+    return sum(len(line.encode("utf-8", "surrogatepass")) + 1 for line in lines)
+
+
 class PatchBuilder:
-    """Gathers file patches in order, keeping the text within ``max_bytes`` (None: no
+    """Gathers file patches in order, keeping the text within ``max_bytes`` of UTF-8 (None: no
     bound). A file whose hunks do not all fit keeps those that do and is marked
     ``truncated``; once the bound is reached, later files are only named in ``omitted``."""
 
@@ -275,14 +282,14 @@ class PatchBuilder:
             self.patch.omitted.append(file.path)
             return
         limit = self.patch.max_bytes
-        head = sum(len(line) + 1 for line in file.header_lines())
+        head = _text_bytes(file.header_lines())
         if limit is not None and self.used + head > limit:
             self._stop(file)
             return
         self.used += head
         kept: list[Hunk] = []
         for hunk in file.hunks:
-            size = sum(len(line) + 1 for line in (hunk.header, *hunk.lines))
+            size = _text_bytes((hunk.header, *hunk.lines))
             if limit is not None and self.used + size > limit:
                 file.truncated = True
                 self.patch.truncated = True

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 from helpers.trees import write_tree
 
-from snapstore import SnapStore
+from snapstore import SnapStore, compare
 from snapstore.errors import InvalidValueError
-from snapstore.patch import Hunk, file_patch, is_binary
+from snapstore.models import FileEntry
+from snapstore.patch import Hunk, PatchBuilder, file_patch, is_binary
 
 LINES = "".join(f"line {number}\n" for number in range(1, 21))
 
@@ -173,3 +174,44 @@ def test_a_large_file_of_repeated_lines_gets_a_patch_that_applies() -> None:
     new = [f"line {number % 51}" for number in range(6000)]
     found = file_patch("f.txt", "\n".join(old).encode() + b"\n", "\n".join(new).encode() + b"\n")
     assert found.hunks and _applied(old, found.hunks) == new
+
+
+def test_the_bound_counts_utf8_bytes_not_characters() -> None:
+    wide = "\N{GRINNING FACE}" * 70
+    builder = PatchBuilder(300)
+    patch = builder.add_all([file_patch("f.txt", b"", (wide + "\n").encode())])
+    assert len(patch.text.removesuffix(patch.truncation_marker() + "\n").encode()) <= 300
+    assert patch.truncated and patch.files[0].truncated and not patch.files[0].hunks
+    fits = PatchBuilder(400).add_all([file_patch("f.txt", b"", (wide + "\n").encode())])
+    assert not fits.truncated and len(fits.text.encode()) <= 400
+    assert builder.used <= 300
+
+
+def test_a_full_patch_reads_no_more_files(
+    store: SnapStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    project = tmp_path / "big"
+    write_tree(project, {f"f{index:03}.txt": LINES for index in range(40)})
+    store.create("s", "one", ["."], base_dir=project)
+    for index in range(40):
+        (project / f"f{index:03}.txt").write_text(LINES.replace("line", "LINE"))
+    store.create("s", "two", ["."], base_dir=project)
+    reads: list[str] = []
+    real_content, real_open = compare.read_content, compare.open_regular
+
+    def counted_content(blobs: object, entry: FileEntry) -> bytes:
+        reads.append(entry.path)
+        return real_content(blobs, entry)  # type: ignore[arg-type]
+
+    def counted_open(name: str, **kwargs: object) -> int:
+        reads.append(name)
+        return real_open(name, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(compare, "read_content", counted_content)
+    monkeypatch.setattr(compare, "open_regular", counted_open)
+    for other in (None, "two"):
+        reads.clear()
+        patch = store.patch("s", "one", other, max_bytes=600)
+        assert patch.truncated and len(patch.files) + len(patch.omitted) == 40
+        assert len(patch.omitted) > 30
+        assert len(reads) <= 2 * (len(patch.files) + 1), reads
