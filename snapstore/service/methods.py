@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import snapstore
 from snapstore.patch import DEFAULT_CONTEXT, DEFAULT_MAX_BYTES
-from snapstore.service import shapes
+from snapstore.service import removal, shapes
 from snapstore.service.confine import os_path_text
 from snapstore.service.context import Service
 from snapstore.service.params import (
@@ -107,6 +107,8 @@ def _create(service: Service, args: dict[str, Any], progress: Progress | None) -
         service.allowed.check_all(args["paths"], "path", base)
     absent = absent_paths(base, args["paths"])
     store = service.store(create=True)
+    if service.allowed is not None and args["name"] is not None and args["if_exists"] == "replace":
+        removal.check_replace(store, service.allowed, args["session"], args["name"])
     if watch:
         info, status = service.watches.create(store, args, progress)
         return {**shapes.snapshot_document(info), "absent": absent, "watch": status}
@@ -223,18 +225,28 @@ def _undo(service: Service, args: dict[str, Any], progress: Progress | None) -> 
 
 
 def _delete(service: Service, args: dict[str, Any], _: Progress | None) -> Any:
-    deleted = service.store().delete(args["session"], args["name"])
+    store = service.store()
+    if service.allowed is not None:
+        removal.check_delete(store, service.allowed, args["session"], args["name"])
+    deleted = store.delete(args["session"], args["name"])
     return shapes.deleted_document(args["session"], args["name"], deleted)
 
 
 def _delete_session(service: Service, args: dict[str, Any], _: Progress | None) -> Any:
-    deleted = service.store().delete_session(args["session"])
+    store = service.store()
+    if service.allowed is not None:
+        removal.check_delete_session(store, service.allowed, args["session"])
+    deleted = store.delete_session(args["session"])
     return shapes.session_deleted_document(args["session"], deleted)
 
 
 def _sweep(service: Service, args: dict[str, Any], _: Progress | None) -> Any:
     allow_emptying = args.pop("yes")
-    report = service.store().sweep(**args, allow_emptying=allow_emptying)
+    store, args = service.store(), {**args, "allow_emptying": allow_emptying}
+    if service.allowed is not None:
+        report = removal.confined_sweep(store, service.allowed, args)
+    else:
+        report = store.sweep(**args)
     return shapes.sweep_document(report, args["dry_run"])
 
 
