@@ -8,6 +8,7 @@ import click
 
 from snapstore.cli.completion import complete_session
 from snapstore.cli.context import Settings, pass_settings
+from snapstore.cli.maintenance import SessionNotFound
 from snapstore.cli.output import count, human_age, human_size, print_note, render_table
 from snapstore.cli.params import DURATION
 
@@ -31,9 +32,12 @@ def stats(
 
     Per session: checkpoints, their logical size, the stored size of what they reference,
     the bytes only that session holds, and what a sweep (with --ttl/--keep-last) and the next
-    gc would free. Store-wide: format, packs, blobs, stored and on-disk bytes.
+    gc would free. Store-wide: format, packs, blobs, stored and on-disk bytes. A SESSION
+    with no snapshots fails (exit code 14).
     """
     report = settings.store().stats(session, ttl=ttl, keep_last=keep_last)
+    if session is not None and not report.sessions:
+        raise SessionNotFound(session)
     rows = [
         [
             item.session,

@@ -103,6 +103,10 @@ def test_stats_counts_what_each_session_holds_and_what_a_sweep_frees(
     assert report["sweep_deletes"] == 2
     only = cli.json("stats", "s")
     assert [item["session"] for item in only["sessions"]] == ["s"]
+    assert cli.json("stats", "etl")["sessions"][0]["states"] == 1
+    missing = cli.run("stats", "nosuch")
+    assert missing.code == 14, missing.stderr
+    assert "no snapshots in session 'nosuch'" in missing.stderr and "SESSION" not in missing.stdout
     text = cli.ok("stats").stdout
     assert f"store: format {FORMAT_MAJOR}" in text and "SESSION" in text
     before = sorted(info.name for info in cli.store().list())
