@@ -149,8 +149,7 @@ class Guard:
     async def _exchange(self, scope: Scope, send: Send, rest: list[tuple[str, str]]) -> None:
         """The token in the URL becomes a cookie; redirect to the same page without it."""
         raw_path = scope.get("raw_path") or quote(scope.get("path", "/")).encode("latin-1")
-        path = "/" + raw_path.decode("latin-1").lstrip("/")  # never "//host": another site
-        location = path + (f"?{urlencode(rest)}" if rest else "")
+        location = local_path(raw_path.decode("latin-1")) + (f"?{urlencode(rest)}" if rest else "")
         cookie = (
             f"{self.secrets.cookie_name}={self.secrets.token}; Path=/; HttpOnly; SameSite=Strict"
         )
@@ -167,6 +166,18 @@ class Guard:
             }
         )
         await send({"type": "http.response.body", "body": b""})
+
+
+_PATH_SAFE = "/%:@!$&'()*+,;=-._~"
+"""What a path keeps as is in a redirect; anything else (``\\``, spaces, control characters)
+is percent-encoded."""
+
+
+def local_path(path: str) -> str:
+    """``path`` as a redirect that stays on this server: one leading ``/``, never a run of
+    ``/`` and ``\\`` (browsers read ``//host`` and ``/\\host`` alike as another site), and no
+    backslash, tab or newline left for a browser to reinterpret."""
+    return "/" + quote(path.lstrip("/\\\t\n\r "), safe=_PATH_SAFE, encoding="latin-1")
 
 
 def _with_headers(send: Send) -> Send:

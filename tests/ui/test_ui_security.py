@@ -129,3 +129,47 @@ def test_read_only_serves_no_actions(two_steps: SnapStore, project: Path) -> Non
         page = client.get(url).text
         assert ">Restore<" not in page and ">Delete<" not in page and "read-only" in page
     assert [info.name for info in two_steps.list("agent")] == ["step-1", "step-2"]
+
+
+def _exchange_location(client: Any, raw_path: bytes) -> str:
+    """Where the Guard redirects a request for ``raw_path`` (sent as is, as a hostile client
+    would) that offers the token."""
+    import asyncio
+
+    from snapstore.ui.security import Guard
+
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b""}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http",
+        "method": "GET",
+        "path": raw_path.decode("latin-1"),
+        "raw_path": raw_path,
+        "query_string": f"token={client.secrets.token}".encode(),
+        "headers": [(b"host", f"127.0.0.1:{client.secrets.port}".encode())],
+    }
+    asyncio.run(Guard(client.app, client.secrets)(scope, receive, send))
+    assert sent[0]["status"] == 303
+    return dict(sent[0]["headers"])[b"location"].decode("latin-1")
+
+
+def test_the_redirect_never_leaves_the_server_by_backslash(client: Any) -> None:
+    for raw in (
+        b"/\\evil.example",
+        b"\\\\evil.example",
+        b"/\\/evil.example",
+        b"//\\evil.example",
+        b"/\t/evil.example",
+        b"/ /evil.example",
+    ):
+        location = _exchange_location(client, raw)
+        assert location.startswith("/") and location[1:2] not in ("/", "\\"), (raw, location)
+        assert "\\" not in location and "\t" not in location and " " not in location, location
+    assert _exchange_location(client, b"/session") == "/session"
+    assert _exchange_location(client, b"/a%5Cb/c") == "/a%5Cb/c"
