@@ -17,10 +17,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from snapstore.errors import NotAStateSnapshotError, SnapshotNotFound
 from snapstore.service import shapes
 from snapstore.service.confine import AllowedDirectories
 from snapstore.service.context import Service
+from snapstore.service.removal import check_replace
 
 if TYPE_CHECKING:
     from snapstore import SnapStore
@@ -154,16 +154,8 @@ class CheckpointAgent:
     def _check_replaceable(self, session: str, name: str) -> None:
         """Refuse to replace checkpoint ``name`` if it is one of a directory outside the
         allowed ones: the agent may not destroy what it may not read or restore."""
-        if not self.service.store_exists():
-            return
-        try:
-            info = self._store().repo.files_header(session, name)
-        except (SnapshotNotFound, NotAStateSnapshotError):
-            return  # nothing to replace, or a state value: the library decides
-        if info.name == name:
-            self.allowed.check(
-                info.base_dir, f"the base directory of checkpoint {name!r}, which it would replace"
-            )
+        if self.service.store_exists():
+            check_replace(self._store(), self.allowed, session, name)
 
     def checkpoint(
         self,

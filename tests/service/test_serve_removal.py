@@ -36,9 +36,13 @@ def test_checkpoints_outside_the_allowed_directories_are_kept(tmp_path: Path) ->
             {"session": "ours", "name": "mine", "paths": ["a.txt"], "base_dir": str(project)},
         )
         server.call("put_state", {"session": "theirs", "name": "cursor", "value": 1})
+        (outside / "s.txt").write_text("changed\n")
+        server.call("restore", {"session": "theirs", "name": "old"})  # keeps an undo backup
     with Server(store, tmp_path, serve_args=("--allow", str(project))) as server:
         _refused(server, "delete", {"session": "theirs", "name": "old"})
         _refused(server, "delete_session", {"session": "mixed"})
+        backup = server.call("backups", {"session": "theirs"})["backups"][0]["name"]
+        _refused(server, "delete", {"session": "theirs", "name": backup})
         _refused(server, "sweep", {"keep_last": 0})
         _refused(server, "sweep", {"keep_last": 0, "dry_run": True})
         _refused(
@@ -53,14 +57,11 @@ def test_checkpoints_outside_the_allowed_directories_are_kept(tmp_path: Path) ->
         assert server.call("delete", {"session": "theirs", "name": "gone"})["deleted"] is False
         assert server.call("delete_session", {"session": "ours"})["deleted"] == 1
         assert server.call("sweep", {"ttl": 3600})["deleted"] == []
-        server.call(
-            "create",
-            {"session": "new", "name": "n", "paths": ["a.txt"], "base_dir": str(project)},
-        )
-        server.call(
-            "create",
-            {"session": "new", "name": "n", "paths": ["a.txt"], "base_dir": str(project)},
-        )
+        for _ in range(2):  # the second replaces a checkpoint of an allowed directory
+            server.call(
+                "create",
+                {"session": "new", "name": "n", "paths": ["a.txt"], "base_dir": str(project)},
+            )
     with Server(store, tmp_path) as server:
         left = {(row["session"], row["name"]) for row in server.call("list")["snapshots"]}
         assert left == {("mixed", "old"), ("theirs", "old"), ("new", "n")}
