@@ -69,7 +69,9 @@ class SnapStore:
     the background (None: ``SNAPSTORE_FOLD_THRESHOLD`` or 32; 0: never; see
     docs/performance.md). Opening a store finishes or rolls back any restore that was killed
     part-way (see ``restore``). Use it as a context manager, or call ``close``, to release
-    open files (and wait for a fold step in progress).
+    open files at once (and wait for a fold step in progress); a store dropped without
+    either releases them when it is collected, once no thread uses it and its fold step
+    has finished.
     """
 
     def __init__(

@@ -15,6 +15,7 @@ import os
 import stat
 import threading
 import time
+import weakref
 from collections import OrderedDict
 from collections.abc import Hashable, Iterator
 
@@ -127,6 +128,9 @@ class LocalBackend:
         self._local = threading.local()
         self._fds: OrderedDict[str, int] = OrderedDict()
         self._fds_lock = threading.Lock()
+        # On the descriptors, not on self: a backend dropped without ``close`` (its store
+        # dropped) closes its packs when collected, and no cycle through self keeps it alive.
+        weakref.finalize(self, _close_all, self._fds, self._fds_lock)
         self._kind_dirs = {kind: os.path.join(self.root, name) for kind, name in _DIRS.items()}
         self._settled: dict[str, int] = {}
         """Session directories whose own entry this process made durable, by inode."""
@@ -420,10 +424,16 @@ class LocalBackend:
         return time.time_ns()
 
     def close(self) -> None:
-        with self._fds_lock:
-            while self._fds:
-                with contextlib.suppress(OSError):
-                    os.close(self._fds.popitem()[1])
+        _close_all(self._fds, self._fds_lock)
+
+
+def _close_all(fds: OrderedDict[str, int], lock: threading.Lock) -> None:
+    """Close the pack descriptors a backend keeps open (by ``close``, or when the backend is
+    collected). Under the backend's lock: never while another thread of it reads."""
+    with lock:
+        while fds:
+            with contextlib.suppress(OSError):
+                os.close(fds.popitem()[1])
 
 
 def _listdir(directory: str) -> list[str]:
