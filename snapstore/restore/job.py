@@ -120,6 +120,25 @@ class RestoreJob:
             replace_parents=replace_parents,
         )
 
+    def apply(
+        self,
+        plan: Plan,
+        temps: RestoreTemps,
+        keep_special_bits: bool,
+        progress: Progress | None = None,
+    ) -> None:
+        """Carry out ``plan`` in its target through this job's I/O seam, with the temp names
+        ``temps`` (what a restore, its rollback and its recovery all write through)."""
+        apply_plan(
+            plan,
+            self.repo.blobs,
+            self.fs,
+            durable=self.durable,
+            temps=temps,
+            keep_special_bits=keep_special_bits,
+            progress=progress,
+        )
+
     def _planned(
         self,
         session: str,
@@ -224,15 +243,7 @@ class RestoreJob:
                     self._keep_backup(journal, key, plan)
                     report.backup = journal.backup
                 try:
-                    apply_plan(
-                        plan,
-                        repo.blobs,
-                        self.fs,
-                        durable=self.durable,
-                        temps=journal.temps,
-                        keep_special_bits=keep_special_bits,
-                        progress=progress,
-                    )
+                    self.apply(plan, journal.temps, keep_special_bits, progress)
                     self.journals.remove(key)
                 except BaseException as error:
                     after_failure(self, journal, key, existed, error)
@@ -332,15 +343,7 @@ class RestoreJob:
             if not plan.changes:
                 return report
             try:
-                apply_plan(
-                    plan,
-                    self.repo.blobs,
-                    self.fs,
-                    durable=self.durable,
-                    temps=RestoreTemps(new_token()),
-                    keep_special_bits=keep_special_bits,
-                    progress=progress,
-                )
+                self.apply(plan, RestoreTemps(new_token()), keep_special_bits, progress)
             except OSError as error:
                 raise RestoreError(
                     f"restore of {name!r} (session {session!r}) into {target_dir} failed: "

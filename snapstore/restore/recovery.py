@@ -30,7 +30,7 @@ from snapstore.logs import get_logger
 from snapstore.models import FileEntry
 from snapstore.repo.locks import target_key
 from snapstore.restore.actions import Action, Plan
-from snapstore.restore.apply import DirHandles, NotADirectoryPathError, apply_plan
+from snapstore.restore.apply import DirHandles, NotADirectoryPathError
 from snapstore.restore.journal import CorruptJournalError, Journal
 from snapstore.restore.plan import make_plan
 
@@ -109,15 +109,7 @@ class Recovery:
         plan = self.job.plan(saved, journal.target, None, True, replace_parents=True)
         if plan.changes and self._changed_since(journal, plan):
             self._keep_current(journal, plan, journal.backup)
-        covered = self.cover(journal, key, plan)
-        apply_plan(
-            plan,
-            repo.blobs,
-            self.job.fs,
-            durable=self.job.durable,
-            temps=covered.temps,
-            keep_special_bits=True,
-        )
+        self.apply_covered(journal, key, plan, keep_special_bits=True)
         repo.delete_backup(journal.session, journal.backup)
         logger.warning(
             "put %s back as it was before an interrupted restore of %r (session %r)",
@@ -143,15 +135,7 @@ class Recovery:
         plan = self.job.plan(manifest, journal.target, paths, journal.keep_special_bits)
         if journal.backups and any(_not_written_by_a_restore(a) for a in plan.changes):
             self._keep_current(journal, plan, journal.restoring)
-        journal = self.cover(journal, key, plan)
-        apply_plan(
-            plan,
-            repo.blobs,
-            self.job.fs,
-            durable=self.job.durable,
-            temps=journal.temps,
-            keep_special_bits=journal.keep_special_bits,
-        )
+        self.apply_covered(journal, key, plan, keep_special_bits=journal.keep_special_bits)
         logger.warning(
             "finished an interrupted restore of %r (session %r) into %s",
             journal.restoring,
@@ -230,6 +214,15 @@ class Recovery:
         )
         self.journals.write(key, covering)
         return covering
+
+    def apply_covered(
+        self, journal: Journal, key: str, plan: Plan, *, keep_special_bits: bool
+    ) -> Journal:
+        """Apply ``plan`` (a rollback or a finishing) once the journal covers it (``cover``);
+        returns the journal as it now is."""
+        covered = self.cover(journal, key, plan)
+        self.job.apply(plan, covered.temps, keep_special_bits)
+        return covered
 
     def remove_temp_files(self, journal: Journal) -> bool:
         """Remove the temp files the journal's restore may have left beside its

@@ -17,7 +17,7 @@ import os
 from typing import TYPE_CHECKING, NoReturn
 
 from snapstore.errors import RestoreError, UnsafePathError
-from snapstore.restore.apply import apply_plan, remove_tree
+from snapstore.restore.apply import remove_tree
 from snapstore.restore.journal import Journal
 
 if TYPE_CHECKING:
@@ -88,15 +88,7 @@ def _roll_back(job: RestoreJob, journal: Journal, key: str) -> Journal:
     repo = job.repo
     saved = repo.catalog.read(journal.session, journal.backup)
     plan = job.plan(saved, journal.target, None, True)
-    covered = job.recovery.cover(journal, key, plan)
-    apply_plan(
-        plan,
-        repo.blobs,
-        job.fs,
-        durable=job.durable,
-        temps=covered.temps,
-        keep_special_bits=True,
-    )
+    covered = job.recovery.apply_covered(journal, key, plan, keep_special_bits=True)
     repo.delete_backup(journal.session, journal.backup)
     return covered
 
