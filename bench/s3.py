@@ -32,7 +32,7 @@ import trees  # noqa: E402
 from helpers.s3server import S3Server  # noqa: E402
 
 from snapstore import SnapStore  # noqa: E402
-from snapstore.repo.s3 import S3Backend  # noqa: E402
+from snapstore.backend.s3.backend import S3Backend  # noqa: E402
 
 KINDS = ("PUT", "GET", "HEAD", "LIST", "DELETE", "POST")
 

@@ -21,6 +21,8 @@ from datetime import datetime, timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from snapstore.backend.opening import open_backend
+from snapstore.backend.seam import Backend
 from snapstore.compare import diff_entries, diff_plan, path_history
 from snapstore.errors import InvalidValueError, PathNotInSnapshotError
 from snapstore.format.paths import check_relative_path
@@ -41,8 +43,6 @@ from snapstore.models import (
     VerifyReport,
 )
 from snapstore.patch import DEFAULT_CONTEXT, DEFAULT_MAX_BYTES, DEFAULT_MAX_FILE_BYTES, Patch
-from snapstore.repo.backend import Backend
-from snapstore.repo.opening import open_backend
 from snapstore.repo.repository import Repository
 from snapstore.restore.journal import JournalDir
 

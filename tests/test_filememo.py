@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from snapstore.repo.backend import Handle, Kind
+from snapstore.backend.local import LocalBackend
+from snapstore.backend.seam import Handle, Kind
 from snapstore.repo.filememo import FileMemo
-from snapstore.repo.local import LocalBackend
 
 
 def _object(tmp_path: Path, name: str) -> tuple[LocalBackend, Handle, Path]:

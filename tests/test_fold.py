@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from snapstore import SnapStore
+from snapstore.backend.memory import MemoryBackend
 from snapstore.errors import InvalidValueError
 from snapstore.maintenance.fold import drop_sources, write_merged
 from snapstore.maintenance.foldpolicy import FOLD_ENV, FoldPolicy
-from snapstore.repo.memory import MemoryBackend
 
 
 def pack_count(root: Path) -> int:

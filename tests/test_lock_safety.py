@@ -10,7 +10,7 @@ from typing import IO
 import pytest
 
 from snapstore import LockTimeout, SnapStore
-from snapstore.repo.locks import FileLock
+from snapstore.backend.filelock import FileLock
 
 
 def _holding_blobs(store: SnapStore, held: threading.Event, release: threading.Event) -> None:

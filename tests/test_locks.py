@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-import snapstore.repo.locks
+import snapstore.backend.filelock
 from snapstore import LockTimeout, SnapStore
-from snapstore.repo.locks import FileLock, is_untrusted_lock_filesystem
+from snapstore.backend.filelock import FileLock, is_untrusted_lock_filesystem
 
 
 def test_timeout_names_the_lock(root: Path, project: Path) -> None:
@@ -100,7 +100,7 @@ def test_network_filesystems_are_flagged() -> None:
 
 
 class _FailingFlock:
-    """``fcntl`` as snapstore.repo.locks uses it, except that locking a regular file (a lock
+    """``fcntl`` as snapstore.backend.filelock uses it, except that locking a regular file (a lock
     file, not a guard directory) fails with ``errno``."""
 
     def __init__(self, errno_value: int) -> None:
@@ -125,7 +125,7 @@ def test_a_lock_that_cannot_be_taken_at_all_raises_at_once_naming_its_file(
     on the first try."""
     store = SnapStore(root, lock_timeout=2)
     failing = _FailingFlock(errno_value)
-    monkeypatch.setattr(snapstore.repo.locks, "fcntl", failing)
+    monkeypatch.setattr(snapstore.backend.filelock, "fcntl", failing)
     with pytest.raises(OSError) as caught:
         store.create("s", "n", ["README.md"], base_dir=project)
     assert not isinstance(caught.value, LockTimeout)
@@ -142,7 +142,7 @@ def test_a_lock_reported_busy_is_waited_for_then_times_out(
     errno_value: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     failing = _FailingFlock(errno_value)
-    monkeypatch.setattr(snapstore.repo.locks, "fcntl", failing)
+    monkeypatch.setattr(snapstore.backend.filelock, "fcntl", failing)
     lock = FileLock(str(tmp_path / "l"), "gc", timeout=0.2)
     with pytest.raises(LockTimeout, match="gc"), lock.exclusive():
         pass

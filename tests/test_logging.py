@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from snapstore import SnapStore
+from snapstore.backend.filelock import FileLock
 from snapstore.checkpoint import Checkpointer, CountedSource, FileCheckpointStore
-from snapstore.repo.locks import FileLock
 
 
 @pytest.mark.parametrize(
@@ -94,7 +94,7 @@ def test_catalog_logs_commits_and_removals_at_debug(
 def test_lock_logs_waiting_and_taking_after_contention(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.DEBUG, logger="snapstore.repo.locks")
+    caplog.set_level(logging.DEBUG, logger="snapstore.backend.filelock")
     lock = FileLock(str(tmp_path / "lock"), "demo", timeout=10)
     taken = threading.Event()
     release = threading.Event()
@@ -119,7 +119,7 @@ def test_lock_logs_waiting_and_taking_after_contention(
 
 
 def test_an_uncontended_lock_logs_nothing(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.DEBUG, logger="snapstore.repo.locks")
+    caplog.set_level(logging.DEBUG, logger="snapstore.backend.filelock")
     with FileLock(str(tmp_path / "lock"), "demo", timeout=1).exclusive():
         pass
     assert caplog.records == []

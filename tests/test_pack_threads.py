@@ -12,9 +12,9 @@ import blake3
 import pytest
 
 from snapstore import SnapStore
+from snapstore.backend.local import LocalBackend
 from snapstore.format.codec import CODEC_NONE, CODEC_ZSTD, compress
 from snapstore.repo import packs
-from snapstore.repo.local import LocalBackend
 from snapstore.repo.packs import BLOCK_BYTES, PackWriter, read_index
 
 

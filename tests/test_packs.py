@@ -14,13 +14,13 @@ from helpers.blobs import loosen
 from helpers.trees import read_tree, write_tree
 
 from snapstore import CorruptBlobError, RestoreError, SnapStore
+from snapstore.backend.local import LocalBackend
+from snapstore.backend.seam import Kind
 from snapstore.errors import CorruptPackError
 from snapstore.format import packfile as packs
 from snapstore.format.codec import CODEC_ZSTD
 from snapstore.format.packfile import KIND_TREE, MAX_BLOCK_RAW, decode_index, encode_index
-from snapstore.repo.backend import Kind
 from snapstore.repo.batch import PACKED_MAX_BYTES, BlobBatch
-from snapstore.repo.local import LocalBackend
 from snapstore.repo.packs import BLOCK_BYTES, PackWriter, read_index
 
 

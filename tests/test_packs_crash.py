@@ -22,8 +22,8 @@ from helpers.seam import CountingFileSystem
 from helpers.trees import copy_tree, remove_tree, write_tree
 
 from snapstore import SnapStore
+from snapstore.backend.local import LocalBackend
 from snapstore.fs.seam import FileSystem
-from snapstore.repo.local import LocalBackend
 from snapstore.repo.packs import PackWriter
 
 __all__ = ["scratch"]

@@ -44,7 +44,7 @@ print(json.dumps(result))
 
 HOLD_GC_SHARED = """
 import sys, time
-from snapstore.repo.locks import FileLock
+from snapstore.backend.filelock import FileLock
 with FileLock(sys.argv[1], "gc", 5).shared():
     print("holding", flush=True)
     time.sleep(60)

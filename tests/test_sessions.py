@@ -13,11 +13,11 @@ import pytest
 from helpers.seam import CountingFileSystem
 
 from snapstore import LockTimeout, SnapshotNotFound, SnapStore
+from snapstore.backend.seam import Kind
 from snapstore.format.manifest import encode
 from snapstore.format.names import dir_name
 from snapstore.format.times import ns_to_time
 from snapstore.models import SnapshotInfo
-from snapstore.repo.backend import Kind
 from snapstore.worktree import create as create_module
 
 HOUR_NS = 3600 * 10**9

@@ -396,7 +396,7 @@ def test_a_store_made_by_another_process_while_this_one_opens_is_opened(
     """Two processes open a new root at once: the one that finds no FORMAT marker, then the
     other's store (with a cache already) when it lists the root, opens that store instead of
     calling it a stranger's directory."""
-    from snapstore.repo import layout
+    from snapstore.backend import layout
 
     root = tmp_path / "root"
     real_ensure = layout.ensure_dir

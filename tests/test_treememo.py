@@ -212,8 +212,8 @@ def test_a_create_counts_on_the_packs_of_the_trees_it_reuses(
 ) -> None:
     """Reusing a remembered tree object is counting on a stored object like any other: its
     pack's name is flushed with the create (its writer may have died before flushing it)."""
-    from snapstore.repo.backend import Handle, Kind
-    from snapstore.repo.local import LocalBackend
+    from snapstore.backend.local import LocalBackend
+    from snapstore.backend.seam import Handle, Kind
 
     base = tmp_path / "p"
     for directory in ("a/b", "a/c", "d"):

@@ -17,9 +17,9 @@ from helpers.trees import read_tree, write_tree
 
 import snapstore.restore.job as job
 from snapstore import SnapStore
+from snapstore.backend.local import LocalBackend
+from snapstore.backend.seam import Handle, Kind
 from snapstore.errors import InterruptedRestoreWarning, RestoreError, SourceChangedError
-from snapstore.repo.backend import Handle, Kind
-from snapstore.repo.local import LocalBackend
 from snapstore.restore.actions import Plan
 
 KILLED = 77

@@ -31,7 +31,7 @@ class _StderrHandler(logging.Handler):
 
 
 class _LineFormatter(logging.Formatter):
-    """``warning: message``, or with ``detailed`` ``info snapstore.repo.locks: message``."""
+    """``warning: message``, or with ``detailed`` ``info snapstore.backend.filelock: message``."""
 
     def __init__(self, detailed: bool) -> None:
         super().__init__()

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from snapstore.backend.seam import Backend
 from snapstore.errors import CorruptBlobError, CorruptManifestError, MissingBlobError
 from snapstore.format.manifest import Manifest
 from snapstore.logs import get_logger
-from snapstore.repo.backend import Backend
 from snapstore.repo.blobs import Blobs
 from snapstore.repo.catalog import Catalog
 from snapstore.repo.repository import Repository

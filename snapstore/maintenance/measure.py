@@ -4,8 +4,8 @@ gc would and reports the same packs written and bytes freed, without writing any
 
 from __future__ import annotations
 
+from snapstore.backend.seam import Handle
 from snapstore.format.packfile import PackIndex
-from snapstore.repo.backend import Handle
 from snapstore.repo.blobs import Blobs
 
 

@@ -14,11 +14,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from snapstore.backend.seam import Kind
 from snapstore.errors import CorruptManifestError
 from snapstore.maintenance.checks import committed_manifests, mark_manifest
 from snapstore.maintenance.sweep import choose_victims
 from snapstore.models import SnapshotInfo, _ToDict
-from snapstore.repo.backend import Kind
 from snapstore.repo.repository import Repository
 from snapstore.repo.trees import Marks
 

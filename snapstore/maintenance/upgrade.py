@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from snapstore.backend.seam import Handle, Kind, Version
 from snapstore.errors import CorruptManifestError
 from snapstore.format.manifest import MAX_MANIFEST_BYTES, decode, decode_header, encode
 from snapstore.format.packfile import KIND_TREE
@@ -31,7 +32,6 @@ from snapstore.format.rows import entry_rows
 from snapstore.format.treebuild import build_trees
 from snapstore.fs.reading import UnfitFileError
 from snapstore.logs import get_logger
-from snapstore.repo.backend import Handle, Kind, Version
 from snapstore.repo.batch import BlobBatch
 from snapstore.repo.repository import Repository
 from snapstore.repo.sessions import session_dir_of

@@ -9,11 +9,11 @@ loose blobs of their own. gc keeps the number of packs logarithmic (``maintenanc
 
 from __future__ import annotations
 
+from snapstore.backend.seam import Handle, Kind
 from snapstore.errors import CorruptBlobError, CorruptManifestError, MissingBlobError
 from snapstore.format.codec import WRITE_LEVEL
 from snapstore.format.manifest import EntryRow
 from snapstore.format.packfile import KIND_DATA, PackIndex
-from snapstore.repo.backend import Handle, Kind
 from snapstore.repo.blobs import Blobs
 from snapstore.repo.contents import load_map
 from snapstore.repo.loose import BlobWriter

@@ -7,11 +7,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Iterator
 
+from snapstore.backend.seam import Backend
 from snapstore.errors import CorruptBlobError, CorruptPackError, MissingBlobError
 from snapstore.format.codec import CODEC_NONE
+from snapstore.format.hashing import CHUNK_BYTES, new_hasher
 from snapstore.format.manifest import EntryRow
-from snapstore.repo.backend import Backend
-from snapstore.repo.loose import CHUNK_BYTES, BlobWriter, LooseBlobs, new_hasher
+from snapstore.repo.loose import BlobWriter, LooseBlobs
 from snapstore.repo.packset import Location, PackSet
 
 WHOLE_READ_BYTES = 64 << 20

@@ -11,6 +11,7 @@ import warnings
 from collections.abc import Hashable, Iterator
 from typing import NamedTuple
 
+from snapstore.backend.seam import Backend, Handle, Kind, ObjectInfo, Version
 from snapstore.errors import CorruptManifestError, SnapshotNotFound
 from snapstore.format.header import Header
 from snapstore.format.manifest import (
@@ -23,7 +24,6 @@ from snapstore.format.manifest import (
 from snapstore.format.names import dir_name
 from snapstore.fs.reading import UnfitFileError
 from snapstore.logs import get_logger
-from snapstore.repo.backend import Backend, Handle, Kind, ObjectInfo, Version
 from snapstore.repo.headercache import HeaderCache
 
 HEADER_READ_BYTES = 4096

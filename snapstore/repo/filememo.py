@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
-from snapstore.repo.backend import Backend, Handle, Kind
+from snapstore.backend.seam import Backend, Handle, Kind
 
 Value = TypeVar("Value")
 Key = tuple[str, Handle]

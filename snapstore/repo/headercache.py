@@ -18,9 +18,9 @@ from typing import Any
 
 import msgpack
 
+from snapstore.backend.seam import Backend, Handle, Kind
 from snapstore.format.envelope import seal, unseal
 from snapstore.format.header import Header, header_from_values, header_values
-from snapstore.repo.backend import Backend, Handle, Kind
 from snapstore.repo.filememo import backend_key
 
 MAGIC = b"SNAPHDC\x06"

@@ -25,9 +25,9 @@ from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from snapstore.backend.seam import Backend, Handle, Kind
 from snapstore.format.envelope import seal, unseal
 from snapstore.format.header import Header
-from snapstore.repo.backend import Backend, Handle, Kind
 
 MAGIC = b"SNAPHED\x01"
 KEEP = 32

@@ -12,21 +12,10 @@ import contextlib
 from collections.abc import Iterator
 from typing import Protocol
 
-import blake3
-
+from snapstore.backend.seam import Backend, Handle, Kind
 from snapstore.errors import CorruptBlobError, MissingBlobError
+from snapstore.format.hashing import CHUNK_BYTES, new_hasher
 from snapstore.fs.reading import UnfitFileError
-from snapstore.repo.backend import Backend, Handle, Kind
-
-CHUNK_BYTES = 1 << 20
-PARALLEL_HASH_BYTES = 8 << 20
-
-
-def new_hasher(size_hint: int = 0) -> blake3.blake3:
-    """A blake3 hasher; multi-threaded for large inputs, where it pays."""
-    if size_hint >= PARALLEL_HASH_BYTES:
-        return blake3.blake3(max_threads=blake3.blake3.AUTO)
-    return blake3.blake3()
 
 
 class BlobSource(Protocol):

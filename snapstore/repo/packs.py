@@ -14,6 +14,7 @@ import os
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 
+from snapstore.backend.seam import Backend, Handle, Kind
 from snapstore.errors import CorruptPackError
 from snapstore.format.codec import WRITE_LEVEL, compress
 from snapstore.format.packfile import (
@@ -30,7 +31,6 @@ from snapstore.format.packfile import (
     new_pack_id,
 )
 from snapstore.fs.reading import UnfitFileError
-from snapstore.repo.backend import Backend, Handle, Kind
 from snapstore.repo.filememo import FileMemo, backend_key
 
 BLOCK_BYTES = 1 << 20

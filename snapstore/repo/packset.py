@@ -20,11 +20,11 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from snapstore.backend.packlog import LogPosition
+from snapstore.backend.seam import Backend, Handle, Kind
 from snapstore.errors import CorruptPackError, MissingBlobError
 from snapstore.format.codec import CODEC_NONE, decompress
 from snapstore.format.packfile import BLOCK_HEAD, Block, PackIndex, is_pack_id
-from snapstore.repo.backend import Backend, Handle, Kind
-from snapstore.repo.packlog import LogPosition
 from snapstore.repo.packs import PackSizeError, forget_indexes, read_index
 
 BLOCK_CACHE_BYTES = 16 << 20

@@ -19,12 +19,13 @@ from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from snapstore.backend.seam import Handle, Kind
 from snapstore.errors import CorruptPackError
 from snapstore.format.codec import CODEC_NONE, decompress
+from snapstore.format.hashing import new_hasher
 from snapstore.format.packfile import BLOCK_HEAD
-from snapstore.repo.backend import Handle, Kind
 from snapstore.repo.blobs import Blobs
-from snapstore.repo.loose import BlobSource, new_hasher
+from snapstore.repo.loose import BlobSource
 from snapstore.repo.packset import Location
 
 MAX_AHEAD_BYTES = 64 << 20

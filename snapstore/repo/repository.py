@@ -14,6 +14,8 @@ import time
 from collections.abc import Callable, Collection, Iterator
 from typing import Any
 
+from snapstore.backend.layout import FORMAT_MAJOR, FORMAT_TEXT, MARKER_MAX_BYTES, marker_major
+from snapstore.backend.seam import Backend, Handle, Kind
 from snapstore.cyclic_gc import gc_paused
 from snapstore.errors import (
     CorruptManifestError,
@@ -28,12 +30,10 @@ from snapstore.format.names import encode_name
 from snapstore.format.times import expiry_ns, ns_to_time
 from snapstore.fs.stamps import FileId, file_id
 from snapstore.models import FileEntry, SnapshotInfo
-from snapstore.repo.backend import Backend, Handle, Kind
 from snapstore.repo.blobs import Blobs
 from snapstore.repo.catalog import Catalog, ManifestFile, manifest_name
 from snapstore.repo.contents import read_content
 from snapstore.repo.heads import Head
-from snapstore.repo.layout import FORMAT_MAJOR, FORMAT_TEXT, MARKER_MAX_BYTES, marker_major
 from snapstore.repo.locks import TargetLocks, shared_behind
 from snapstore.repo.sessions import Sessions, in_order
 from snapstore.repo.trees import Trees

@@ -16,9 +16,9 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator
 from operator import attrgetter
 
+from snapstore.backend.seam import Backend, Handle, Kind, Lock, Version
 from snapstore.errors import ConcurrentWriteError
 from snapstore.format.names import dir_name
-from snapstore.repo.backend import Backend, Handle, Kind, Lock, Version
 from snapstore.repo.catalog import Catalog, ManifestFile
 from snapstore.repo.heads import Head, HeadStore
 

@@ -9,10 +9,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal, NamedTuple
 
+from snapstore.backend.layout import is_store_root
 from snapstore.format.paths import parents, printable
 from snapstore.fs.stamps import FileId, file_id
 from snapstore.models import FileEntry
-from snapstore.repo.layout import is_store_root
 
 CurrentKind = Literal["file", "symlink", "dir", "other"]
 Operation = Literal["unchanged", "create", "replace", "chmod", "remove"]

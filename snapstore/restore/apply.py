@@ -17,12 +17,12 @@ import stat
 from collections import OrderedDict
 from collections.abc import Callable, Set
 
+from snapstore.backend.layout import MARKER_FILE, is_store_root
 from snapstore.errors import UnsafePathError
 from snapstore.fs.durable import discard, ensure_dir
 from snapstore.fs.seam import FileSystem
 from snapstore.fs.stamps import FileId, file_id
 from snapstore.fs.tempnames import RestoreTemps
-from snapstore.repo.layout import MARKER_FILE, is_store_root
 from snapstore.repo.loose import BlobSource
 from snapstore.repo.prefetch import ReadAhead, read_ahead
 from snapstore.restore.actions import Action, Plan, wanted_mode

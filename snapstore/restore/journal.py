@@ -12,10 +12,10 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass
 
+from snapstore.backend.seam import Backend, Handle, Kind
 from snapstore.format.envelope import seal, unseal
 from snapstore.fs.reading import UnfitFileError
 from snapstore.fs.tempnames import TOKEN_PATTERN, RestoreTemps
-from snapstore.repo.backend import Backend, Handle, Kind
 
 MAGIC = b"SNAPJNL\x01"
 MAX_JOURNAL_BYTES = 64 << 20

@@ -9,13 +9,13 @@ import os
 import stat
 from collections.abc import Container
 
+from snapstore.backend.layout import MARKER_FILE, is_store_root
 from snapstore.errors import UnsafePathError
+from snapstore.format.hashing import new_hasher
 from snapstore.format.paths import child_path, printable, recordable_link_target
 from snapstore.fs.sparse import extents_digest
 from snapstore.fs.stamps import file_id
 from snapstore.models import FileEntry
-from snapstore.repo.layout import MARKER_FILE, is_store_root
-from snapstore.repo.loose import new_hasher
 from snapstore.restore.actions import Action, CurrentKind, Keep, Plan, kind_of
 
 READY = "ready"

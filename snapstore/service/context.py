@@ -8,7 +8,7 @@ import os
 import threading
 from typing import TYPE_CHECKING
 
-from snapstore.repo.s3client import is_store_url
+from snapstore.backend.opening import is_store_url
 from snapstore.service.protocol import StoreNotFound
 
 if TYPE_CHECKING:

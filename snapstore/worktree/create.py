@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
 
+from snapstore.backend.layout import is_store_root
 from snapstore.errors import (
     InvalidValueError,
     MissingBlobError,
@@ -30,7 +31,6 @@ from snapstore.format.tree import FileAttrs
 from snapstore.format.treebuild import BuiltTrees
 from snapstore.models import SkippedPath, SnapshotInfo
 from snapstore.repo.batch import BlobBatch
-from snapstore.repo.layout import is_store_root
 from snapstore.repo.repository import Repository
 from snapstore.worktree import treememo
 from snapstore.worktree.excludes import Matcher, check_patterns, initial_patterns

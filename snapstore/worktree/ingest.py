@@ -23,13 +23,13 @@ import blake3
 
 from snapstore.errors import SourceChangedError, UnreadablePathError
 from snapstore.format.extents import Extent, encode_map, map_digest
+from snapstore.format.hashing import CHUNK_BYTES, new_hasher
 from snapstore.format.manifest import EntryRow
 from snapstore.format.tree import FileAttrs
 from snapstore.fs.sparse import has_holes, read_pieces
 from snapstore.fs.stamps import FileId, file_id, version
 from snapstore.models import SkippedPath
 from snapstore.repo.batch import BlobBatch, is_small
-from snapstore.repo.loose import CHUNK_BYTES, new_hasher
 from snapstore.worktree.links import record_links
 from snapstore.worktree.scan import ScanResult, sorted_rows
 from snapstore.worktree.statcache import StatCache

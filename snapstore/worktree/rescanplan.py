@@ -15,11 +15,11 @@ import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from snapstore.backend.layout import is_store_root
 from snapstore.errors import UnsafePathError
 from snapstore.format.manifest import EntryRow
 from snapstore.format.paths import check_relative_path, printable
 from snapstore.models import SnapshotInfo
-from snapstore.repo.layout import is_store_root
 from snapstore.worktree import statcache
 from snapstore.worktree.changes import ChangedPaths, outermost, under
 from snapstore.worktree.create import Request

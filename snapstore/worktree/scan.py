@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 from stat import S_ISREG
 
+from snapstore.backend.layout import MARKER_FILE, is_store_root
 from snapstore.errors import (
     InvalidValueError,
     UnreadablePathError,
@@ -33,7 +34,6 @@ from snapstore.fs.durable import TEMP_PREFIX
 from snapstore.fs.stamps import FileId, file_id
 from snapstore.fs.tempnames import is_restore_temp
 from snapstore.models import SkippedPath
-from snapstore.repo.layout import MARKER_FILE, is_store_root
 from snapstore.worktree.excludes import GITIGNORE, Matcher, read_patterns, rebase
 
 GITIGNORE_ADVICE = "pass gitignore=False (--no-gitignore) to record what .gitignore files ignore"

@@ -19,9 +19,9 @@ from typing import Any
 
 import blake3
 
+from snapstore.backend.seam import Backend, Handle, Kind
 from snapstore.format.envelope import seal, unseal
 from snapstore.format.manifest import EntryRow
-from snapstore.repo.backend import Backend, Handle, Kind
 from snapstore.repo.filememo import FileMemo
 from snapstore.worktree.scan import Reuse
 

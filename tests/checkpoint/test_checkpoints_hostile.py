@@ -13,6 +13,7 @@ import msgpack
 from helpers.checkpoints import run_snapstore
 
 from snapstore import SnapStore
+from snapstore.backend.seam import Handle, Kind
 from snapstore.checkpoint import (
     Checkpointer,
     CsvSource,
@@ -24,7 +25,6 @@ from snapstore.checkpoint import (
 from snapstore.format import manifest as M
 from snapstore.format.times import ns_to_time
 from snapstore.models import SnapshotInfo
-from snapstore.repo.backend import Handle, Kind
 from snapstore.repo.catalog import manifest_name
 
 _SENTINEL = b"\xde\xad\xbe\xef" * 4

@@ -56,7 +56,7 @@ def test_debug_records_with_two_v_or_debug(cli: Cli, project: Path, flags: tuple
 def test_verbose_reports_a_new_store(cli: Cli, project: Path) -> None:
     result = cli.run("create", "s1", "--name", "n1", "README.md", "--base", str(project), "-v")
     assert result.code == 0, result
-    assert f"info snapstore.repo.layout: created a new store at {cli.root}" in result.stderr
+    assert f"info snapstore.backend.layout: created a new store at {cli.root}" in result.stderr
 
 
 def test_debug_shows_waiting_for_a_lock(cli: Cli, project: Path) -> None:
@@ -85,5 +85,5 @@ def test_debug_shows_waiting_for_a_lock(cli: Cli, project: Path) -> None:
     assert process.returncode == 0, stderr
     assert stdout.decode().strip() == "deleted s1/n1"
     text = stderr.decode()
-    assert "debug snapstore.repo.locks: waiting for lock \"session 's1'\" (exclusive)" in text
-    assert "debug snapstore.repo.locks: took lock \"session 's1'\" (exclusive) after " in text
+    assert "debug snapstore.backend.filelock: waiting for lock \"session 's1'\" (exclusive)" in text
+    assert "debug snapstore.backend.filelock: took lock \"session 's1'\" (exclusive) after " in text

@@ -10,8 +10,8 @@ import pytest
 from helpers.cli import Cli
 from helpers.service import RpcFailed, Server
 
+from snapstore.backend.layout import FORMAT_MAJOR
 from snapstore.cli.output import human_size
-from snapstore.repo.layout import FORMAT_MAJOR
 
 
 @pytest.mark.parametrize(

@@ -18,11 +18,11 @@ from typing import Any
 import pytest
 
 from snapstore import ConcurrentWriteError, LockTimeout, SnapStore
+from snapstore.backend.local import LocalBackend
+from snapstore.backend.memory import MemoryBackend
+from snapstore.backend.s3.backend import S3Backend
+from snapstore.backend.seam import Backend, Handle, Kind
 from snapstore.fs.reading import UnfitFileError
-from snapstore.repo.backend import Backend, Handle, Kind
-from snapstore.repo.local import LocalBackend
-from snapstore.repo.memory import MemoryBackend
-from snapstore.repo.s3 import S3Backend
 
 BACKENDS = ["local", "memory", "s3", "s3-faults"]
 FAULTS = ["after:500:InternalError", "drop-response", "error:500:InternalError"]
@@ -35,7 +35,7 @@ def _faulty_client(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPat
     from botocore.retries import quota
     from helpers.faultproxy import FaultProxy
 
-    from snapstore.repo.s3client import make_client
+    from snapstore.backend.s3.client import make_client
 
     proxy = FaultProxy(request.getfixturevalue("s3_server").endpoint, seed=len(request.node.name))
     request.addfinalizer(proxy.close)

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from snapstore.repo.layout import MARKER_FILE
+from snapstore.backend.layout import MARKER_FILE
 from snapstore.worktree.changes import ChangedPaths, outermost, under
 from snapstore.worktree.scan import relative_to_base
 

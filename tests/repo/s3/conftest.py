@@ -13,8 +13,8 @@ from helpers.figures import LONG
 from helpers.s3server import S3Server
 
 from snapstore import SnapStore
-from snapstore.repo.s3 import S3Backend
-from snapstore.repo.s3client import make_client
+from snapstore.backend.s3.backend import S3Backend
+from snapstore.backend.s3.client import make_client
 
 Host = Callable[..., S3Backend]
 
@@ -83,7 +83,7 @@ SESSION_LOCK = "sessions/s-0123456789abcdef"
 def small_parts(monkeypatch: pytest.MonkeyPatch) -> int:
     """Objects of 256 KiB and more go up in parts of 64 KiB (the tests' server accepts parts
     that small); the threshold is returned."""
-    from snapstore.repo import s3upload
+    from snapstore.backend.s3 import upload as s3upload
 
     from ..conftest import MIN_PART_BYTES
 

@@ -28,8 +28,8 @@ import time
 from pathlib import Path
 
 from snapstore import SnapStore
-from snapstore.repo.s3 import S3Backend
-from snapstore.repo.s3client import make_client
+from snapstore.backend.s3.backend import S3Backend
+from snapstore.backend.s3.client import make_client
 
 SHARED = [f"shared {i}\n".encode() * (50 * (i + 1)) for i in range(6)]
 LEASE = 2.0

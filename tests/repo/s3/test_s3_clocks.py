@@ -13,8 +13,8 @@ import pytest
 from helpers.trees import write_tree
 
 from snapstore import LeaseLostError, LockTimeout
-from snapstore.repo import leaseclock
-from snapstore.repo.backend import Handle, Kind
+from snapstore.backend.s3 import leaseclock
+from snapstore.backend.seam import Handle, Kind
 
 from .conftest import SESSION_LOCK, Host, lock_objects, store_on
 

@@ -23,7 +23,7 @@ from helpers.figures import LONG, record
 from helpers.trees import read_tree, write_tree
 
 from snapstore import SnapStore
-from snapstore.repo.s3 import S3Backend
+from snapstore.backend.s3.backend import S3Backend
 
 from .conftest import CLIENT_TIMEOUT, Host, lock_objects, store_on
 

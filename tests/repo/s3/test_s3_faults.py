@@ -10,7 +10,7 @@ from helpers.faultproxy import FaultProxy, Request, is_get, is_manifest_put, is_
 from helpers.trees import write_tree
 
 from snapstore import ConcurrentWriteError, ObjectStoreError
-from snapstore.repo.backend import Handle, Kind
+from snapstore.backend.seam import Handle, Kind
 
 from .conftest import Host, store_on
 
@@ -90,7 +90,7 @@ def test_a_persistent_commit_failure_keeps_the_old_snapshot(
 def test_a_large_upload_cut_off_mid_part_is_never_visible(
     host: Host, proxy: FaultProxy, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from snapstore.repo import s3upload
+    from snapstore.backend.s3 import upload as s3upload
 
     monkeypatch.setattr(s3upload, "MULTIPART_BYTES", 6 << 20)
     monkeypatch.setattr(s3upload, "PART_BYTES", 5 << 20)

@@ -16,7 +16,7 @@ from helpers.figures import depth, record
 from helpers.s3server import S3Server
 
 from snapstore import SnapStore
-from snapstore.repo.s3 import S3Backend
+from snapstore.backend.s3.backend import S3Backend
 
 from .conftest import lock_objects
 from .hostworker import tree_digest

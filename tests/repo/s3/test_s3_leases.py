@@ -9,7 +9,7 @@ import time
 import pytest
 
 from snapstore import LeaseLostError, LockTimeout
-from snapstore.repo.backend import Handle, Kind
+from snapstore.backend.seam import Handle, Kind
 
 from .conftest import Host
 

@@ -16,7 +16,7 @@ import pytest
 from helpers.faultproxy import FaultProxy
 
 from snapstore import LockTimeout, ObjectStoreError
-from snapstore.repo.backend import Handle, Kind
+from snapstore.backend.seam import Handle, Kind
 
 from .conftest import (
     CLIENT_TIMEOUT,
@@ -54,7 +54,7 @@ def test_a_claim_applied_but_unanswered_holds_the_lock_and_leaves_nothing(
 def test_a_claim_whose_every_attempt_is_lost_leaves_no_lock_behind(
     host: Host, proxy: FaultProxy, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from snapstore.repo import s3client
+    from snapstore.backend.s3 import client as s3client
 
     monkeypatch.setattr(s3client, "MAX_ATTEMPTS", 2)  # the client gives up sooner
     holder = host(endpoint=proxy.endpoint, timeout=CLIENT_TIMEOUT)

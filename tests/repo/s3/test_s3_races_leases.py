@@ -7,8 +7,8 @@ import time
 
 import pytest
 
+from snapstore.backend.s3.leaseobjects import Seen
 from snapstore.errors import InvalidValueError
-from snapstore.repo.s3leaseobjects import Seen
 
 from .conftest import Host
 
@@ -58,7 +58,7 @@ def test_gc_does_not_get_in_past_a_live_reader_behind_a_thousand_dead_ones(host:
 def test_a_lease_longer_than_other_hosts_would_honour_is_refused(host: Host) -> None:
     """Other hosts judge a lease by at most ``MAX_LEASE``: a holder trusting a longer one
     would keep a lock they have already broken."""
-    from snapstore.repo.s3lease import MAX_LEASE
+    from snapstore.backend.s3.lease import MAX_LEASE
 
     with pytest.raises(InvalidValueError):
         host(lease=MAX_LEASE + 1)

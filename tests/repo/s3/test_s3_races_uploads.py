@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from helpers.s3server import S3Server
 
-from snapstore.repo.backend import Kind
-from snapstore.repo.s3 import S3Backend
-from snapstore.repo.s3client import make_client
+from snapstore.backend.s3.backend import S3Backend
+from snapstore.backend.s3.client import make_client
+from snapstore.backend.seam import Kind
 
 from .conftest import store_on
 
@@ -20,7 +20,7 @@ from .conftest import store_on
 def test_gc_of_a_store_at_the_bucket_root_leaves_other_stores_uploads_alone(
     s3_server: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from snapstore.repo import s3upload
+    from snapstore.backend.s3 import upload as s3upload
 
     monkeypatch.setattr(s3upload, "MULTIPART_BYTES", 6 << 20)
     monkeypatch.setattr(s3upload, "PART_BYTES", 5 << 20)

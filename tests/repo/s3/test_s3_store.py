@@ -16,13 +16,13 @@ from helpers.s3server import S3Server
 from helpers.trees import write_tree
 
 from snapstore import ConcurrentWriteError, SnapStore
+from snapstore.backend.s3.backend import S3Backend
+from snapstore.backend.seam import Handle, Kind, ObjectInfo
 from snapstore.errors import SnapshotExistsError, StoreNotFoundError
 from snapstore.format.manifest import encode
 from snapstore.format.times import ns_to_time
 from snapstore.models import SnapshotInfo
-from snapstore.repo.backend import Handle, Kind, ObjectInfo
 from snapstore.repo.catalog import manifest_name
-from snapstore.repo.s3 import S3Backend
 
 from .conftest import Host, store_on
 
@@ -187,7 +187,7 @@ def test_a_restore_reads_neighbouring_blobs_together(
 def test_a_large_object_goes_up_in_parts_and_reads_back_whole(
     host: Host, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from snapstore.repo import s3upload
+    from snapstore.backend.s3 import upload as s3upload
 
     monkeypatch.setattr(s3upload, "MULTIPART_BYTES", 6 << 20)
     monkeypatch.setattr(s3upload, "PART_BYTES", 5 << 20)

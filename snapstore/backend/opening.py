@@ -5,12 +5,13 @@ from __future__ import annotations
 import os
 import warnings
 
+from snapstore.backend.filelock import is_untrusted_lock_filesystem
+from snapstore.backend.local import LocalBackend
+from snapstore.backend.s3.client import is_store_url
+from snapstore.backend.seam import Backend
 from snapstore.errors import UnreliableLockWarning
+from snapstore.fs.mounts import filesystem_type
 from snapstore.fs.seam import FileSystem
-from snapstore.repo.backend import Backend
-from snapstore.repo.local import LocalBackend
-from snapstore.repo.locks import filesystem_type, is_untrusted_lock_filesystem
-from snapstore.repo.s3client import is_store_url, open_object_store
 
 
 def open_backend(
@@ -33,3 +34,11 @@ def open_backend(
             stacklevel=3,
         )
     return LocalBackend(path, fs=fs, durable=durable, lock_timeout=lock_timeout)
+
+
+def open_object_store(url: str, *, lock_timeout: float) -> Backend:
+    """The backend of the store at ``url`` (imported only when one is opened: the S3
+    client costs import time a local store never pays)."""
+    from snapstore.backend.s3.backend import S3Backend
+
+    return S3Backend(url, lock_timeout=lock_timeout)

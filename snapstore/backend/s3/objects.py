@@ -13,10 +13,7 @@ import errno
 from collections.abc import Iterator
 from typing import IO, Any
 
-from snapstore.fs.reading import UnfitFileError
-from snapstore.logs import get_logger
-from snapstore.repo.backend import Handle, Kind, ObjectInfo
-from snapstore.repo.s3client import (
+from snapstore.backend.s3.client import (
     StoreUrl,
     client_errors,
     datetime_ns,
@@ -26,8 +23,11 @@ from snapstore.repo.s3client import (
     translate,
     was_retried,
 )
-from snapstore.repo.s3lease import Leases
-from snapstore.repo.s3leaseobjects import UNSUPPORTED
+from snapstore.backend.s3.lease import Leases
+from snapstore.backend.s3.leaseobjects import UNSUPPORTED
+from snapstore.backend.seam import Handle, Kind, ObjectInfo
+from snapstore.fs.reading import UnfitFileError
+from snapstore.logs import get_logger
 
 WRITE_KEY = "write"
 """The metadata entry (``x-amz-meta-write``) holding the nonce of the write that made an

@@ -19,15 +19,15 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Hashable, Iterator
 
+from snapstore.backend.filelock import FileLock
+from snapstore.backend.layout import MARKER_FILE, open_layout
+from snapstore.backend.packlog import PackLog
+from snapstore.backend.seam import Handle, Kind, ObjectInfo, Properties, Version
 from snapstore.errors import ConcurrentWriteError, StoreNotFoundError
 from snapstore.fs.durable import TEMP_PREFIX, create_temp, discard, ensure_dir, write_atomic
 from snapstore.fs.reading import UnfitFileError, open_regular, read_all, read_regular
 from snapstore.fs.seam import LOCAL, FileSystem, start_writeback
 from snapstore.fs.stamps import version
-from snapstore.repo.backend import Handle, Kind, ObjectInfo, Properties, Version
-from snapstore.repo.layout import MARKER_FILE, open_layout
-from snapstore.repo.locks import FileLock
-from snapstore.repo.packlog import PackLog
 
 MANIFEST_FILE = "manifest"
 PACK_SUFFIX = ".pack"

@@ -32,19 +32,19 @@ from collections.abc import Iterator
 from typing import IO, Any
 from urllib.parse import unquote, urlsplit
 
+from snapstore.backend.layout import FORMAT_TEXT, MARKER_MAX_BYTES, check_format
+from snapstore.backend.local import LocalBackend
+from snapstore.backend.s3.client import StoreUrl, make_client, new_nonce, parse_url
+from snapstore.backend.s3.lease import DEFAULT_LEASE, Leases
+from snapstore.backend.s3.listing import IMMUTABLE, ListingMemo
+from snapstore.backend.s3.lock import NoLock, S3Lock
+from snapstore.backend.s3.objects import BucketObjects
+from snapstore.backend.s3.upload import StagedUpload, abort_upload, create_only, pending_uploads
+from snapstore.backend.seam import Handle, Kind, ObjectInfo, Properties, Version
 from snapstore.errors import ConcurrentWriteError, FormatError, StoreNotFoundError
+from snapstore.format.hashing import CHUNK_BYTES, new_hasher
 from snapstore.fs.reading import UnfitFileError
 from snapstore.logs import get_logger
-from snapstore.repo.backend import Handle, Kind, ObjectInfo, Properties, Version
-from snapstore.repo.layout import FORMAT_TEXT, MARKER_MAX_BYTES, check_format
-from snapstore.repo.local import LocalBackend
-from snapstore.repo.loose import CHUNK_BYTES, new_hasher
-from snapstore.repo.s3client import StoreUrl, make_client, new_nonce, parse_url
-from snapstore.repo.s3lease import DEFAULT_LEASE, Leases
-from snapstore.repo.s3listing import IMMUTABLE, ListingMemo
-from snapstore.repo.s3lock import NoLock, S3Lock
-from snapstore.repo.s3objects import BucketObjects
-from snapstore.repo.s3upload import StagedUpload, abort_upload, create_only, pending_uploads
 
 PARALLEL_READS = 8
 _LOCAL_KINDS = {Kind.JOURNAL, Kind.CACHE}

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import threading
 
-from snapstore.repo.backend import Handle, Kind, ObjectInfo
-from snapstore.repo.s3objects import BucketObjects
+from snapstore.backend.s3.objects import BucketObjects
+from snapstore.backend.seam import Handle, Kind, ObjectInfo
 
 IMMUTABLE = frozenset({Kind.BLOB, Kind.PACK, Kind.INDEX})
 """The kinds whose objects never change once written."""

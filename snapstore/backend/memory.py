@@ -16,9 +16,9 @@ from collections import Counter
 from collections.abc import Hashable, Iterator
 from dataclasses import dataclass
 
+from snapstore.backend.seam import Handle, Kind, ObjectInfo, Properties, Version
 from snapstore.errors import ConcurrentWriteError, LockTimeout
 from snapstore.fs.reading import UnfitFileError
-from snapstore.repo.backend import Handle, Kind, ObjectInfo, Properties, Version
 
 
 @dataclass(frozen=True)

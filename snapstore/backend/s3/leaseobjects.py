@@ -17,8 +17,7 @@ import socket
 from dataclasses import dataclass
 from typing import Any
 
-from snapstore.logs import get_logger
-from snapstore.repo.s3client import (
+from snapstore.backend.s3.client import (
     client_errors,
     datetime_ns,
     error_code,
@@ -28,6 +27,7 @@ from snapstore.repo.s3client import (
     translate,
     was_retried,
 )
+from snapstore.logs import get_logger
 
 MAX_LEASE = 3600.0
 UNSUPPORTED = {"NotImplemented", "501"}

@@ -13,8 +13,8 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
+from snapstore.backend.s3.lease import Leases
 from snapstore.errors import LockTimeout
-from snapstore.repo.s3lease import Leases
 
 _POLL_START = 0.02
 _POLL_MAX = 0.5

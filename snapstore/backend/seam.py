@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from snapstore.repo.packlog import PackLog
+    from snapstore.backend.packlog import PackLog
 
 
 class Kind(enum.Enum):

@@ -40,11 +40,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from snapstore.backend.s3.client import new_nonce
+from snapstore.backend.s3.leaseclock import lease_clock
+from snapstore.backend.s3.leaseobjects import MAX_LEASE, UNSUPPORTED, LeaseObjects, Seen
 from snapstore.errors import ConcurrentWriteError, InvalidValueError, LeaseLostError
 from snapstore.logs import get_logger
-from snapstore.repo.leaseclock import lease_clock
-from snapstore.repo.s3client import new_nonce
-from snapstore.repo.s3leaseobjects import MAX_LEASE, UNSUPPORTED, LeaseObjects, Seen
 
 __all__ = ["DEFAULT_LEASE", "MAX_LEASE", "UNSUPPORTED", "Leases"]
 

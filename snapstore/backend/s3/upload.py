@@ -13,13 +13,13 @@ import tempfile
 from collections.abc import Callable
 from typing import IO
 
-from snapstore.repo.backend import Handle, Kind
-from snapstore.repo.s3client import (
+from snapstore.backend.s3.client import (
     client_errors,
     is_no_such_upload,
     is_not_found,
 )
-from snapstore.repo.s3objects import WRITE_KEY, BucketObjects
+from snapstore.backend.s3.objects import WRITE_KEY, BucketObjects
+from snapstore.backend.seam import Handle, Kind
 
 SPOOL_BYTES = 8 << 20
 """A staged object is kept in memory up to this size, then in a temp file of the host cache."""

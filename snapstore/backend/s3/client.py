@@ -14,12 +14,9 @@ import errno
 import os
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from snapstore.errors import ConcurrentWriteError, ObjectStoreError
-
-if TYPE_CHECKING:
-    from snapstore.repo.backend import Backend
 
 SCHEME = "s3://"
 MAX_ATTEMPTS = 5
@@ -57,14 +54,6 @@ def parse_url(url: str) -> StoreUrl:
     if not bucket or "//" in prefix or any(part in (".", "..") for part in prefix.split("/")):
         raise ValueError(f"an s3:// URL needs a bucket and a clean prefix, got {url!r}")
     return StoreUrl(bucket, prefix + "/" if prefix else "")
-
-
-def open_object_store(url: str, *, lock_timeout: float) -> Backend:
-    """The backend of the store at ``url`` (imported only when one is opened: the S3
-    client costs import time a local store never pays)."""
-    from snapstore.repo.s3 import S3Backend
-
-    return S3Backend(url, lock_timeout=lock_timeout)
 
 
 def make_client(*, endpoint_url: str | None = None, timeout: float | None = None) -> Any:
