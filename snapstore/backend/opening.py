@@ -7,7 +7,7 @@ import warnings
 
 from snapstore.backend.filelock import is_untrusted_lock_filesystem
 from snapstore.backend.local import LocalBackend
-from snapstore.backend.s3.client import is_store_url
+from snapstore.backend.s3.client import is_store_url as is_store_url
 from snapstore.backend.seam import Backend
 from snapstore.errors import UnreliableLockWarning
 from snapstore.fs.mounts import filesystem_type
