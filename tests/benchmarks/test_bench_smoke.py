@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-BENCH = Path(__file__).resolve().parent.parent / "bench" / "run.py"
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "run.py"
 
 
 def test_bench_smoke_run_writes_every_key(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ from helpers.figures import depth, record
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-FUZZ_DIR = Path(__file__).resolve().parent.parent / "fuzz"
+FUZZ_DIR = Path(__file__).resolve().parents[2] / "fuzz"
 TARGETS = ("manifest", "naming", "restore_paths")
 
 

@@ -15,7 +15,7 @@ from types import ModuleType
 
 import pytest
 
-BENCH = Path(__file__).resolve().parent.parent / "bench"
+BENCH = Path(__file__).resolve().parents[2] / "bench"
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git on PATH")
 
