@@ -15,11 +15,11 @@ import click
 import snapstore
 from snapstore.cli import PROG_NAME, diagnostics, version_line
 from snapstore.cli.context import Settings
-from snapstore.cli.exitcodes import ExitCode, exit_code_for
 from snapstore.cli.lazy import CommandSpec, LazyGroup
 from snapstore.cli.options import global_parameters
 from snapstore.cli.output import one_line, print_error, print_json
 from snapstore.errors import SnapstoreError
+from snapstore.frontend.exitcodes import ExitCode, exit_code_for
 
 COMMANDS: tuple[CommandSpec, ...] = (
     CommandSpec(

@@ -17,7 +17,8 @@ from snapstore.checkpoint.persistence import FileCheckpointStore, jsonable
 from snapstore.cli.completion import complete_checkpoint_key
 from snapstore.cli.context import Settings, pass_settings
 from snapstore.cli.maintenance import confirm
-from snapstore.cli.output import human_age, print_note, render_table
+from snapstore.cli.output import print_note, render_table
+from snapstore.frontend.words import human_age
 
 
 def _checkpoints(settings: Settings) -> FileCheckpointStore:

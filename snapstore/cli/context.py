@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
-from snapstore.cli.exitcodes import ExitCode
 from snapstore.cli.output import print_json, print_lines, stderr_is_terminal
 from snapstore.errors import ReadOnlyStoreError
+from snapstore.frontend.exitcodes import ExitCode
 
 if TYPE_CHECKING:
     from snapstore.store import SnapStore

@@ -25,8 +25,8 @@ from snapstore.cli.demo_bridges import (
     compare,
     fingerprint,
 )
-from snapstore.cli.exitcodes import ExitCode
 from snapstore.cli.output import print_note
+from snapstore.frontend.exitcodes import ExitCode
 
 SESSION = "demo"
 CHECKPOINT = "before-edit"

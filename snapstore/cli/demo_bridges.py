@@ -15,8 +15,8 @@ from pathlib import Path
 import click
 
 from snapstore.cli.context import Settings, pass_settings
-from snapstore.cli.output import human_age, human_size
 from snapstore.cli.restoring import diff_lines
+from snapstore.frontend.words import human_age, human_size
 from snapstore.models import SnapshotInfo
 
 MID_EDIT_MARKER = "@mid-edit"

@@ -9,10 +9,11 @@ import click
 from snapstore.cli.completion import complete_session
 from snapstore.cli.context import Settings, pass_settings
 from snapstore.cli.maintenance import SessionNotFound
-from snapstore.cli.output import human_age, human_size, render_table
+from snapstore.cli.output import render_table
 from snapstore.errors import PathNotInSnapshotError
+from snapstore.frontend import shapes
+from snapstore.frontend.words import human_age, human_size
 from snapstore.models import PathVersion
-from snapstore.service import shapes
 
 
 def version_row(version: PathVersion) -> list[str]:

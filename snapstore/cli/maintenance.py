@@ -12,19 +12,13 @@ import click
 from snapstore import SnapStore
 from snapstore.cli.completion import complete_session, snapshot_names
 from snapstore.cli.context import Settings, finish, pass_settings
-from snapstore.cli.exitcodes import ExitCode
-from snapstore.cli.output import (
-    align_rows,
-    count,
-    human_size,
-    print_error,
-    print_note,
-    stderr_is_terminal,
-)
+from snapstore.cli.output import align_rows, print_error, print_note, stderr_is_terminal
 from snapstore.cli.params import DURATION
 from snapstore.errors import SnapshotNotFound, SnapstoreError, SweepRefusedError
+from snapstore.frontend import shapes
+from snapstore.frontend.exitcodes import ExitCode
+from snapstore.frontend.words import count, human_size
 from snapstore.models import GcReport
-from snapstore.service import shapes
 
 
 class SessionNotFound(click.ClickException):

@@ -9,10 +9,11 @@ import click
 
 from snapstore.cli.completion import complete_session, snapshot_names
 from snapstore.cli.context import Settings, pass_settings
-from snapstore.cli.output import align_rows, capped_rows, count, render_table
+from snapstore.cli.output import align_rows, capped_rows, render_table
+from snapstore.frontend import shapes
+from snapstore.frontend.words import count
 from snapstore.models import DiffReport, RestoreReport
 from snapstore.patch import Patch
-from snapstore.service import shapes
 
 PATHS_SHOWN = 20
 """Paths of each kind (written, removed; add, modify, remove) printed without ``--list``."""

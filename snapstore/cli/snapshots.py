@@ -12,19 +12,12 @@ import click
 
 from snapstore.cli.completion import complete_file_path, complete_session, snapshot_names
 from snapstore.cli.context import Settings, finish, pass_settings
-from snapstore.cli.exitcodes import ExitCode
-from snapstore.cli.output import (
-    count,
-    human_age,
-    human_expiry,
-    human_size,
-    print_note,
-    render_table,
-    to_json,
-)
+from snapstore.cli.output import print_note, render_table, to_json
 from snapstore.cli.params import DURATION, META_ITEM
+from snapstore.frontend import shapes
+from snapstore.frontend.exitcodes import ExitCode
+from snapstore.frontend.words import count, human_age, human_expiry, human_size
 from snapstore.models import FileEntry, Snapshot, SnapshotInfo
-from snapstore.service import shapes
 
 
 def snapshot_label(info: SnapshotInfo) -> str:

@@ -9,10 +9,11 @@ import click
 from snapstore.cli.completion import complete_session, snapshot_names
 from snapstore.cli.context import Settings, StoreNotFound, pass_settings
 from snapstore.cli.maintenance import confirm
-from snapstore.cli.output import human_expiry, to_json
+from snapstore.cli.output import to_json
 from snapstore.cli.params import DURATION, JSON_VALUE
 from snapstore.errors import NotAStateSnapshotError, SnapshotNotFound
-from snapstore.service import shapes
+from snapstore.frontend import shapes
+from snapstore.frontend.words import human_expiry
 
 _MISSING = object()
 

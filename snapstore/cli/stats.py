@@ -9,8 +9,9 @@ import click
 from snapstore.cli.completion import complete_session
 from snapstore.cli.context import Settings, pass_settings
 from snapstore.cli.maintenance import SessionNotFound
-from snapstore.cli.output import count, human_age, human_size, print_note, render_table
+from snapstore.cli.output import print_note, render_table
 from snapstore.cli.params import DURATION
+from snapstore.frontend.words import count, human_age, human_size
 
 if TYPE_CHECKING:
     from snapstore.maintenance.stats import SessionStats

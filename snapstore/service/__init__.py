@@ -2,9 +2,7 @@
 
 ``snapstore serve`` speaks JSON-RPC 2.0 over stdio (``server``), ``snapstore mcp`` the Model
 Context Protocol (``mcp``, an optional extra), and ``watch`` follows a directory's changes
-with inotify. ``shapes`` holds the JSON documents the command line's ``--json`` prints, which
-the services return too.
-
-This package's own import is empty on purpose: the command line imports ``shapes`` for every
-``--json`` run, and must not pay for the servers.
+with inotify. The JSON documents it returns, and the exit codes its errors carry, are the
+command line's too: both take them from ``snapstore.frontend``, and this package imports
+nothing of the command line.
 """

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from snapstore.service import shapes
+from snapstore.frontend import shapes
 from snapstore.service.confine import AllowedDirectories
 from snapstore.service.context import Service
 from snapstore.service.removal import check_replace

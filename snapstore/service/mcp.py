@@ -3,7 +3,7 @@
 Built on the official ``mcp`` SDK (the optional ``mcp`` extra). The tools are a deliberately
 small slice of the API, named and described for a model deciding what to call: checkpoint
 before editing, look at what changed, restore, undo the restore. Their results are the same
-JSON documents ``snapstore serve`` returns (``snapstore.service.shapes``); a failure is a tool
+JSON documents ``snapstore serve`` returns (``snapstore.frontend.shapes``); a failure is a tool
 error whose text names the error type, so the model can tell "no such checkpoint" from "the
 store is busy".
 """

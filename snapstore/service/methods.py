@@ -3,7 +3,7 @@
 Each method takes the keyword parameters of the API method of the same name (``create`` takes
 ``session``, ``name``, ``paths``, ``base_dir``, ...), checks their JSON types before calling
 the library (``snapstore.service.params``), and returns the document ``--json`` prints for the
-matching command (``snapstore.service.shapes``). Values the library itself refuses (an unknown
+matching command (``snapstore.frontend.shapes``). Values the library itself refuses (an unknown
 ``if_exists``, a name that is too long) raise its own errors, reported with their codes.
 """
 
@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import snapstore
+from snapstore.frontend import shapes
 from snapstore.patch import DEFAULT_CONTEXT, DEFAULT_MAX_BYTES
-from snapstore.service import removal, shapes
+from snapstore.service import removal
 from snapstore.service.confine import os_path_text
 from snapstore.service.context import Service
 from snapstore.service.params import (

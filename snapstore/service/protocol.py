@@ -100,7 +100,7 @@ def error_from_exception(error: BaseException) -> RpcError:
     unlisted type is an internal error), ``data.type`` its class name, ``data.message`` its
     text, ``data.exit_code`` the exit code the command line ends with for it, plus the fields
     some types carry (``rolled_back``, ``session``/``name``, ``errno``/``filename``)."""
-    from snapstore.cli.exitcodes import ExitCode, exit_code_for
+    from snapstore.frontend.exitcodes import ExitCode, exit_code_for
 
     message = _one_line(str(error)) or type(error).__name__
     data: dict[str, Any] = {
@@ -132,7 +132,7 @@ def encode_message(message: dict[str, Any]) -> bytes:
     not valid UTF-8, survives), ending in ``\\n``. A response whose result holds NaN or an
     infinity (a state value stored through the library), which JSON has no form for, becomes
     an InvalidValueError response: strict parsers reject the bare tokens."""
-    from snapstore.service.shapes import json_default
+    from snapstore.frontend.shapes import json_default
 
     try:
         text = _dumps(message, json_default)

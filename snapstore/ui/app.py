@@ -20,7 +20,6 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from snapstore.cli.output import human_age, human_size
 from snapstore.errors import (
     InvalidNameError,
     InvalidValueError,
@@ -28,6 +27,7 @@ from snapstore.errors import (
     SnapshotNotFound,
     SnapstoreError,
 )
+from snapstore.frontend.words import human_age, human_size
 from snapstore.ui.diffs import EntryCache
 from snapstore.ui.security import Guard, Secrets
 

@@ -10,7 +10,7 @@ from helpers.checkpoints import run_snapstore, write_lines
 
 from snapstore import SnapStore
 from snapstore.checkpoint import CHECKPOINT_SESSION, Checkpointer, FileCheckpointStore, LinesSource
-from snapstore.cli.exitcodes import ExitCode
+from snapstore.frontend.exitcodes import ExitCode
 
 
 def _read_some(path: Path, store: Any, key: str, count: int, every: int = 4) -> None:

@@ -22,8 +22,7 @@ from snapstore import (
     UnsafePathError,
 )
 from snapstore.checkpoint.errors import CheckpointNotFound, CorruptCheckpointError
-from snapstore.cli.exitcodes import ExitCode, exit_code_for
-from snapstore.cli.output import align_rows, human_age, human_expiry, human_size
+from snapstore.cli.output import align_rows
 from snapstore.cli.params import parse_duration
 from snapstore.errors import (
     InvalidNameError,
@@ -31,6 +30,8 @@ from snapstore.errors import (
     MissingPathError,
     SnapshotExistsError,
 )
+from snapstore.frontend.exitcodes import ExitCode, exit_code_for
+from snapstore.frontend.words import human_age, human_expiry, human_size
 
 
 def test_help_lists_every_command_but_not_the_hidden_ones(cli: Cli) -> None:

@@ -15,7 +15,7 @@ from helpers.cli import Cli, cli_env
 from snapstore import SnapStore
 from snapstore.checkpoint import FileCheckpointStore
 from snapstore.cli.app import cli as snapstore_group
-from snapstore.cli.exitcodes import ExitCode
+from snapstore.frontend.exitcodes import ExitCode
 
 
 def complete(args: list[str], incomplete: str = "") -> list[str]:

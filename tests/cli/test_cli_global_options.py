@@ -13,7 +13,7 @@ from helpers.locks import session_lock_path
 
 from snapstore.checkpoint import FileCheckpointStore
 from snapstore.cli.app import cli as snapstore_group
-from snapstore.cli.exitcodes import ExitCode
+from snapstore.frontend.exitcodes import ExitCode
 
 GLOBAL_OPTIONS = {
     "--root",

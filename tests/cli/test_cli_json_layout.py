@@ -15,7 +15,7 @@ from helpers.cli import Cli, cli_env
 
 from snapstore import SnapStore
 from snapstore.cli.output import to_json
-from snapstore.service import shapes
+from snapstore.frontend import shapes
 
 
 def _on_a_terminal(cli: Cli, *args: str) -> tuple[int, str]:

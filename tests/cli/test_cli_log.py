@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from helpers.cli import Cli
 
-from snapstore.cli.exitcodes import ExitCode
+from snapstore.frontend.exitcodes import ExitCode
 
 
 def history_of(cli: Cli, path: str) -> list[tuple[str, str | None]]:

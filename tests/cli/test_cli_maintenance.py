@@ -12,7 +12,7 @@ from helpers.blobs import corrupt_blob, remove_blob
 from helpers.cli import Cli, Result, cli_env
 from helpers.locks import session_lock_path
 
-from snapstore.cli.exitcodes import ExitCode
+from snapstore.frontend.exitcodes import ExitCode
 
 
 def names(cli: Cli) -> list[str]:

@@ -11,7 +11,7 @@ from helpers.cli import Cli
 from helpers.service import RpcFailed, Server
 
 from snapstore.backend.layout import FORMAT_MAJOR
-from snapstore.cli.output import human_size
+from snapstore.frontend.words import human_size
 
 
 @pytest.mark.parametrize(

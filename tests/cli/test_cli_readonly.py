@@ -13,7 +13,7 @@ from helpers.readonly import ReadOnlyAccess, read_only_access
 
 from snapstore import SnapStore
 from snapstore.checkpoint import FileCheckpointStore
-from snapstore.cli.exitcodes import ExitCode
+from snapstore.frontend.exitcodes import ExitCode
 
 FILES = {"README.md": b"# project\n", "src/app.py": b"print('hello')\n"}
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from helpers.cli import Cli
 
-from snapstore.cli.exitcodes import ExitCode
+from snapstore.frontend.exitcodes import ExitCode
 
 Tree = Callable[[Path], dict[str, bytes]]
 

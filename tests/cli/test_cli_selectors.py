@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from helpers.cli import Cli
 
-from snapstore.cli.exitcodes import ExitCode
+from snapstore.frontend.exitcodes import ExitCode
 
 NAMES = ("before-edit", "before-refactor", "after")
 

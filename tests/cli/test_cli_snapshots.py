@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from helpers.cli import Cli
 
-from snapstore.cli.exitcodes import ExitCode
+from snapstore.frontend.exitcodes import ExitCode
 
 INFO_KEYS = {
     "session",

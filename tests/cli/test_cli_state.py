@@ -7,7 +7,7 @@ from pathlib import Path
 
 from helpers.cli import Cli
 
-from snapstore.cli.exitcodes import ExitCode
+from snapstore.frontend.exitcodes import ExitCode
 
 
 def test_set_then_get_round_trips_json(cli: Cli) -> None:
