@@ -25,6 +25,7 @@ from typing import Any
 from commits import blocks, edit, make_project, ms
 
 from snapstore import SnapStore
+from snapstore.internals import autofold
 
 
 def pack_count(root: Path) -> int:
@@ -42,7 +43,7 @@ def series(root: Path, project: Path, creates: int, block: int, threshold: int) 
         samples.append(time.perf_counter() - started)
         if (n + 1) % block == 0 or n + 1 == creates:
             packs.append(pack_count(root))
-    store.autofold.join()
+    autofold(store).join()
     packs_before_gc = pack_count(root)
     started = time.perf_counter()
     store.gc()
@@ -55,8 +56,8 @@ def series(root: Path, project: Path, creates: int, block: int, threshold: int) 
         "fold_threshold": threshold,
         "p50_ms": ms(statistics.median(samples)),
         "blocks": found,
-        "fold_steps": store.autofold.steps,
-        "longest_hold_ms": ms(store.autofold.longest_hold),
+        "fold_steps": autofold(store).steps,
+        "longest_hold_ms": ms(autofold(store).longest_hold),
         "packs_before_gc": packs_before_gc,
         "gc_ms": ms(gc_seconds),
         "packs_after_gc": pack_count(root),

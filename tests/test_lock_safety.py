@@ -11,10 +11,11 @@ import pytest
 
 from snapstore import LockTimeout, SnapStore
 from snapstore.backend.filelock import FileLock
+from snapstore.internals import repository
 
 
 def _holding_blobs(store: SnapStore, held: threading.Event, release: threading.Event) -> None:
-    with store.blobs_in_use():
+    with repository(store).blobs_in_use():
         held.set()
         release.wait(10)
 
@@ -71,7 +72,7 @@ def test_overlapping_readers_cannot_starve_gc(root: Path, project: Path) -> None
     def reader(offset: float) -> None:
         time.sleep(offset)
         while not stop.is_set():
-            with store.blobs_in_use():
+            with repository(store).blobs_in_use():
                 time.sleep(0.05)
 
     readers = [threading.Thread(target=reader, args=(i * 0.025,)) for i in range(2)]

@@ -15,12 +15,13 @@ import pytest
 import snapstore.backend.filelock
 from snapstore import LockTimeout, SnapStore
 from snapstore.backend.filelock import FileLock, is_untrusted_lock_filesystem
+from snapstore.internals import repository
 
 
 def test_timeout_names_the_lock(root: Path, project: Path) -> None:
     store = SnapStore(root, lock_timeout=0.2)
     other = SnapStore(root, lock_timeout=0.2)
-    with other.repo.sessions.lock("s").exclusive():
+    with repository(other).sessions.lock("s").exclusive():
         started = time.monotonic()
         with pytest.raises(LockTimeout, match="session 's'") as caught:
             store.create("s", "n", ["README.md"], base_dir=project)

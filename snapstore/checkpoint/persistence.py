@@ -19,6 +19,7 @@ from snapstore.errors import (
     InvalidValueError,
     NotAStateSnapshotError,
 )
+from snapstore.internals import repository
 from snapstore.logs import get_logger
 from snapstore.store import SnapStore
 
@@ -194,7 +195,7 @@ class FileCheckpointStore:
     def unreadable(self) -> list[str]:
         """Why each checkpoint whose header cannot be read (so its key is not known either)
         is damaged, naming where it lies."""
-        found = self.store.repo.catalog.manifests(self.session)
+        found = repository(self.store).catalog.manifests(self.session)
         return [str(item) for item in found if isinstance(item, CorruptManifestError)]
 
 

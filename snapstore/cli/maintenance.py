@@ -18,6 +18,7 @@ from snapstore.errors import SnapshotNotFound, SnapstoreError, SweepRefusedError
 from snapstore.frontend import shapes
 from snapstore.frontend.exitcodes import ExitCode
 from snapstore.frontend.words import count, human_size
+from snapstore.internals import repository
 from snapstore.models import GcReport
 
 
@@ -45,12 +46,12 @@ def partial_deletes(store: SnapStore, session: str | None = None) -> Iterator[No
     The count compares the manifests on disk before and after, so a snapshot another process
     deleted meanwhile is counted too; the message says "gone", not "deleted by this run".
     """
-    before = set(store.catalog.names(session))
+    before = set(repository(store).catalog.names(session))
     try:
         yield
     except (SnapstoreError, OSError) as error:
         try:
-            gone = len(before - set(store.catalog.names(session)))
+            gone = len(before - set(repository(store).catalog.names(session)))
         except OSError:
             raise error from None
         if not gone:

@@ -12,6 +12,7 @@ from snapstore.cli.maintenance import SessionNotFound
 from snapstore.cli.output import print_note, render_table
 from snapstore.cli.params import DURATION
 from snapstore.frontend.words import count, human_age, human_size
+from snapstore.internals import repository
 
 if TYPE_CHECKING:
     from snapstore.maintenance.stats import SessionStats
@@ -108,7 +109,7 @@ def sessions(settings: Settings) -> None:
     """List the sessions: their checkpoints, state values, undo backups and newest checkpoint."""
     from snapstore.maintenance.stats import session_counts
 
-    infos = [manifest.header.info for manifest in settings.store().repo.listing(None)]
+    infos = [manifest.header.info for manifest in repository(settings.store()).listing(None)]
     found = session_counts(infos)
     items = [found[name] for name in sorted(found)]
     headers = ["SESSION", "CHECKPOINTS", "STATES", "BACKUPS", "NEWEST", "CREATED"]

@@ -3,8 +3,9 @@
 The table is documented in docs/cli.md ("Exit codes"); scripts rely on these numbers, so a
 code is never reused for another meaning. The services report the same code for an error
 (``data.exit_code``, docs/protocol.md), so the table lives here, where both take it from;
-``snapstore.cli.exitcodes`` names the same objects. 0, 1 and 2 keep their usual sense (success, error,
-usage); the others follow restic where it has an equivalent (10: no repository, 11: locked).
+``snapstore.cli.exitcodes`` names the same objects. 0, 1 and 2 keep their usual sense
+(success, error, usage); the others follow restic where it has an equivalent (10: no
+repository, 11: locked).
 """
 
 from __future__ import annotations

@@ -230,7 +230,8 @@ class Catalog:
 
     def commit(self, session: str, name: str, data: bytes) -> bool:
         """Atomically and durably install ``data`` as the manifest of (session, name); True
-        if it replaced one. The session's lock held."""
+        if it replaced one. The session's lock held: a snapshot is committed through
+        ``Repository.commit_snapshot``, which numbers it and moves the session's head."""
         replaced = self.exists(session, name)
         self.backend.write(self.handle(manifest_name(session, name)), data)
         logger.debug("committed snapshot %r of session %r (%d bytes)", name, session, len(data))

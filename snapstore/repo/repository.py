@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import time
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import Any
 
 from snapstore.backend.layout import FORMAT_MAJOR, FORMAT_TEXT, MARKER_MAX_BYTES, marker_major
@@ -19,27 +18,26 @@ from snapstore.backend.seam import Backend, Handle, Kind
 from snapstore.cyclic_gc import gc_paused
 from snapstore.errors import (
     CorruptManifestError,
-    InvalidNameError,
+    MissingBlobError,
     NotAStateSnapshotError,
     PathNotInSnapshotError,
     ReadOnlyStoreError,
+    SnapshotExistsError,
     SnapshotNotFound,
 )
-from snapstore.format.manifest import Manifest, encode
+from snapstore.format.manifest import EntryRow, Manifest
 from snapstore.format.names import encode_name
-from snapstore.format.times import expiry_ns, ns_to_time
 from snapstore.fs.stamps import FileId, file_id
 from snapstore.models import FileEntry, SnapshotInfo
+from snapstore.repo import selectors
 from snapstore.repo.blobs import Blobs
 from snapstore.repo.catalog import Catalog, ManifestFile, manifest_name
+from snapstore.repo.commits import Draft
 from snapstore.repo.contents import read_content
 from snapstore.repo.heads import Head
 from snapstore.repo.locks import TargetLocks, shared_behind
 from snapstore.repo.sessions import Sessions, in_order
 from snapstore.repo.trees import Trees
-
-LATEST = "latest"
-_LATEST_N = re.compile(r"latest~(\d+)")
 
 
 class Repository:
@@ -128,54 +126,13 @@ class Repository:
         return [m.header.info for m in self.listing(session) if m.header.info.is_backup]
 
     def latest(self, session: str, back: int = 0) -> SnapshotInfo:
-        """The ``back``-th file checkpoint of the session before its newest (0: the newest),
-        read from the session's head where it names it (see ``repo.heads``), else from a
-        listing of the session; SnapshotNotFound if there is none."""
-        encode_name(session, "session")
-        head = self.sessions.head(session)
-        name = _back_from(head, session, back)
-        if name is not None:
-            try:
-                header = self.catalog.read_header(manifest_name(session, name))
-            except (OSError, CorruptManifestError):
-                header = None
-            if header is not None and _is_checkpoint(header.info, name):
-                return header.info
-        checkpoints = self.checkpoints(session)
-        if back >= len(checkpoints):
-            raise SnapshotNotFound(session, LATEST if back == 0 else f"{LATEST}~{back}")
-        return checkpoints[-1 - back]
+        """The ``back``-th file checkpoint of the session before its newest (0: the newest);
+        SnapshotNotFound if there is none (see ``selectors``)."""
+        return selectors.latest(self, session, back)
 
     def resolve(self, session: str, selector: str, *, prefix: bool = False) -> str:
-        """The snapshot name a selector means (see ``SnapStore.resolve``)."""
-        encode_name(selector, "snapshot name")
-        if self.catalog.exists(session, selector):
-            return selector
-        if selector == LATEST or _LATEST_N.fullmatch(selector):
-            back = 0 if selector == LATEST else int(selector[len(LATEST) + 1 :])
-            head = self.sessions.head(session)
-            name = _back_from(head, session, back, selector)
-            if name is not None:
-                with contextlib.suppress(OSError, CorruptManifestError):
-                    header = self.catalog.read_header(manifest_name(session, name))
-                    if _is_checkpoint(header.info, name):
-                        return name
-            checkpoints = self.checkpoints(session)
-            if back >= len(checkpoints):
-                raise SnapshotNotFound(session, selector)
-            return checkpoints[-1 - back].name
-        if not prefix:
-            raise SnapshotNotFound(session, selector)
-        matches = [i.name for i in self.checkpoints(session) if i.name.startswith(selector)]
-        if not matches:
-            raise SnapshotNotFound(session, selector)
-        if len(matches) > 1:
-            shown = ", ".join(repr(match) for match in sorted(matches)[:5])
-            raise InvalidNameError(
-                f"{selector!r} is the start of {len(matches)} snapshot names in session "
-                f"{session!r} ({shown}); give more of the name"
-            )
-        return matches[0]
+        """The snapshot name a selector means (see ``SnapStore.resolve`` and ``selectors``)."""
+        return selectors.resolve(self, session, selector, prefix=prefix)
 
     def files_header(self, session: str, name: str) -> SnapshotInfo:
         """The header of a file snapshot (``name`` may be a selector), read alone."""
@@ -225,34 +182,60 @@ class Repository:
 
     # ------------------------------------------------------------------ state values
 
+    def commit_snapshot(
+        self,
+        draft: Draft,
+        *,
+        if_exists: str = "replace",
+        unverified: Sequence[EntryRow] = (),
+        committed: Callable[[SnapshotInfo], None] | None = None,
+    ) -> tuple[SnapshotInfo, bool]:
+        """Commit ``draft`` as the snapshot (session, name): the one place a new manifest is
+        written, whether it holds a checkpoint, an undo backup or a state value. Returns its
+        header and whether it replaced a snapshot of that name.
+
+        First every blob of ``unverified`` (rows whose blobs the snapshot counts on: files,
+        extent maps and their pieces, trees) must be stored (MissingBlobError otherwise).
+        Then, under the session's lock and only for the commit, it refuses an existing name
+        if ``if_exists="error"`` (SnapshotExistsError), numbers the snapshot after every
+        snapshot of the session, takes its times, writes the manifest atomically and durably
+        and moves the session's head; ``committed(header)`` runs last, still under the lock
+        (the manifest is the one just written). The gc lock must be held shared by the
+        caller, from before its blobs were written or claimed.
+
+        Maintenance writes no new snapshot and so never comes here: a format conversion
+        (``maintenance.upgrade``) replaces a manifest by another encoding of the same one,
+        keeping its times and number and leaving the head as it is, and only if the object
+        is still the version it read (``SessionChange.rewrite``)."""
+        missing = self.blobs.first_missing(unverified)
+        if missing is not None:
+            path, digest = missing[0], missing[5]
+            assert digest is not None
+            raise MissingBlobError(f"blob {digest.hex()} for {path!r} vanished before commit")
+        with self.sessions.changing(draft.session) as change:
+            if if_exists == "error" and self.catalog.exists(draft.session, draft.name):
+                raise SnapshotExistsError(draft.session, draft.name)
+            seq = change.next_seq
+            info, data = draft.manifest(time.time_ns(), seq)
+            checkpoint = draft.kind == "files" and draft.backup_of is None
+            backup = draft.backup_of is not None
+            replaced = change.commit(
+                draft.session, draft.name, data, seq, checkpoint=checkpoint, backup=backup
+            )
+            if committed is not None:
+                committed(info)
+        return info, replaced
+
     def put_state(self, session: str, name: str, value: Any, ttl: float | None) -> SnapshotInfo:
         """Durably store one value as (session, name) (see ``SnapStore.put_state``)."""
         encode_name(session, "session")
         encode_name(name, "snapshot name")
-        expiry_ns(0, ttl)
+        draft = Draft(session, name, "state", ttl=ttl, value=value)
+        draft.check()
         self.check_writable("store a state value")
-        with (
-            shared_behind(self.gc_lock, self.gc_intent),
-            self.sessions.changing(session) as change,
-        ):
+        with shared_behind(self.gc_lock, self.gc_intent):
             self.require_current_format()
-            created_ns = time.time_ns()
-            expires_ns = expiry_ns(created_ns, ttl)
-            info = SnapshotInfo(
-                session=session,
-                name=name,
-                kind="state",
-                created_at=ns_to_time(created_ns),
-                expires_at=None if expires_ns is None else ns_to_time(expires_ns),
-                file_count=0,
-                total_bytes=0,
-                meta={},
-                base_dir="",
-            )
-            seq = change.next_seq
-            data = encode(info, created_ns=created_ns, expires_ns=expires_ns, value=value, seq=seq)
-            change.commit(session, name, data, seq, checkpoint=False, backup=False)
-        return info
+            return self.commit_snapshot(draft)[0]
 
     def get_state(self, session: str, name: str, default: Any) -> Any:
         """The stored value, or ``default`` if there is none; a corrupt one raises."""
@@ -330,20 +313,3 @@ class Repository:
                     header, version = self.catalog.read_versioned_header(object_name)
                     if header.info.is_backup:
                         change.remove(object_name, name, version)
-
-
-def _is_checkpoint(info: SnapshotInfo, name: str) -> bool:
-    """Whether the snapshot read is still the file checkpoint ``name`` a head named (not a
-    state value or an undo backup that replaced it under that name since)."""
-    return info.name == name and info.kind == "files" and not info.is_backup
-
-
-def _back_from(head: Head | None, session: str, back: int, selector: str = LATEST) -> str | None:
-    """The name of the ``back``-th checkpoint before the newest, if the head names it;
-    SnapshotNotFound if the head knows the session has none that far back."""
-    if head is None:
-        return None
-    try:
-        return head.checkpoint_back(back)
-    except IndexError:
-        raise SnapshotNotFound(session, selector) from None

@@ -80,7 +80,7 @@ class SessionChange:
         self, session: str, name: str, data: bytes, seq: int, *, checkpoint: bool, backup: bool
     ) -> bool:
         """Install ``data`` (a manifest numbered ``seq``, from ``next_seq``) as the snapshot
-        ``name``; True if it replaced one."""
+        ``name``; True if it replaced one. ``Repository.commit_snapshot`` is its one caller."""
         self._start()
         replaced = self._sessions.catalog.commit(session, name, data)
         head = self._built_head()
@@ -102,7 +102,8 @@ class SessionChange:
 
     def rewrite(self, object_name: str, data: bytes) -> None:
         """Replace a manifest by another encoding of the same snapshot (same name, number and
-        header: a format conversion), which the head does not see."""
+        header: a format conversion), which the head does not see. No new snapshot, so not
+        through ``Repository.commit_snapshot`` (its docstring says why)."""
         self._start()
         self._sessions.backend.write(Handle(Kind.MANIFEST, object_name), data)
         self._in_doubt = False

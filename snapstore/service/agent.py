@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from snapstore.frontend import shapes
+from snapstore.internals import repository
 from snapstore.service.confine import AllowedDirectories
 from snapstore.service.context import Service
 from snapstore.service.removal import check_replace
@@ -147,7 +148,7 @@ class CheckpointAgent:
         """The header of the file checkpoint ``selector`` resolves to, whose directory must be
         an allowed one."""
         store = self._store()
-        info = store.repo.files_header(session, store.resolve(session, selector))
+        info = repository(store).files_header(session, store.resolve(session, selector))
         self.allowed.check(info.base_dir, f"the base directory of checkpoint {info.name!r}")
         return info
 

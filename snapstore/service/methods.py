@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import snapstore
 from snapstore.frontend import shapes
+from snapstore.internals import repository
 from snapstore.patch import DEFAULT_CONTEXT, DEFAULT_MAX_BYTES
 from snapstore.service import removal
 from snapstore.service.confine import os_path_text
@@ -68,7 +69,7 @@ def _confine(service: Service, path: str | None, what: str, base: str | None = N
 
 def _snapshot_dir(service: Service, session: str, name: str) -> str:
     """The base directory of file snapshot ``name`` (a full name), confined with ``--allow``."""
-    base_dir = service.store().repo.files_header(session, name).base_dir
+    base_dir = repository(service.store()).files_header(session, name).base_dir
     _confine(service, base_dir, f"the base directory of snapshot {name!r}")
     return base_dir
 

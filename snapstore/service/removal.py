@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from snapstore.errors import NotAStateSnapshotError, SnapshotNotFound
 from snapstore.format.times import ns_to_time
+from snapstore.internals import repository
 from snapstore.models import SnapshotInfo
 from snapstore.service.confine import AllowedDirectories
 
@@ -40,7 +41,7 @@ def _recorded(store: SnapStore, session: str | None) -> dict[tuple[str, str], Sn
     name)."""
     return {
         (info.session, info.name): info
-        for info in (manifest.header.info for manifest in store.repo.listing(session))
+        for info in (manifest.header.info for manifest in repository(store).listing(session))
     }
 
 
@@ -60,7 +61,7 @@ def check_replace(store: SnapStore, allowed: AllowedDirectories, session: str, n
     """Refuse a ``create`` that would replace checkpoint ``name`` of a directory outside
     ``allowed`` (nothing to replace, or a state value: the library decides)."""
     try:
-        info = store.repo.files_header(session, name)
+        info = repository(store).files_header(session, name)
     except (SnapshotNotFound, NotAStateSnapshotError):
         return
     if info.name == name:
@@ -71,7 +72,7 @@ def confined_sweep(store: SnapStore, allowed: AllowedDirectories, args: dict[str
     """``store.sweep(**args)``, refused whole if it would delete a snapshot of a directory
     outside ``allowed``: a dry run at one moment (``now``, else the store's clock) decides,
     and the sweep runs at that same moment."""
-    now = args["now"] if args["now"] is not None else ns_to_time(store.repo.backend.now_ns())
+    now = args["now"] if args["now"] is not None else ns_to_time(repository(store).backend.now_ns())
     planned = store.sweep(**{**args, "now": now, "dry_run": True})
     recorded = _recorded(store, None)
     doomed = [recorded[pair] for pair in planned.deleted if pair in recorded]

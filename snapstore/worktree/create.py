@@ -17,20 +17,19 @@ from typing import Any
 from snapstore.backend.layout import is_store_root
 from snapstore.errors import (
     InvalidValueError,
-    MissingBlobError,
     MissingPathError,
-    SnapshotExistsError,
     SourceChangedError,
     UnsafePathError,
 )
-from snapstore.format.manifest import EntryRow, encode
+from snapstore.format.manifest import EntryRow
 from snapstore.format.names import encode_name, generated_name
 from snapstore.format.packfile import KIND_TREE
-from snapstore.format.times import expiry_ns, ns_to_time
+from snapstore.format.times import expiry_ns
 from snapstore.format.tree import FileAttrs
 from snapstore.format.treebuild import BuiltTrees
 from snapstore.models import SkippedPath, SnapshotInfo
 from snapstore.repo.batch import BlobBatch
+from snapstore.repo.commits import IF_EXISTS, Draft
 from snapstore.repo.repository import Repository
 from snapstore.worktree import treememo
 from snapstore.worktree.excludes import Matcher, check_patterns, initial_patterns
@@ -107,7 +106,7 @@ def checkpoint_request(
         raise InvalidValueError("create needs the paths to snapshot")
     if isinstance(paths, str | os.PathLike):
         paths = [paths]
-    if if_exists not in ("replace", "error"):
+    if if_exists not in IF_EXISTS:
         raise InvalidValueError(f"if_exists must be 'replace' or 'error', not {if_exists!r}")
     if missing not in ("absent", "error"):
         raise InvalidValueError(f"missing must be 'absent' or 'error', not {missing!r}")
@@ -298,48 +297,29 @@ def commit_recorded(
     *,
     committed: Committed | None = None,
 ) -> tuple[SnapshotInfo, bool]:
-    """Commit what a create recorded as (session, name), after checking that every blob of
-    ``recorded.unverified`` is stored, under the session's lock (which it holds only for the
-    commit itself, numbering the snapshot in its session); the header, and whether it
-    replaced a snapshot. The gc lock must be held shared (since the blobs were claimed)."""
-    missing = repo.blobs.first_missing(recorded.unverified)
-    if missing is not None:
-        path, _, _, _, _, digest, _ = missing
-        assert digest is not None
-        raise MissingBlobError(f"blob {digest.hex()} for {path!r} vanished before commit")
-    with repo.sessions.changing(request.session) as change:
-        if request.if_exists == "error" and repo.catalog.exists(request.session, request.name):
-            raise SnapshotExistsError(request.session, request.name)
-        seq = change.next_seq
-        created_ns = time.time_ns()
-        expires_ns = expiry_ns(created_ns, request.ttl)
-        info = SnapshotInfo(
-            session=request.session,
-            name=request.name,
-            kind="files",
-            created_at=ns_to_time(created_ns),
-            expires_at=None if expires_ns is None else ns_to_time(expires_ns),
-            file_count=recorded.file_count,
-            total_bytes=recorded.total_bytes,
-            meta=request.meta,
-            base_dir=request.base,
-            skipped=tuple(sorted(recorded.skipped, key=lambda s: s.path)),
-            roots=tuple(sorted({p for p in request.paths if p not in request.shallow})),
-            backup_of=request.backup_of,
-            excludes=recorded.excludes,
-            stored_bytes=recorded.stored_bytes,
-        )
-        data = encode(
-            info,
-            created_ns=created_ns,
-            expires_ns=expires_ns,
-            tree=recorded.trees.root,
-            seq=seq,
-        )
-        backup = request.backup_of is not None
-        replaced = change.commit(
-            request.session, request.name, data, seq, checkpoint=not backup, backup=backup
-        )
-        if committed is not None:
-            committed(info, recorded)
-    return info, replaced
+    """Commit what a create recorded as (session, name) (``Repository.commit_snapshot``:
+    every blob of ``recorded.unverified`` checked, then numbered and written under the
+    session's lock); the header, and whether it replaced a snapshot. The gc lock must be
+    held shared (since the blobs were claimed)."""
+    draft = Draft(
+        request.session,
+        request.name,
+        "files",
+        ttl=request.ttl,
+        file_count=recorded.file_count,
+        total_bytes=recorded.total_bytes,
+        meta=request.meta,
+        base_dir=request.base,
+        skipped=tuple(sorted(recorded.skipped, key=lambda s: s.path)),
+        roots=tuple(sorted({p for p in request.paths if p not in request.shallow})),
+        backup_of=request.backup_of,
+        excludes=recorded.excludes,
+        stored_bytes=recorded.stored_bytes,
+        tree=recorded.trees.root,
+    )
+    return repo.commit_snapshot(
+        draft,
+        if_exists=request.if_exists,
+        unverified=recorded.unverified,
+        committed=None if committed is None else lambda info: committed(info, recorded),
+    )

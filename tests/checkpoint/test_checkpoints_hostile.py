@@ -24,6 +24,7 @@ from snapstore.checkpoint import (
 )
 from snapstore.format import manifest as M
 from snapstore.format.times import ns_to_time
+from snapstore.internals import repository
 from snapstore.models import SnapshotInfo
 from snapstore.repo.catalog import manifest_name
 
@@ -63,7 +64,7 @@ def _forge_checkpoint(store: SnapStore, key: str, value_msgpack: bytes) -> None:
     prelude = M.PRELUDE.pack(
         magic, len(header), len(body), M._checksum(lengths, header), M._checksum(lengths, body)
     )
-    store.repo.catalog.commit("checkpoints", key, prelude + header + body)
+    repository(store).catalog.commit("checkpoints", key, prelude + header + body)
 
 
 # 1 -------------------------------------------------------------------------------------
@@ -129,7 +130,9 @@ def test_checkpoint_list_marks_a_checkpoint_with_a_damaged_header_corrupt(
     root = tmp_path / "root"
     store = SnapStore(root)
     FileCheckpointStore(store).save("bad", 2)
-    manifest = store.backend.path(Handle(Kind.MANIFEST, manifest_name("checkpoints", "bad")))
+    manifest = repository(store).backend.path(
+        Handle(Kind.MANIFEST, manifest_name("checkpoints", "bad"))
+    )
     os.chmod(manifest, 0o644)
     data = bytearray(Path(manifest).read_bytes())
     data[M.PRELUDE.size + 4] ^= 0xFF

@@ -17,13 +17,14 @@ from helpers.scenarios import (
 )
 
 from snapstore.fs.seam import FileSystem
+from snapstore.internals import repository
 
 
 def _run_gc_after_dead_loose_writer(scenario_dir: Path, fs: FileSystem) -> object:
     """A writer stored a loose copy of a blob that is already packed (and referenced by
     'kept') and died before flushing its shard directory; then gc rewrites that pack."""
     store = open_store(scenario_dir, fs)
-    store.blobs.put_bytes(b"new file\n")  # TREE_V2's dir/new.txt, packed and referenced
+    repository(store).blobs.put_bytes(b"new file\n")  # TREE_V2's dir/new.txt, packed and referenced
     store.close()
     report = open_store(scenario_dir, fs).gc()
     assert report.packs_deleted >= 1, report

@@ -11,6 +11,7 @@ import pytest
 from helpers.trees import write_tree
 
 from snapstore import SnapStore
+from snapstore.internals import repository
 
 FORMAT_2 = "snapstore format 2\n"
 FORMAT_3 = "snapstore format 3\n"
@@ -37,7 +38,7 @@ def _format_2_store(root: Path, tmp_path: Path) -> None:
 
 
 def _trim(store: SnapStore) -> None:
-    store.repo.trim_backups("s", 0, lambda: ())
+    repository(store).trim_backups("s", 0, lambda: ())
 
 
 WRITES: dict[str, Callable[[SnapStore], object]] = {
@@ -91,12 +92,12 @@ def test_the_marker_is_written_before_the_first_change_of_a_session(
     _format_2_store(root, tmp_path)
     store = SnapStore(root)
     seen: list[str] = []
-    forget = store.repo.sessions.heads.forget
+    forget = repository(store).sessions.heads.forget
 
     def recording(session_dir: str) -> None:
         seen.append((root / "FORMAT").read_text())
         forget(session_dir)
 
-    monkeypatch.setattr(store.repo.sessions.heads, "forget", recording)
+    monkeypatch.setattr(repository(store).sessions.heads, "forget", recording)
     store.delete("s", "two")
     assert seen == [FORMAT_3]

@@ -18,6 +18,7 @@ from snapstore.format import tree as tree_format
 from snapstore.format.manifest import encode
 from snapstore.format.packfile import KIND_TREE
 from snapstore.format.tree import TreeRef, encode_tree, tree_ref
+from snapstore.internals import repository
 from snapstore.models import SnapshotInfo
 from snapstore.repo.batch import BlobBatch
 
@@ -36,10 +37,10 @@ def _deep_tree(base: Path) -> dict[str, bytes]:
 
 
 def _tree_objects(store: SnapStore) -> set[bytes]:
-    store.blobs.refresh()
+    repository(store).blobs.refresh()
     return {
         digest
-        for index in store.blobs.packs.indexes()
+        for index in repository(store).blobs.packs.indexes()
         for digest, (number, _, _) in index.entries.items()
         if index.blocks[number].kind == KIND_TREE
     }
@@ -108,12 +109,12 @@ def _info(file_count: int = 0, total_bytes: int = 0) -> SnapshotInfo:
 
 def _install(store: SnapStore, trees: list[bytes], root: bytes, info: SnapshotInfo) -> None:
     """Store raw tree objects and commit a manifest naming ``root`` (nothing validated)."""
-    with store.blobs_in_use():
-        batch = BlobBatch(store.blobs)
+    with repository(store).blobs_in_use():
+        batch = BlobBatch(repository(store).blobs)
         for data in [*trees, root]:
             batch.add(tree_ref(data).digest, data, KIND_TREE)
         batch.finish()
-        store.catalog.commit(
+        repository(store).catalog.commit(
             "s",
             "bad",
             encode(info, created_ns=time.time_ns(), expires_ns=None, tree=tree_ref(root)),
@@ -186,8 +187,8 @@ def test_a_shared_subtree_cannot_multiply_a_snapshot_past_the_entry_limit(
 
 
 def test_a_tree_holding_other_files_than_its_header_counts_is_corrupt(store: SnapStore) -> None:
-    with store.blobs_in_use():
-        digest = store.blobs.put_bytes(b"abc")
+    with repository(store).blobs_in_use():
+        digest = repository(store).blobs.put_bytes(b"abc")
     _install(store, [], encode_tree([("f", "file", 0o644, 3, 0, digest, None)]), _info(2, 3))
     with pytest.raises(CorruptManifestError, match="header counts"):
         store.get("s", "bad")
@@ -199,7 +200,7 @@ def test_a_missing_tree_object_is_reported_never_guessed(store: SnapStore, tmp_p
     store.create("s", "one", ["."], base_dir=tmp_path / "p")
     info = store.get("s", "one").info
     absent = TreeRef(b"\x22" * 32, 10)
-    store.catalog.commit(
+    repository(store).catalog.commit(
         "s", "one", encode(info, created_ns=time.time_ns(), expires_ns=None, tree=absent)
     )
     with pytest.raises(Exception, match="missing"):

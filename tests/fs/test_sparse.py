@@ -27,6 +27,7 @@ from snapstore.format.extents import (
 from snapstore.format.manifest import encode
 from snapstore.format.packfile import KIND_DATA, KIND_TREE
 from snapstore.format.tree import encode_tree, tree_ref
+from snapstore.internals import repository
 from snapstore.models import SnapshotInfo
 from snapstore.repo.batch import BlobBatch
 
@@ -279,15 +280,15 @@ def _install_hostile(store: SnapStore, map_data: bytes, size: int, pieces: list[
     """Commit a snapshot whose one file row claims ``map_data`` as its extent map."""
     digest = map_digest(map_data)
     root = encode_tree([("f.bin", "file", 0o644, size, 0, digest, None, {"extents": True})])
-    with store.blobs_in_use():
-        batch = BlobBatch(store.blobs)
+    with repository(store).blobs_in_use():
+        batch = BlobBatch(repository(store).blobs)
         for piece in pieces:
             batch.add(map_digest(piece), piece, KIND_DATA)
         batch.add(digest, map_data, KIND_DATA)
         batch.add(tree_ref(root).digest, root, KIND_TREE)
         batch.finish()
         info = SnapshotInfo("s", "bad", "files", datetime.now(UTC), None, 1, size, {}, "/x")
-        store.catalog.commit(
+        repository(store).catalog.commit(
             "s",
             "bad",
             encode(info, created_ns=time.time_ns(), expires_ns=None, tree=tree_ref(root)),
@@ -321,9 +322,9 @@ def test_hostile_extent_maps_are_corrupt_snapshots(
     assert sorted(p.name for p in target.iterdir()) == ["keep.txt"]
     assert not store.verify().ok
     store.gc()
-    with store.blobs_in_use():  # what the snapshot holds is not garbage
-        assert store.blobs.has(map_digest(map_data))
-        assert all(store.blobs.has(map_digest(piece)) for piece in pieces)
+    with repository(store).blobs_in_use():  # what the snapshot holds is not garbage
+        assert repository(store).blobs.has(map_digest(map_data))
+        assert all(repository(store).blobs.has(map_digest(piece)) for piece in pieces)
 
 
 def test_entries_rebuilt_into_trees_keep_their_attributes() -> None:

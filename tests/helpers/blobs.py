@@ -8,21 +8,22 @@ from pathlib import Path
 
 from snapstore import SnapStore
 from snapstore.format.codec import CODEC_NONE
+from snapstore.internals import repository
 from snapstore.repo.packs import PackWriter
 
 
 def _pack_files(store: SnapStore, pack_id: str) -> list[Path]:
-    pack = Path(store.blobs.packs.pack_path(pack_id))
+    pack = Path(repository(store).blobs.packs.pack_path(pack_id))
     return [pack, pack.with_suffix(".idx")]
 
 
 def corrupt_blob(store: SnapStore, digest: bytes) -> None:
     """Flip the first byte of the blob's stored bytes (its size stays the same); for a blob
     in a compressed block, the first byte of the block (every blob of it reads as corrupt)."""
-    store.blobs.refresh()
-    location = store.blobs.packs.locate(digest)
+    repository(store).blobs.refresh()
+    location = repository(store).blobs.packs.locate(digest)
     if location is None:
-        path, offset = Path(store.blobs.path(digest)), 0
+        path, offset = Path(repository(store).blobs.path(digest)), 0
     else:
         path = _pack_files(store, location.pack_id)[0]
         offset = location.block.offset
@@ -39,35 +40,39 @@ def corrupt_blob(store: SnapStore, digest: bytes) -> None:
 def remove_blob(store: SnapStore, digest: bytes) -> None:
     """Remove the blob's stored copy: its loose file, or its record in its pack (the pack is
     rewritten without it, so the other blobs and tree objects it held stay)."""
-    store.blobs.refresh()
-    location = store.blobs.packs.locate(digest)
+    repository(store).blobs.refresh()
+    location = repository(store).blobs.packs.locate(digest)
     if location is None:
-        os.unlink(store.blobs.path(digest))
+        os.unlink(repository(store).blobs.path(digest))
         return
-    packs = store.blobs.packs
+    packs = repository(store).blobs.packs
     (index,) = [i for i in packs.indexes() if i.pack_id == location.pack_id]
     others = [d for d in index.entries if d != digest]
     if others:
-        writer = PackWriter(store.backend)
+        writer = PackWriter(repository(store).backend)
         for other in sorted(others, key=lambda d: index.blocks[index.entries[d][0]].kind):
-            writer.add(other, store.blobs.read(other), index.blocks[index.entries[other][0]].kind)
+            writer.add(
+                other,
+                repository(store).blobs.read(other),
+                index.blocks[index.entries[other][0]].kind,
+            )
         writer.publish()
     packs.announce_deletions()
     for path in _pack_files(store, location.pack_id):
         path.chmod(0o644)
         path.unlink()
-    store.blobs.refresh(full=True)
+    repository(store).blobs.refresh(full=True)
 
 
 def loosen(store: SnapStore, digest: bytes) -> Path:
     """Keep the blob as a loose file only (its pack rewritten without it); return the loose
     file's path."""
-    store.blobs.refresh()
-    data = store.blobs.read(digest)
-    location = store.blobs.packs.locate(digest)
+    repository(store).blobs.refresh()
+    data = repository(store).blobs.read(digest)
+    location = repository(store).blobs.packs.locate(digest)
     assert location is not None
-    store.blobs.loose.put_bytes(data)
-    store.blobs.loose.sync()
+    repository(store).blobs.loose.put_bytes(data)
+    repository(store).blobs.loose.sync()
     remove_blob(store, digest)
-    store.blobs.refresh()
-    return Path(store.blobs.path(digest))
+    repository(store).blobs.refresh()
+    return Path(repository(store).blobs.path(digest))

@@ -20,6 +20,7 @@ from typing import Any
 
 from helpers.trees import Tree, read_tree
 from snapstore import SnapStore
+from snapstore.internals import journals
 
 Key = tuple[str, str]
 Fingerprint = tuple[Any, ...]
@@ -154,7 +155,7 @@ def _check_target(
     result.target_temp_files = [path for path in everything if path not in plain]
     if result.target_temp_files:
         raise InconsistentStore(f"temp files left in the target: {result.target_temp_files}")
-    if store.journals.pending():
+    if journals(store).pending():
         raise InconsistentStore("a restore journal is left after reopening the store")
     actual = normalize(plain)
     if actual == new:

@@ -16,6 +16,7 @@ from snapstore import SnapStore
 from snapstore.format import packfile
 from snapstore.format.manifest import encode
 from snapstore.format.times import time_to_ns
+from snapstore.internals import repository
 
 
 def _v1_pack(blobs: dict[bytes, bytes]) -> tuple[bytes, bytes]:
@@ -39,8 +40,8 @@ def downgrade_to_format_1(root: Path) -> None:
     store = SnapStore(root, durable=False)
     manifests: dict[str, bytes] = {}
     blobs: dict[bytes, bytes] = {}
-    for object_name in store.catalog.names():
-        manifest = store.catalog.read_named(object_name)
+    for object_name in repository(store).catalog.names():
+        manifest = repository(store).catalog.read_named(object_name)
         info = manifest.info
         created_ns = time_to_ns(info.created_at)
         expires_ns = None if info.expires_at is None else time_to_ns(info.expires_at)
@@ -66,7 +67,7 @@ def downgrade_to_format_1(root: Path) -> None:
     (packs / f"{pack_id}.pack").write_bytes(pack)
     (packs / f"{pack_id}.idx").write_bytes(index)
     for object_name, data in manifests.items():
-        path = Path(store.catalog.manifest_path(*_names(store, object_name)))
+        path = Path(repository(store).catalog.manifest_path(*_names(store, object_name)))
         path.chmod(0o644)
         path.write_bytes(data)
     (root / "FORMAT").write_text("snapstore format 1\n")
@@ -75,5 +76,5 @@ def downgrade_to_format_1(root: Path) -> None:
 
 
 def _names(store: SnapStore, object_name: str) -> tuple[str, str]:
-    info = store.catalog.read_header(object_name).info
+    info = repository(store).catalog.read_header(object_name).info
     return info.session, info.name

@@ -20,6 +20,7 @@ from helpers.trees import Spec, copy_tree, read_tree, remove_tree, write_tree
 from snapstore import SnapStore
 from snapstore.fs.durable import TEMP_PREFIX
 from snapstore.fs.seam import FileSystem
+from snapstore.internals import autofold, repository
 
 SESSION = "s1"
 TREE_V1: Spec = {
@@ -98,7 +99,7 @@ def _run_overwrite(scenario_dir: Path, fs: FileSystem) -> object:
 def _run_create_after_dead_writer(scenario_dir: Path, fs: FileSystem) -> object:
     """Another writer published a blob of the same bytes and died before its commit (so it
     never flushed the blob's directory); this snapshot reuses that blob."""
-    open_store(scenario_dir, fs).blobs.put_bytes(b"alpha, changed\n")
+    repository(open_store(scenario_dir, fs)).blobs.put_bytes(b"alpha, changed\n")
     return _run_create(scenario_dir, fs)
 
 
@@ -106,7 +107,7 @@ def _run_create_after_dead_mkdir(scenario_dir: Path, fs: FileSystem) -> object:
     """Another writer made the session's directory and died before flushing its parent;
     this snapshot is the first one committed into it."""
     store = open_store(scenario_dir, fs)
-    name_dir = os.path.dirname(store.catalog.manifest_path("s2", "new"))
+    name_dir = os.path.dirname(repository(store).catalog.manifest_path("s2", "new"))
     fs.mkdir(os.path.dirname(name_dir), 0o755)
     return store.create("s2", "new", ["."], base_dir=scenario_dir / "src")
 
@@ -178,8 +179,8 @@ def _prepare_fold(scenario_dir: Path) -> None:
 def _run_fold(scenario_dir: Path, fs: FileSystem) -> object:
     """One fold step, run in the caller's thread (as the background thread runs it)."""
     store = SnapStore(scenario_dir / "root", fs=fs, lock_timeout=10, fold_threshold=2)
-    folded = store.autofold.run_steps(1)
-    assert folded == 1 and not store.autofold.pending, "the fold step did not complete"
+    folded = autofold(store).run_steps(1)
+    assert folded == 1 and not autofold(store).pending, "the fold step did not complete"
     return folded
 
 

@@ -16,6 +16,7 @@ import pytest
 from snapstore import SnapStore
 from snapstore.backend.memory import MemoryBackend
 from snapstore.errors import InvalidValueError
+from snapstore.internals import autofold, repository
 from snapstore.maintenance.fold import drop_sources, write_merged
 from snapstore.maintenance.foldpolicy import FOLD_ENV, FoldPolicy
 
@@ -59,11 +60,11 @@ def test_packs_fold_once_the_threshold_is_reached_and_not_before(tmp_path: Path)
     with SnapStore(root, fold_threshold=4) as store:
         for number in range(3):
             checkpoint(store, tmp_path / "p", "s", number)
-        store.autofold.join()
-        assert pack_count(root) == 3 and store.autofold.steps == 0
+        autofold(store).join()
+        assert pack_count(root) == 3 and autofold(store).steps == 0
         checkpoint(store, tmp_path / "p", "s", 3)
-        store.autofold.join()
-        assert store.autofold.steps == 1
+        autofold(store).join()
+        assert autofold(store).steps == 1
         assert pack_count(root) == 1
     assert_all_readable(root, {"s": 4})
 
@@ -73,7 +74,7 @@ def test_a_long_series_keeps_the_small_packs_under_the_threshold(tmp_path: Path)
     with SnapStore(root, fold_threshold=5) as store:
         for number in range(40):
             checkpoint(store, tmp_path / "p", "s", number)
-            store.autofold.join()
+            autofold(store).join()
             assert pack_count(root) < 5
     assert_all_readable(root, {"s": 40})
 
@@ -84,17 +85,17 @@ def test_folding_off_by_argument_or_environment(
     with SnapStore(tmp_path / "a", fold_threshold=0) as store:
         for number in range(6):
             checkpoint(store, tmp_path / "p", "s", number)
-        store.autofold.join()
+        autofold(store).join()
     assert pack_count(tmp_path / "a") == 6
     monkeypatch.setenv(FOLD_ENV, "off")
     with SnapStore(tmp_path / "b") as store:
-        assert store.autofold.policy.threshold == 0
+        assert autofold(store).policy.threshold == 0
         for number in range(40):
             checkpoint(store, tmp_path / "p", "s", number)
     assert pack_count(tmp_path / "b") == 40
     monkeypatch.setenv(FOLD_ENV, "3")
-    assert SnapStore(tmp_path / "c").autofold.policy.threshold == 3
-    assert SnapStore(tmp_path / "c", fold_threshold=7).autofold.policy.threshold == 7
+    assert autofold(SnapStore(tmp_path / "c")).policy.threshold == 3
+    assert autofold(SnapStore(tmp_path / "c", fold_threshold=7)).policy.threshold == 7
 
 
 @pytest.mark.parametrize("bad", [1, -1, 2.5, True, "4"])
@@ -114,7 +115,7 @@ def test_a_bad_threshold_in_the_environment_is_refused(
 
 def test_a_store_without_a_pack_log_does_not_fold() -> None:
     store = SnapStore(MemoryBackend(), fold_threshold=2)
-    assert not store.autofold.applies
+    assert not autofold(store).applies
 
 
 def test_a_reader_holding_the_store_keeps_the_folded_packs(tmp_path: Path) -> None:
@@ -123,16 +124,16 @@ def test_a_reader_holding_the_store_keeps_the_folded_packs(tmp_path: Path) -> No
     root = four_small_packs(tmp_path)
     reader = SnapStore(root, fold_threshold=0)
     folder = SnapStore(root, fold_threshold=2)
-    with reader.repo.blobs_in_use():
-        thread = threading.Thread(target=folder.autofold.run_steps, args=(1,))
+    with repository(reader).blobs_in_use():
+        thread = threading.Thread(target=autofold(folder).run_steps, args=(1,))
         thread.start()
         thread.join()
-        assert folder.autofold.pending
+        assert autofold(folder).pending
         assert pack_count(root) == 5
         for number in range(4):
             assert reader.read("s", f"c{number:03d}", "f.txt") == content("s", number)
-    folder.autofold.run_steps(1)
-    assert not folder.autofold.pending
+    autofold(folder).run_steps(1)
+    assert not autofold(folder).pending
     assert pack_count(root) == 1
     for number in range(4):
         assert reader.read("s", f"c{number:03d}", "f.txt") == content("s", number)
@@ -145,7 +146,7 @@ def test_two_processes_folding_the_same_packs(tmp_path: Path, first: str) -> Non
     them gone, or deletes the other's merged pack as one of its own sources."""
     root = four_small_packs(tmp_path)
     policy = FoldPolicy(threshold=2)
-    a, b = SnapStore(root).repo, SnapStore(root).repo
+    a, b = repository(SnapStore(root)), repository(SnapStore(root))
     fold_a = write_merged(a, policy)
     fold_b = write_merged(b, policy)
     assert fold_a is not None and fold_b is not None
@@ -160,7 +161,7 @@ def test_two_processes_folding_the_same_packs(tmp_path: Path, first: str) -> Non
 def test_gc_between_the_two_halves_of_a_fold(tmp_path: Path) -> None:
     """gc merges the fold's new pack with everything else; the fold then deletes nothing."""
     root = four_small_packs(tmp_path)
-    folder = SnapStore(root).repo
+    folder = repository(SnapStore(root))
     fold = write_merged(folder, FoldPolicy(threshold=2))
     assert fold is not None
     with SnapStore(root, fold_threshold=0) as other:
@@ -204,7 +205,7 @@ def test_a_damaged_small_pack_is_not_folded(tmp_path: Path) -> None:
     pack.write_bytes(bytes(data))
     before = sorted(path.name for path in (root / "packs").iterdir())
     folder = SnapStore(root, fold_threshold=2)
-    assert folder.autofold.run_steps(1) == 0
+    assert autofold(folder).run_steps(1) == 0
     assert sorted(path.name for path in (root / "packs").iterdir()) == before
 
 
@@ -229,14 +230,14 @@ def test_a_process_skips_its_fold_while_another_process_folds(tmp_path: Path) ->
     process that reaches the threshold skips its run instead of copying the same packs."""
     root = tmp_path / "store"
     with SnapStore(root, fold_threshold=4) as store:
-        holder = store.repo.backend.lock("fold")
+        holder = repository(store).backend.lock("fold")
         with holder.exclusive_if_free() as held:
             assert held
             for number in range(4):
                 checkpoint(store, tmp_path / "p", "s", number)
-            store.autofold.join()
-            assert store.autofold.steps == 0 and pack_count(root) == 4
+            autofold(store).join()
+            assert autofold(store).steps == 0 and pack_count(root) == 4
         checkpoint(store, tmp_path / "p", "s", 4)
-        store.autofold.join()
-        assert store.autofold.steps == 1 and pack_count(root) == 1
+        autofold(store).join()
+        assert autofold(store).steps == 1 and pack_count(root) == 1
     assert_all_readable(root, {"s": 5})

@@ -12,6 +12,7 @@ import pytest
 from helpers.trees import write_tree
 
 from snapstore import InvalidValueError, SnapStore
+from snapstore.internals import repository
 
 DAY = timedelta(days=1)
 
@@ -133,7 +134,7 @@ def test_gc_refuses_to_delete_blobs_when_a_manifest_is_corrupt(
 ) -> None:
     make(store, project, "s", "a")
     make(store, project, "s", "b")
-    path = Path(store.catalog.manifest_path("s", "b"))
+    path = Path(repository(store).catalog.manifest_path("s", "b"))
     path.chmod(0o644)
     path.write_bytes(b"\x00" * 10)
     store.delete("s", "a")
@@ -144,7 +145,7 @@ def test_gc_refuses_to_delete_blobs_when_a_manifest_is_corrupt(
 
 def test_gc_is_skipped_while_a_writer_holds_blobs(root: Path, project: Path) -> None:
     store = SnapStore(root, lock_timeout=0.2)
-    with store.gc_lock.shared():
+    with repository(store).gc_lock.shared():
         report = store.gc()
     assert report.skipped and "busy" in (report.reason or "")
     assert report.locked and report.problems == []

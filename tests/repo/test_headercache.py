@@ -11,6 +11,7 @@ import pytest
 from helpers.trees import write_tree
 
 from snapstore import SnapStore
+from snapstore.internals import repository
 from snapstore.repo import headercache
 from snapstore.repo.catalog import CorruptManifestWarning
 
@@ -49,7 +50,9 @@ def test_a_fresh_store_reads_headers_from_the_cache_file(
     assert (root / "cache" / "headers").is_file()
     headercache._DECODED.clear()
     fresh = SnapStore(root)
-    monkeypatch.setattr(fresh.catalog, "read_header", lambda path: pytest.fail("decoded"))
+    monkeypatch.setattr(
+        repository(fresh).catalog, "read_header", lambda path: pytest.fail("decoded")
+    )
     assert fresh.list() == expected
 
 
@@ -72,7 +75,7 @@ def test_a_manifest_damaged_in_place_is_never_served_from_the_cache(root: Path, 
     store.create("s", "one", ["."], base_dir=base)
     store.create("s", "two", ["."], base_dir=base)
     store.list()
-    path = Path(store.catalog.manifest_path("s", "one"))
+    path = Path(repository(store).catalog.manifest_path("s", "one"))
     info = path.stat()
     path.chmod(0o644)
     data = bytearray(path.read_bytes())

@@ -34,6 +34,7 @@ from snapstore.format.packfile import (
     PACK_MAGIC_V1,
     RECORD_HEAD_V1,
 )
+from snapstore.internals import repository
 from snapstore.models import SnapshotInfo
 from snapstore.worktree.statcache import cache_name
 
@@ -171,7 +172,7 @@ def test_fifos_in_place_of_store_files_never_block(tmp_path: Path) -> None:
     _fifo_at(root / "cache" / cache_name(str(project)))
     for index in (root / "packs").glob("*.idx"):
         _fifo_at(index)
-    _fifo_at(Path(store.catalog.manifest_path("s", "b")))
+    _fifo_at(Path(repository(store).catalog.manifest_path("s", "b")))
     with no_hang():
         fresh = SnapStore(root)
         with pytest.warns(UserWarning, match="not a regular file"):
@@ -205,7 +206,7 @@ def test_a_manifest_with_a_relative_base_dir_is_corrupt(store: SnapStore, tmp_pa
     """Restoring it would write under whatever the current directory happens to be."""
     info = SnapshotInfo("s", "rel", "files", datetime.now(UTC), None, 0, 0, {}, "relative/dir")
     data = encode(info, created_ns=time.time_ns(), expires_ns=None, rows=[])
-    path = Path(store.catalog.manifest_path("s", "rel"))
+    path = Path(repository(store).catalog.manifest_path("s", "rel"))
     path.parent.mkdir(parents=True)
     path.write_bytes(data)
     with pytest.raises(CorruptManifestError, match="base_dir"):
@@ -223,7 +224,7 @@ def test_a_restore_that_meets_a_damaged_header_names_the_snapshot_and_its_file(
     write_tree(base, {"a.txt": "a"})
     store = SnapStore(tmp_path / "store")
     store.create("s", "n", ["."], base_dir=base)
-    manifest = Path(store.catalog.manifest_path("s", "n"))
+    manifest = Path(repository(store).catalog.manifest_path("s", "n"))
     manifest.chmod(0o644)
     manifest.write_bytes(manifest.read_bytes()[:10])
     with pytest.raises(CorruptManifestError, match=r"snapshot 'n' in session 's' is corrupt \("):

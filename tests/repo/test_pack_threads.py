@@ -14,6 +14,7 @@ import pytest
 from snapstore import SnapStore
 from snapstore.backend.local import LocalBackend
 from snapstore.format.codec import CODEC_NONE, CODEC_ZSTD, compress
+from snapstore.internals import repository
 from snapstore.repo import packs
 from snapstore.repo.packs import BLOCK_BYTES, PackWriter, read_index
 
@@ -76,7 +77,7 @@ def test_blocks_land_in_the_order_they_closed(
     assert read_index(backend, index.pack_id).entries == index.entries
     store = SnapStore(tmp_path)
     for digest, data in zip(digests, blobs, strict=True):
-        assert store.blobs.read(digest) == data
+        assert repository(store).blobs.read(digest) == data
     assert _pack_threads() == []
 
 

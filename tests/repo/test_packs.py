@@ -20,6 +20,7 @@ from snapstore.errors import CorruptPackError
 from snapstore.format import packfile as packs
 from snapstore.format.codec import CODEC_ZSTD
 from snapstore.format.packfile import KIND_TREE, MAX_BLOCK_RAW, decode_index, encode_index
+from snapstore.internals import repository
 from snapstore.repo.batch import PACKED_MAX_BYTES, BlobBatch
 from snapstore.repo.packs import BLOCK_BYTES, PackWriter, read_index
 
@@ -121,7 +122,12 @@ def test_blocks_compress_and_trees_get_their_own(tmp_path: Path) -> None:
     assert data_block.codec == CODEC_ZSTD and data_block.stored < len(text) // 10
     assert (data_block.kind, tree_block.kind) == (packs.KIND_DATA, packs.KIND_TREE)
     fresh = SnapStore(tmp_path)
-    assert fresh.blobs.packs.read_unverified(fresh.blobs.packs.locate(b"\x01" * 32)) == text
+    assert (
+        repository(fresh).blobs.packs.read_unverified(
+            repository(fresh).blobs.packs.locate(b"\x01" * 32)
+        )
+        == text
+    )
 
 
 def test_incompressible_blocks_are_stored_as_they_are(tmp_path: Path) -> None:
@@ -167,7 +173,9 @@ def test_second_snapshot_of_the_same_files_adds_no_pack(
     store.create("s", "b", ["."], base_dir=tmp_path / "p")
     store.create("t", "c", ["."], base_dir=tmp_path / "p")
     assert len(pack_files(root)) == 2
-    assert len(list(store.blobs.iter_digests())) == 50 + 6  # and the six directory listings
+    assert (
+        len(list(repository(store).blobs.iter_digests())) == 50 + 6
+    )  # and the six directory listings
 
 
 def test_other_processes_packs_are_seen(root: Path, tmp_path: Path) -> None:
@@ -188,18 +196,18 @@ def test_a_refresh_reads_the_pack_log_instead_of_listing_the_packs(
     many_files(tmp_path / "p", 50)
     store = SnapStore(root)
     store.create("s", "a", ["."], base_dir=tmp_path / "p")
-    packs = store.blobs.packs
+    packs = repository(store).blobs.packs
     packs.refresh()
     before = packs.by_digest()
     known = len(before)
     listings = []
-    names = store.backend.names
+    names = repository(store).backend.names
 
     def counted(kind: Kind, prefix: str = "") -> list[str]:
         listings.append(kind)
         return names(kind, prefix)
 
-    monkeypatch.setattr(store.backend, "names", counted)
+    monkeypatch.setattr(repository(store).backend, "names", counted)
     packs.refresh()
     assert packs.by_digest() is before
     many_files(tmp_path / "q", 5, tag="other")
@@ -233,7 +241,7 @@ def test_a_pack_missing_from_the_log_is_found_by_a_reader_that_misses_a_blob(
 def _corrupt_packed_file(store: SnapStore, root: Path, digest: bytes) -> None:
     """Flip a byte of a blob stored raw in its pack."""
     (pack,) = (root / "packs").glob("*.pack")
-    location = store.blobs.packs.locate(digest)
+    location = repository(store).blobs.packs.locate(digest)
     assert location is not None and location.block.codec == packs.CODEC_NONE
     pack.chmod(0o644)
     data = bytearray(pack.read_bytes())
@@ -392,9 +400,10 @@ def _read_in_another_process(root: Path, digests: list[bytes]) -> None:
     script = (
         "import sys\n"
         "from snapstore import SnapStore\n"
+        "from snapstore.internals import repository\n"
         "store = SnapStore(sys.argv[1])\n"
         "for name in sys.argv[2:]:\n"
-        "    store.repo.blobs.verify(bytes.fromhex(name))\n"
+        "    repository(store).blobs.verify(bytes.fromhex(name))\n"
     )
     subprocess.run(
         [sys.executable, "-c", script, str(root), *(d.hex() for d in digests)], check=True
@@ -405,17 +414,17 @@ def test_a_blob_over_the_packed_size_goes_loose_even_through_a_batch(tmp_path: P
     store = SnapStore(tmp_path / "store")
     data = os.urandom(PACKED_MAX_BYTES + 1)
     digest = blake3.blake3(data).digest()
-    batch = BlobBatch(store.repo.blobs)
+    batch = BlobBatch(repository(store).blobs)
     batch.add(digest, data, KIND_TREE)
     batch.finish()
-    assert store.repo.blobs.loose.has(digest, expected_size=len(data))
+    assert repository(store).blobs.loose.has(digest, expected_size=len(data))
     _read_in_another_process(store.root, [digest])
 
 
 def test_no_block_outgrows_what_a_reader_accepts(tmp_path: Path) -> None:
     store = SnapStore(tmp_path / "store")
     small, large = os.urandom(BLOCK_BYTES - 10), os.urandom(MAX_BLOCK_RAW - 1024)
-    writer = PackWriter(store.backend)
+    writer = PackWriter(repository(store).backend)
     for data in (small, large):
         writer.add(blake3.blake3(data).digest(), data)
     with pytest.raises(ValueError, match="too large for a pack"):

@@ -14,6 +14,7 @@ from helpers.trees import write_tree
 
 from snapstore import SnapshotNotFound, SnapStore
 from snapstore.format.names import dir_name
+from snapstore.internals import repository
 
 
 def test_a_second_writer_let_in_by_a_deleted_session_lock_loses_no_snapshot(
@@ -24,14 +25,14 @@ def test_a_second_writer_let_in_by_a_deleted_session_lock_loses_no_snapshot(
     first, second = SnapStore(root), SnapStore(root)
     first.create("s", "base", ["."], base_dir=tmp_path / "base")
     paused, go = threading.Event(), threading.Event()
-    commit = first.repo.catalog.commit
+    commit = repository(first).catalog.commit
 
     def commit_later(*args: Any) -> bool:
         paused.set()
         assert go.wait(30)
         return commit(*args)
 
-    monkeypatch.setattr(first.repo.catalog, "commit", commit_later)
+    monkeypatch.setattr(repository(first).catalog, "commit", commit_later)
     writer = threading.Thread(
         target=first.create, args=("s", "a", ["."]), kwargs={"base_dir": tmp_path / "a"}
     )

@@ -17,8 +17,9 @@ from snapstore.backend.seam import Kind
 from snapstore.format.manifest import encode
 from snapstore.format.names import dir_name
 from snapstore.format.times import ns_to_time
+from snapstore.internals import repository
 from snapstore.models import SnapshotInfo
-from snapstore.worktree import create as create_module
+from snapstore.repo import repository as repository_module
 
 HOUR_NS = 3600 * 10**9
 
@@ -32,7 +33,7 @@ def _behind(monkeypatch: pytest.MonkeyPatch, seconds_behind: float) -> None:
         def time_ns() -> int:
             return real() - int(seconds_behind * 1e9)
 
-    monkeypatch.setattr(create_module, "time", _Clock)
+    monkeypatch.setattr(repository_module, "time", _Clock)
 
 
 def test_a_writer_whose_clock_runs_behind_keeps_its_newest_checkpoint(
@@ -46,7 +47,7 @@ def test_a_writer_whose_clock_runs_behind_keeps_its_newest_checkpoint(
     assert [info.name for info in store.list("s")] == ["first", "second"]
     assert store.resolve("s", "latest~1") == "first"
     fresh = SnapStore(store.root)
-    fresh.repo.sessions.heads.forget(dir_name("s", "session"))
+    repository(fresh).sessions.heads.forget(dir_name("s", "session"))
     assert fresh.latest("s").name == "second"  # from a listing, too
     report = store.sweep(keep_last=1)
     assert report.deleted == [("s", "first")]
@@ -80,11 +81,13 @@ def test_unnumbered_snapshots_of_older_versions_come_before_numbered_ones(
         meta={},
         base_dir="",
     )
-    store.catalog.commit("s", "old", encode(info, created_ns=later, expires_ns=None, value=1))
+    repository(store).catalog.commit(
+        "s", "old", encode(info, created_ns=later, expires_ns=None, value=1)
+    )
     assert [i.name for i in store.list("s")] == ["old", "numbered"]
     store.create("s", "after", ["README.md"], base_dir=project)
     assert [i.name for i in store.list("s")] == ["old", "numbered", "after"]
-    headers = {m.header.info.name: m.header.seq for m in store.repo.listing("s")}
+    headers = {m.header.info.name: m.header.seq for m in repository(store).listing("s")}
     assert headers == {"old": 0, "numbered": 1, "after": 2}
 
 
@@ -93,7 +96,7 @@ def test_commits_into_other_sessions_do_not_wait_for_a_session_lock(
 ) -> None:
     holder = SnapStore(root, lock_timeout=0.2)
     writer = SnapStore(root, lock_timeout=0.2)
-    with holder.repo.sessions.lock("a").exclusive():
+    with repository(holder).sessions.lock("a").exclusive():
         writer.create("b", "n", ["README.md"], base_dir=project)
         writer.put_state("c", "v", 1)
         with pytest.raises(LockTimeout, match="session 'a'"):
@@ -105,15 +108,17 @@ def test_commits_into_other_sessions_do_not_wait_for_a_session_lock(
 
 def _no_listing(store: SnapStore, monkeypatch: pytest.MonkeyPatch) -> None:
     """Make any listing of manifests or packs fail."""
-    names, infos = store.backend.names, store.backend.infos
+    names, infos = repository(store).backend.names, repository(store).backend.infos
 
     def refuse(kind: Kind, prefix: str = "", *, infos_: bool = False) -> object:
         if kind in (Kind.MANIFEST, Kind.PACK, Kind.INDEX):
             raise AssertionError(f"listed {kind} {prefix!r}")
         return infos(kind, prefix) if infos_ else names(kind, prefix)
 
-    monkeypatch.setattr(store.backend, "names", refuse)
-    monkeypatch.setattr(store.backend, "infos", lambda k, p="": refuse(k, p, infos_=True))
+    monkeypatch.setattr(repository(store).backend, "names", refuse)
+    monkeypatch.setattr(
+        repository(store).backend, "infos", lambda k, p="": refuse(k, p, infos_=True)
+    )
 
 
 def test_latest_and_commits_list_neither_the_session_nor_the_packs(
@@ -130,7 +135,7 @@ def test_latest_and_commits_list_neither_the_session_nor_the_packs(
     assert store.latest("s").name == "n39"
     store.create("s", "n41", ["README.md"], base_dir=project)
     monkeypatch.undo()
-    headers = {m.header.info.name: m.header.seq for m in store.repo.listing("s")}
+    headers = {m.header.info.name: m.header.seq for m in repository(store).listing("s")}
     assert headers["n39"] == 40 and headers["n41"] == 42
     assert store.resolve("s", "latest~35") == "n05"  # beyond the head: listed
 
@@ -139,14 +144,14 @@ def test_a_head_left_by_a_writer_killed_mid_commit_is_not_believed(
     store: SnapStore, project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store.create("s", "one", ["README.md"], base_dir=project)
-    heads = store.repo.sessions.heads
+    heads = repository(store).sessions.heads
     monkeypatch.setattr(heads, "write", lambda session_dir, head: None)  # killed before it
     store.create("s", "two", ["README.md"], base_dir=project)
     monkeypatch.undo()
     assert heads.read(dir_name("s", "session")) is None
     assert store.latest("s").name == "two"
     store.create("s", "three", ["README.md"], base_dir=project)
-    assert {m.header.info.name: m.header.seq for m in store.repo.listing("s")} == {
+    assert {m.header.info.name: m.header.seq for m in repository(store).listing("s")} == {
         "one": 1,
         "two": 2,
         "three": 3,
@@ -158,11 +163,11 @@ def test_a_head_is_not_believed_once_the_session_changed_behind_its_back(
 ) -> None:
     store.create("s", "one", ["README.md"], base_dir=project)
     store.create("s", "two", ["README.md"], base_dir=project)
-    path = Path(store.catalog.manifest_path("s", "two"))
+    path = Path(repository(store).catalog.manifest_path("s", "two"))
     os.chmod(path, 0o644)
     path.unlink()
     os.rmdir(path.parent)
-    assert store.repo.sessions.head("s") is None
+    assert repository(store).sessions.head("s") is None
     assert store.latest("s").name == "one"
     with pytest.raises(SnapshotNotFound):
         store.resolve("s", "latest~1")
@@ -172,9 +177,9 @@ def test_a_head_from_before_the_machine_started_is_not_believed(
     store: SnapStore, project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store.create("s", "one", ["README.md"], base_dir=project)
-    assert store.repo.sessions.head("s") is not None
+    assert repository(store).sessions.head("s") is not None
     monkeypatch.setattr("snapstore.repo.heads._BOOT", ["another boot"])
-    assert store.repo.sessions.head("s") is None
+    assert repository(store).sessions.head("s") is None
     assert store.latest("s").name == "one"
 
 
@@ -188,7 +193,7 @@ def test_undo_backups_are_trimmed_from_the_head_oldest_first(
         store.restore("s", "base")
     names = [info.name for info in store.backups("s")]
     assert len(names) == 2
-    head = store.repo.sessions.head("s")
+    head = repository(store).sessions.head("s")
     assert head is not None and list(head.backups) == names
 
 
@@ -227,7 +232,7 @@ def test_latest_is_never_a_state_value_that_replaced_the_checkpoint_the_head_nam
     snapshot. It must then look again, never answer with the state value."""
     store.create("s", "one", ["README.md"], base_dir=project)
     store.create("s", "two", ["README.md"], base_dir=project)
-    sessions = store.repo.sessions
+    sessions = repository(store).sessions
     read_head = sessions.head
 
     def head_then_replaced(session: str) -> object:
@@ -254,7 +259,7 @@ def test_a_head_that_cannot_be_removed_is_never_believed_after_the_change(
     and the next commit would reuse a number)."""
     store.create("s", "one", ["README.md"], base_dir=project)
     store.create("s", "two", ["README.md"], base_dir=project)
-    fs = store.backend.fs
+    fs = repository(store).backend.fs
     unlink = fs.unlink
 
     def failing_for_heads(path: str, *, dir_fd: int | None = None) -> None:
@@ -263,11 +268,11 @@ def test_a_head_that_cannot_be_removed_is_never_believed_after_the_change(
         unlink(path, dir_fd=dir_fd)
 
     monkeypatch.setattr(fs, "unlink", failing_for_heads)
-    monkeypatch.setattr(store.repo.sessions.heads, "write", lambda session_dir, head: None)
+    monkeypatch.setattr(repository(store).sessions.heads, "write", lambda session_dir, head: None)
     with contextlib.suppress(OSError):
         store.create("s", "one", ["README.md"], base_dir=project)
     monkeypatch.undo()
-    assert store.latest("s").name == store.repo.checkpoints("s")[-1].name
+    assert store.latest("s").name == repository(store).checkpoints("s")[-1].name
     store.create("s", "three", ["README.md"], base_dir=project)
-    numbers = [m.header.seq for m in store.repo.listing("s")]
+    numbers = [m.header.seq for m in repository(store).listing("s")]
     assert len(numbers) == len(set(numbers))

@@ -15,6 +15,7 @@ from snapstore import SnapStore
 from snapstore.errors import CorruptManifestError
 from snapstore.format.header import header_from_values, header_values
 from snapstore.format.manifest import decode, decode_header, encode
+from snapstore.internals import repository
 from snapstore.repo.batch import PACKED_MAX_BYTES
 from snapstore.worktree.changes import ChangedPaths
 
@@ -39,7 +40,7 @@ def _added(before: dict[str, int], after: dict[str, int]) -> int:
 
 
 def _manifest_path(store: SnapStore, session: str, name: str) -> Path:
-    return Path(store.repo.catalog.manifest_path(session, name))
+    return Path(repository(store).catalog.manifest_path(session, name))
 
 
 def test_the_header_field_round_trips_and_is_checked(store: SnapStore, tmp_path: Path) -> None:

@@ -32,6 +32,7 @@ from snapstore import (
     UnsafePathError,
 )
 from snapstore.format.manifest import CHECKSUM_BYTES, MAGIC, PRELUDE, encode, entry_rows
+from snapstore.internals import journals, repository
 from snapstore.models import FileEntry, SnapshotInfo
 from snapstore.restore.plan import make_plan
 
@@ -54,7 +55,7 @@ class Arena:
 
     def install(self, data: bytes, session: str = "s", name: str = "evil") -> None:
         """Put ``data`` in place of the manifest of (session, name)."""
-        path = Path(self.store.catalog.manifest_path(session, name))
+        path = Path(repository(self.store).catalog.manifest_path(session, name))
         path.parent.mkdir(parents=True, exist_ok=True)
         temporary = path.with_name("manifest.new")
         temporary.write_bytes(data)
@@ -74,8 +75,8 @@ def arena(tmp_path: Path) -> Iterator[Arena]:
     write_tree(target, {"keep.txt": b"keep\n", "dir/inner.txt": b"inner\n"})
     write_tree(sentinel, {"secret.txt": b"secret\n", "deep/x.txt": b"x\n"})
     store = SnapStore(tmp_path / "store")
-    digest = store.blobs.put_bytes(PAYLOAD)
-    store.blobs.sync()
+    digest = repository(store).blobs.put_bytes(PAYLOAD)
+    repository(store).blobs.sync()
     yield Arena(store, work, target, sentinel, digest)
 
 
@@ -435,7 +436,7 @@ def test_a_target_that_is_no_directory_is_refused_before_anything_is_written(
             store.restore("s", "n", target)
     with pytest.raises(UnsafePathError):
         store.diff("s", "n", target=f"{tmp_path}/a\x00b")
-    assert not store.journals.pending()
+    assert not journals(store).pending()
     assert (tmp_path / "file").read_text() == "f"
     assert not os.path.lexists(undecodable)
 

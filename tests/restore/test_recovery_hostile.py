@@ -19,6 +19,7 @@ from helpers.trees import read_tree, temp_leftovers, write_tree
 
 from snapstore import SnapStore
 from snapstore.errors import RestoreError, UnreadablePathError, UnsafePathError
+from snapstore.internals import journals
 from snapstore.repo.locks import target_key
 
 KILLED = 77
@@ -122,7 +123,7 @@ def test_a_restore_killed_before_it_made_a_file_a_directory_is_rolled_back(
     assert os.listdir(root / "journal")
     reopened = open_quietly(root)
     assert tree_of(base) == before
-    assert not reopened.journals.pending() and reopened.backups("s") == []
+    assert not journals(reopened).pending() and reopened.backups("s") == []
     if kind == "symlink":
         assert (tmp_path / "outside" / "keep.txt").read_text() == "outside"
     reopened.restore("s", "cp")
@@ -143,7 +144,7 @@ def test_a_restore_that_fails_before_it_made_a_file_a_directory_says_it_rolled_b
         store.restore("s", "cp")
     assert failed.value.rolled_back
     assert tree_of(base) == before
-    assert not store.journals.pending() and store.backups("s") == []
+    assert not journals(store).pending() and store.backups("s") == []
     open_quietly(root)
 
 
@@ -191,7 +192,7 @@ def test_a_journalled_directory_replaced_after_the_kill_is_kept_then_rolled_back
     make_not_a_directory(base / "notes", kind, tmp_path / "outside")
     reopened = open_quietly(root)
     assert tree_of(base) == before
-    assert not reopened.journals.pending()
+    assert not journals(reopened).pending()
     if kind == "file":
         (kept,) = reopened.backups("s")
         assert reopened.read("s", kept.name, "notes") == b"my notes, a file"
@@ -223,7 +224,7 @@ def test_a_rollback_killed_where_the_restore_only_removed_leaves_no_temp_file(
     reopened = open_quietly(root)
     assert tree_of(base) == before
     assert not temp_leftovers(base)
-    assert not reopened.journals.pending() and reopened.backups("s") == []
+    assert not journals(reopened).pending() and reopened.backups("s") == []
 
 
 USER_TEMP_LOOKALIKES = {
@@ -353,7 +354,7 @@ def test_a_directory_a_restore_replaces_that_holds_what_no_snapshot_can_record_i
         with pytest.raises(UnsafePathError, match=r"notes/.*nothing was written"):
             store.restore("s", "cp", backup=backup)
     assert raw_tree(base) == before
-    assert not store.journals.pending()
+    assert not journals(store).pending()
 
 
 def test_a_symlink_whose_target_is_not_utf8_is_unreadable_not_a_changed_source(
@@ -412,7 +413,7 @@ def test_undo_in_a_process_that_outlived_a_killed_restore_recovers_first(tmp_pat
     assert len(server.backups("s")) == 2  # the killed restore's is still listed
     server.undo("s")
     assert tree_of(base) == edited
-    assert not server.journals.pending()
+    assert not journals(server).pending()
     server.undo("s")
     assert tree_of(base) == restored_two
 
@@ -463,9 +464,9 @@ def test_a_target_that_leads_elsewhere_after_the_kill_is_never_written_through(
     with pytest.warns(UserWarning, match="now leads to"):
         reopened = SnapStore(root)
     assert tree_of(elsewhere) == outside_before
-    assert reopened.journals.pending()
+    assert journals(reopened).pending()
     moved.unlink()
     aside.rename(moved)
     reopened = open_quietly(root)
     assert tree_of(base) == before
-    assert not reopened.journals.pending()
+    assert not journals(reopened).pending()

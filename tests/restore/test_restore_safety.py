@@ -15,6 +15,7 @@ from helpers.trees import read_tree, write_tree
 
 from snapstore import SnapStore
 from snapstore.errors import LockTimeout, RestoreError, UnsafePathError
+from snapstore.internals import repository
 
 
 def test_a_restore_never_removes_the_store_nor_another_store_inside_the_target(
@@ -235,7 +236,7 @@ def test_concurrent_restores_into_one_target_run_one_at_a_time(tmp_path: Path) -
 def test_a_create_waits_for_a_restore_into_its_directory(store: SnapStore, project: Path) -> None:
     store.create("s", "n", ["."], base_dir=project)
     impatient = SnapStore(store.root, lock_timeout=0.3)
-    with store.target_locks.restoring(os.path.realpath(project)):
+    with repository(store).target_locks.restoring(os.path.realpath(project)):
         with pytest.raises(LockTimeout, match="target"):
             impatient.create("s", "m", ["."], base_dir=project)
         with pytest.raises(LockTimeout, match="target"):
@@ -267,7 +268,7 @@ def test_an_io_error_while_planning_is_a_restore_error(
 def test_a_future_timestamp_neither_survives_ttl_nor_wins_keep_last(
     store: SnapStore, project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import snapstore.worktree.create as snapshotting
+    import snapstore.repo.repository as committing
 
     year_ns = 365 * 24 * 3600 * 10**9
 
@@ -276,7 +277,7 @@ def test_a_future_timestamp_neither_survives_ttl_nor_wins_keep_last(
         def time_ns() -> int:
             return time.time_ns() + year_ns
 
-    monkeypatch.setattr(snapshotting, "time", SkewedClock)
+    monkeypatch.setattr(committing, "time", SkewedClock)
     store.create("s", "skewed", ["."], base_dir=project)
     monkeypatch.undo()
     store.create("s", "real-1", ["."], base_dir=project)

@@ -20,6 +20,7 @@ from snapstore import SnapStore
 from snapstore.backend.local import LocalBackend
 from snapstore.backend.seam import Handle, Kind
 from snapstore.errors import InterruptedRestoreWarning, RestoreError, SourceChangedError
+from snapstore.internals import journals, repository
 from snapstore.restore.actions import Plan
 
 KILLED = 77
@@ -66,10 +67,10 @@ def test_a_restore_killed_halfway_is_rolled_back_at_the_next_open(
 ) -> None:
     _in_a_child_killed_during_apply(0.5, lambda: SnapStore(store.root).restore("s", "cp"))
     assert read_tree(project) != edited  # half restored
-    assert store.journals.pending()
+    assert journals(store).pending()
     reopened = SnapStore(store.root)
     assert read_tree(project) == edited
-    assert not reopened.journals.pending()
+    assert not journals(reopened).pending()
     assert reopened.backups("s") == []  # as if the killed restore never happened
     assert not [p for p in project.rglob("*") if p.name.startswith(".snapstore-tmp")]
 
@@ -209,7 +210,7 @@ def test_a_journal_that_cannot_be_read_for_now_is_kept(
         SnapStore(store.root)
     with pytest.raises(RestoreError, match="could not read the journal"):
         store.restore("s", "cp")
-    assert store.journals.pending()
+    assert journals(store).pending()
     monkeypatch.setattr(LocalBackend, "read", real_read)
     SnapStore(store.root)
     assert read_tree(project) == edited
@@ -220,9 +221,9 @@ def test_an_open_does_not_recover_under_a_restore_into_a_directory_holding_the_t
 ) -> None:
     _in_a_child_killed_during_apply(0.5, lambda: SnapStore(store.root).restore("s", "cp"))
     half_restored = read_tree(project)
-    with store.target_locks.restoring(os.path.realpath(project.parent)):
+    with repository(store).target_locks.restoring(os.path.realpath(project.parent)):
         SnapStore(store.root)
-        assert store.journals.pending()
+        assert journals(store).pending()
         assert read_tree(project) == half_restored
     SnapStore(store.root)
     assert read_tree(project) == edited
@@ -253,7 +254,7 @@ def test_a_backup_that_cannot_be_kept_is_a_restore_error_and_changes_nothing(
         store.restore("s", "cp")
     assert failed.value.rolled_back
     assert read_tree(project) == edited
-    assert not store.journals.pending()
+    assert not journals(store).pending()
 
 
 def test_a_restore_that_cannot_trim_the_undo_history_still_succeeds(
@@ -266,7 +267,7 @@ def test_a_restore_that_cannot_trim_the_undo_history_still_succeeds(
     def failing(*args: Any, **kwargs: Any) -> None:
         raise OSError(errno.EIO, "injected")
 
-    monkeypatch.setattr(store.repo, "trim_backups", failing)
+    monkeypatch.setattr(repository(store), "trim_backups", failing)
     report = store.restore("s", "cp")
     assert report.written and report.backup
     assert "could not trim the undo backups" in caplog.text

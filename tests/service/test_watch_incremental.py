@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from snapstore import SnapStore
 from snapstore.errors import SnapstoreError
+from snapstore.internals import repository
 from snapstore.models import SnapshotInfo
 from snapstore.service import watch
 from snapstore.service.watch import TreeWatcher, WatchSet
@@ -56,7 +57,7 @@ def same_as_full(store: SnapStore, info: SnapshotInfo, base: Path, paths: list[s
     full = store.create("s", "full", paths, base_dir=base, rehash=True)
     assert rows_of(store, info) == rows_of(store, full)
     assert (info.file_count, info.total_bytes) == (full.file_count, full.total_bytes)
-    read = store.repo.catalog.read
+    read = repository(store).catalog.read
     assert read(info.session, info.name).tree == read(full.session, full.name).tree
 
 
@@ -190,7 +191,7 @@ def test_a_create_that_waits_for_a_restore_records_the_tree_after_it(
     results: list[Any] = []
     try:
         watches.create(store, dict(arguments), None)
-        with store.repo.target_locks.restoring(os.path.realpath(base)):
+        with repository(store).target_locks.restoring(os.path.realpath(base)):
             waiting = threading.Thread(
                 target=lambda: results.append(watches.create(store, dict(arguments), None))
             )

@@ -18,6 +18,7 @@ from snapstore.errors import (
     SnapshotExistsError,
     UnsafePathError,
 )
+from snapstore.internals import repository
 from snapstore.worktree.excludes import Matcher, rebase
 
 
@@ -245,10 +246,10 @@ def test_a_snapshot_recording_a_pattern_that_cannot_be_matched_is_refused_typed(
     write_tree(base, {"a.txt": "a"})
     store = SnapStore(tmp_path / "store")
     store.create("s", "n", ["."], base_dir=base)
-    manifest = store.repo.catalog.read("s", "n")
+    manifest = repository(store).catalog.read("s", "n")
     info = dataclasses.replace(manifest.info, excludes=("!",))
     data = encode(info, created_ns=time.time_ns(), expires_ns=None, tree=manifest.tree)
-    path = Path(store.catalog.manifest_path("s", "n"))
+    path = Path(repository(store).catalog.manifest_path("s", "n"))
     os.chmod(path, 0o644)
     path.write_bytes(data)
     with pytest.raises(InvalidValueError):

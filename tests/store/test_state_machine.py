@@ -30,6 +30,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from snapstore import SnapStore
 from snapstore.errors import SnapshotNotFound, SnapstoreError
 from snapstore.fs.seam import FileSystem
+from snapstore.internals import journals
 
 SESSIONS_LIST = ["alpha", "beta", "a/b", "A", "ünï"]
 SESSIONS = st.sampled_from(SESSIONS_LIST)
@@ -344,7 +345,7 @@ class StoreMachine(RuleBasedStateMachine):
             found, modelled = len(self.store.backups(session)), len(self.undo.get(session, []))
             extra = int(session in self.untrimmed and modelled == UNDO_DEPTH)
             assert found in (modelled, modelled + extra), f"{session}: {found} undo backups"
-        assert not self.store.journals.pending()
+        assert not journals(self.store).pending()
 
     @invariant()
     def store_verifies(self) -> None:

@@ -26,6 +26,7 @@ from snapstore import (
     UnsafePathError,
 )
 from snapstore.format.manifest import EntryRow
+from snapstore.internals import repository
 from snapstore.repo.catalog import CorruptManifestWarning
 from snapstore.worktree.scan import Scanner, UnreadablePathError
 
@@ -70,7 +71,7 @@ def test_identical_content_is_stored_once(store: SnapStore, tmp_path: Path) -> N
     store.create("s", "one", ["."], base_dir=tmp_path / "p")
     store.create("t", "two", ["."], base_dir=tmp_path / "p")
     # one file blob, and the two directory listings (the base and c/), shared too
-    assert len(list(store.blobs.iter_digests())) == 3
+    assert len(list(repository(store).blobs.iter_digests())) == 3
 
 
 def test_absolute_paths_inside_base_are_accepted_and_outside_refused(
@@ -183,7 +184,7 @@ def test_corrupt_manifest_is_an_error_on_access_and_skipped_on_listing(
 ) -> None:
     store.create("s", "good", ["README.md"], base_dir=project)
     store.create("s", "bad", ["README.md"], base_dir=project)
-    path = Path(store.catalog.manifest_path("s", "bad"))
+    path = Path(repository(store).catalog.manifest_path("s", "bad"))
     path.chmod(0o644)
     data = bytearray(path.read_bytes())
     data[-1] ^= 0xFF
@@ -207,8 +208,8 @@ def test_manifest_moved_to_another_names_directory_is_corrupt(
 ) -> None:
     store.create("s", "a", ["README.md"], base_dir=project)
     store.create("s", "b", ["README.md"], base_dir=project)
-    a = Path(store.catalog.manifest_path("s", "a"))
-    b = Path(store.catalog.manifest_path("s", "b"))
+    a = Path(repository(store).catalog.manifest_path("s", "a"))
+    b = Path(repository(store).catalog.manifest_path("s", "b"))
     os.replace(a, b)
     with pytest.raises(CorruptManifestError):
         store.get("s", "b")
@@ -354,7 +355,7 @@ def test_delete_session_checks_the_name_and_waits_for_the_session_lock(
         store.delete_session("")
     store.create("s", "one", ["."], base_dir=project)
     store.create("s", "two", ["."], base_dir=project)
-    with store.repo.sessions.lock("s").exclusive(), pytest.raises(LockTimeout):
+    with repository(store).sessions.lock("s").exclusive(), pytest.raises(LockTimeout):
         SnapStore(store.root, lock_timeout=0.2).delete_session("s")
     assert len(store.list("s")) == 2
     assert store.delete_session("s") == 2

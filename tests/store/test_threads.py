@@ -12,6 +12,7 @@ import pytest
 from helpers.trees import read_tree, write_tree
 
 from snapstore import SnapStore
+from snapstore.internals import repository
 from snapstore.repo.packs import PackWriter
 from snapstore.repo.packset import PackSet
 
@@ -91,12 +92,12 @@ def test_a_pack_registered_during_a_refresh_is_kept(
     """The interleaving behind a false MissingBlobError: thread A lists ``packs/``, thread B
     publishes and registers a pack, thread A then applies its (older) listing."""
     store = SnapStore(tmp_path / "store")
-    packs = store.blobs.packs
+    packs = repository(store).blobs.packs
     real_listed = PackSet._listed
     registered: list[bytes] = []
 
     def publish_in_another_thread() -> None:
-        writer = PackWriter(store.backend)
+        writer = PackWriter(repository(store).backend)
         writer.add(blake3.blake3(b"x").digest(), b"x")
         packs.register(writer.publish())
         registered.append(blake3.blake3(b"x").digest())

@@ -18,6 +18,7 @@ from snapstore.format.manifest import encode
 from snapstore.format.packfile import KIND_DATA, KIND_TREE
 from snapstore.format.tree import encode_tree, tree_ref
 from snapstore.fs.seam import FileSystem
+from snapstore.internals import repository
 from snapstore.models import FileEntry, SnapshotInfo
 from snapstore.repo.batch import BlobBatch
 
@@ -209,8 +210,8 @@ def _install(store: SnapStore, rows: list[Any], content: bytes) -> None:
     """Commit a snapshot of one directory of file rows naming ``content`` (nothing checked)."""
     root = encode_tree(rows)
     digest = tree_ref(content).digest
-    with store.blobs_in_use():
-        batch = BlobBatch(store.blobs)
+    with repository(store).blobs_in_use():
+        batch = BlobBatch(repository(store).blobs)
         batch.add(digest, content, KIND_DATA)
         batch.add(tree_ref(root).digest, root, KIND_TREE)
         batch.finish()
@@ -218,7 +219,7 @@ def _install(store: SnapStore, rows: list[Any], content: bytes) -> None:
     info = SnapshotInfo(
         "s", "bad", "files", datetime.now(UTC), None, len(files), sum(r[3] for r in files), {}, "/x"
     )
-    store.catalog.commit(
+    repository(store).catalog.commit(
         "s", "bad", encode(info, created_ns=time.time_ns(), expires_ns=None, tree=tree_ref(root))
     )
 

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from snapstore import SnapStore
 from snapstore.errors import SnapstoreError
+from snapstore.internals import repository
 from snapstore.models import SnapshotInfo
 from snapstore.worktree import incremental, ingest, parentmemo, statcache
 from snapstore.worktree.incremental import ChangedPaths, IncrementalReport
@@ -78,7 +79,7 @@ def header_of(info: SnapshotInfo) -> tuple[Any, ...]:
 
 def root_tree(store: SnapStore, info: SnapshotInfo) -> Any:
     """The root tree object a checkpoint's manifest names."""
-    return store.repo.catalog.read(info.session, info.name).tree
+    return repository(store).catalog.read(info.session, info.name).tree
 
 
 class Chain:

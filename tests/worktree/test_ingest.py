@@ -10,6 +10,7 @@ import blake3
 import pytest
 
 from snapstore import SnapStore, SourceChangedError
+from snapstore.internals import repository
 from snapstore.repo import batch
 from snapstore.worktree import ingest
 
@@ -24,13 +25,13 @@ def test_a_file_changed_after_the_scan_is_read_again(store: SnapStore, tmp_path:
     path.write_bytes(b"old contents")
     scanned = os.lstat(path)
     path.write_bytes(b"new, longer contents")
-    blobs = batch.BlobBatch(store.blobs)
+    blobs = batch.BlobBatch(repository(store).blobs)
     stored = ingest.ingest_file(blobs, str(path), scanned)
     blobs.finish()
     assert stored.digest == blake3.blake3(b"new, longer contents").digest()
     assert stored.size == len(b"new, longer contents")
     assert stored.stat.st_ctime_ns == os.lstat(path).st_ctime_ns
-    assert store.blobs.read(stored.digest) == b"new, longer contents"
+    assert repository(store).blobs.read(stored.digest) == b"new, longer contents"
 
 
 def test_a_file_that_never_holds_still_is_refused(
@@ -48,7 +49,7 @@ def test_a_file_that_never_holds_still_is_refused(
 
     monkeypatch.setattr(ingest.os, "fstat", moving_fstat)
     with pytest.raises(SourceChangedError, match="kept changing"):
-        ingest.ingest_file(batch.BlobBatch(store.blobs), str(path), os.lstat(path))
+        ingest.ingest_file(batch.BlobBatch(repository(store).blobs), str(path), os.lstat(path))
 
 
 def test_a_small_file_that_grows_large_while_read_streams_loose(
@@ -59,8 +60,8 @@ def test_a_small_file_that_grows_large_while_read_streams_loose(
     path.write_bytes(b"x" * 10)
     scanned = os.lstat(path)
     path.write_bytes(b"y" * 1000)
-    blobs = batch.BlobBatch(store.blobs)
+    blobs = batch.BlobBatch(repository(store).blobs)
     stored = ingest.ingest_file(blobs, str(path), scanned)
     blobs.finish()
     assert stored.size == 1000
-    assert os.path.exists(store.blobs.path(stored.digest))
+    assert os.path.exists(repository(store).blobs.path(stored.digest))

@@ -13,6 +13,7 @@ from helpers.trees import write_tree
 
 from snapstore import SnapStore
 from snapstore.format.tree import TreeRef
+from snapstore.internals import repository
 from snapstore.worktree import treememo
 
 
@@ -38,7 +39,7 @@ def full_builds(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 
 def root_of(store: SnapStore, name: str) -> TreeRef:
-    tree = store.repo.catalog.read("s", name).tree
+    tree = repository(store).catalog.read("s", name).tree
     assert tree is not None
     return tree
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from helpers.trees import write_tree
 
 from snapstore import ConcurrentWriteError
+from snapstore.internals import repository
 
 from .conftest import Host, store_on
 
@@ -37,7 +38,7 @@ def test_a_sweep_never_deletes_a_version_it_did_not_judge(host: Host, tmp_path: 
     backend.client.put_object(Bucket=backend.bucket, Key=key, Body=old)  # back to the old "a"
 
     sweeper = store_on(host())
-    real_remove = sweeper.repo.catalog.remove
+    real_remove = repository(sweeper).catalog.remove
 
     def remove(name: str, version: object = None) -> None:
         # a writer whose namespace lease lapsed lands its commit of the newest "a" now,
@@ -45,7 +46,7 @@ def test_a_sweep_never_deletes_a_version_it_did_not_judge(host: Host, tmp_path: 
         backend.client.put_object(Bucket=backend.bucket, Key=key, Body=new)
         real_remove(name, version)  # type: ignore[arg-type]
 
-    sweeper.repo.catalog.remove = remove  # type: ignore[method-assign]
+    repository(sweeper).catalog.remove = remove  # type: ignore[method-assign]
     try:
         report = sweeper.sweep(keep_last=1)
     except ConcurrentWriteError:
