@@ -15,9 +15,10 @@ if TYPE_CHECKING:
     from snapstore.maintenance.autofold import AutoFold
     from snapstore.repo.repository import Repository
     from snapstore.restore.journal import JournalDir
+    from snapstore.restore.targetlocks import TargetLocks
     from snapstore.store import SnapStore
 
-__all__ = ["autofold", "journals", "repository"]
+__all__ = ["autofold", "journals", "repository", "target_locks"]
 
 
 def repository(store: SnapStore) -> Repository:
@@ -35,3 +36,11 @@ def journals(store: SnapStore) -> JournalDir:
     from snapstore.restore.journal import JournalDir
 
     return JournalDir(store._repository.backend)
+
+
+def target_locks(store: SnapStore) -> TargetLocks:
+    """The locks of the directories the store's restores write into and its creates record
+    (the guard of target directories takes them; a test holds one to make others wait)."""
+    from snapstore.restore.targetlocks import TargetLocks
+
+    return TargetLocks(store._repository.backend)

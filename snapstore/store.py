@@ -108,7 +108,7 @@ class SnapStore(RestoringMethods, UpkeepMethods):
             skip_unreadable=skip_unreadable,
             rehash=rehash,
         )
-        with self._restores.snapshotting(request.base):
+        with self._restores.guard.snapshotting(request.base):
             info, replaced = take_snapshot(self._repository, request, progress=progress)
         self._autofold.after_commit()
         return dataclasses.replace(info, replaced=True) if replaced else info
@@ -159,7 +159,7 @@ class SnapStore(RestoringMethods, UpkeepMethods):
             skip_unreadable=skip_unreadable,
             rehash=rehash,
         )
-        with self._restores.snapshotting(request.base):
+        with self._restores.guard.snapshotting(request.base):
             report, replaced = take_incremental(
                 self._repository, request, parent, changes, progress=progress
             )

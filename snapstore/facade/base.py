@@ -53,7 +53,7 @@ class StoreBase:
         self._restore_job: RestoreJob | None = None
         self._restore_job_lock = threading.Lock()
         if not self._repository.read_only and JournalDir(backend).pending():
-            self._restores.recovery.recover_all()
+            self._restores.guard.recover_all()
 
     @property
     def _restores(self) -> RestoreJob:

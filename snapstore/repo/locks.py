@@ -1,14 +1,13 @@
 """Store-level locking built on the backend's locks: readers queue behind an announced
-exclusive holder (gc), and directories outside the store (restore targets, create bases) are
-locked by their real paths."""
+exclusive holder (gc). The locks of directories outside the store (restore targets, create
+bases) are the guard's: ``snapstore.restore.targetlocks``."""
 
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Iterator
 
-from snapstore.backend.seam import Backend, Lock
+from snapstore.backend.seam import Lock
 from snapstore.errors import LockTimeout
 from snapstore.logs import get_logger
 
@@ -46,72 +45,3 @@ def exclusive_with_intent(lock: Lock, intent: Lock) -> Iterator[None]:
         with intent.exclusive():
             held.enter_context(lock.exclusive())
         yield
-
-
-class TargetLocks:
-    """Locks on directories outside the store, keyed by their real path: a restore holds its
-    target exclusively (and every ancestor shared); a create holds its base directory and
-    every ancestor shared. So a create of a directory waits for a restore into it or into any
-    directory that contains it, and restores into one target (or into a target and a
-    directory inside it) run one at a time. They are the backend's locks ``targets/<key>``."""
-
-    def __init__(self, backend: Backend) -> None:
-        self.backend = backend
-
-    def lock(self, real_dir: str) -> Lock:
-        """The lock of one directory (given by its real path)."""
-        return self.lock_of_key(target_key(real_dir), f"target {real_dir}")
-
-    def lock_of_key(self, key: str, label: str = "target") -> Lock:
-        """The lock of the directory whose ``target_key`` is ``key``."""
-        return self.backend.lock(f"targets/{key}", label)
-
-    @contextlib.contextmanager
-    def _hold(self, real_dir: str, exclusive: bool) -> Iterator[None]:
-        with contextlib.ExitStack() as stack:
-            for ancestor in _ancestors(real_dir):
-                stack.enter_context(self.lock(ancestor).shared())
-            lock = self.lock(real_dir)
-            stack.enter_context(lock.exclusive() if exclusive else lock.shared())
-            yield
-
-    def restoring(self, real_target: str) -> contextlib.AbstractContextManager[None]:
-        """Held by a restore into ``real_target`` (waits up to the timeout)."""
-        return self._hold(real_target, True)
-
-    @contextlib.contextmanager
-    def restoring_if_free(self, real_target: str) -> Iterator[bool]:
-        """Hold what ``restoring`` holds if none of it is held against that now (yields
-        True), else yield False at once: no restore or create of the target, of a directory
-        holding it, or of one inside it is running."""
-        with contextlib.ExitStack() as stack:
-            try:
-                for ancestor in _ancestors(real_target):
-                    stack.enter_context(self.lock(ancestor).shared(timeout=0))
-            except LockTimeout:
-                stack.close()
-                yield False
-                return
-            yield stack.enter_context(self.lock(real_target).exclusive_if_free())
-
-    def snapshotting(self, real_base: str) -> contextlib.AbstractContextManager[None]:
-        """Held by a create of ``real_base`` (waits up to the timeout)."""
-        return self._hold(real_base, False)
-
-
-def target_key(real_dir: str) -> str:
-    """The key of a directory outside the store (by its real path): names its lock file and
-    the journal of a restore into it."""
-    import blake3
-
-    return blake3.blake3(os.fsencode(real_dir)).hexdigest(length=16)
-
-
-def _ancestors(real_dir: str) -> list[str]:
-    """The proper ancestors of an absolute path, outermost first (``/`` included)."""
-    found = []
-    parent = os.path.dirname(real_dir)
-    while parent != real_dir:
-        found.append(parent)
-        real_dir, parent = parent, os.path.dirname(parent)
-    return found[::-1]

@@ -35,7 +35,7 @@ from snapstore.repo.catalog import Catalog, ManifestFile, manifest_name
 from snapstore.repo.commits import Draft
 from snapstore.repo.contents import read_content
 from snapstore.repo.heads import Head
-from snapstore.repo.locks import TargetLocks, shared_behind
+from snapstore.repo.locks import shared_behind
 from snapstore.repo.sessions import Sessions, in_order
 from snapstore.repo.trees import Trees
 
@@ -52,7 +52,6 @@ class Repository:
         self.sessions = Sessions(backend, self.catalog, self.require_current_format)
         self.gc_lock = backend.lock("gc")
         self.gc_intent = backend.lock("gc-intent")
-        self.target_locks = TargetLocks(backend)
         self.format_major = self._stored_format()
         self.blobs.packs.follow_log = self.format_major >= FORMAT_MAJOR
 

@@ -1,4 +1,6 @@
-"""A whole restore: target lock, undo backup, journal, apply, rollback, recovery, undo history.
+"""A whole restore, and an undo: the target, the plan, and the journal that describes it,
+carried out under the guard of target directories (``targets``: lock, recovery, undo
+backup, rollback).
 
 The order, and why:
 
@@ -19,39 +21,26 @@ new backup; a restore that took no backup (a new target, or ``backup=False``) is
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
-from collections.abc import Iterator
 
 from snapstore.cyclic_gc import gc_paused
 from snapstore.errors import (
-    LockTimeout,
     ReadOnlyStoreError,
     RestoreError,
     SnapshotNotFound,
-    SnapstoreError,
     UnsafePathError,
 )
-from snapstore.format.manifest import Manifest
 from snapstore.format.names import generated_name
 from snapstore.fs.seam import FileSystem
 from snapstore.fs.tempnames import RestoreTemps, new_token
-from snapstore.logs import get_logger
-from snapstore.models import RestoreReport, SnapshotInfo
-from snapstore.repo.locks import target_key
+from snapstore.models import RestoreReport
 from snapstore.repo.repository import Repository
-from snapstore.restore.actions import Excluded, Keep, Plan
-from snapstore.restore.apply import Progress, apply_plan
-from snapstore.restore.journal import Journal, JournalDir
-from snapstore.restore.plan import complete_dirs, make_plan
-from snapstore.restore.recovery import Recovery
-from snapstore.restore.rollback import after_failure
-from snapstore.worktree.create import Request, refuse_store_directory, take_snapshot
-from snapstore.worktree.excludes import Matcher
-from snapstore.worktree.statcache import StatCache
-
-logger = get_logger(__name__)
+from snapstore.restore.actions import Plan
+from snapstore.restore.apply import Progress
+from snapstore.restore.journal import Journal
+from snapstore.restore.targets import TargetGuard
+from snapstore.worktree.create import refuse_store_directory
 
 UNDO_CHOICES = 3
 """How many times an undo chooses the newest backup again when the one it chose went."""
@@ -71,73 +60,15 @@ def restore_report(plan: Plan, dry_run: bool) -> RestoreReport:
     return report
 
 
-def exclusion_of(info: SnapshotInfo) -> Excluded | None:
-    """What a restore of the snapshot ``info`` must leave alone as excluded: what its
-    recorded exclude rules match."""
-    return Matcher(info.excludes) if info.excludes else None
-
-
 class RestoreJob:
-    """Restores and undos into the work tree from one repository (``recovery`` finishes or
-    rolls back those that were killed)."""
+    """Restores and undos into the work tree from one repository, through one guard of
+    target directories (``guard``, which creates share)."""
 
     def __init__(self, repo: Repository, fs: FileSystem, *, durable: bool, undo_depth: int) -> None:
         self.repo = repo
-        self.fs = fs
-        self.durable = durable
-        self.undo_depth = undo_depth
-        self.journals = JournalDir(repo.backend)
-        self.recovery = Recovery(self)
+        self.guard = TargetGuard(repo, fs, durable=durable, undo_depth=undo_depth)
 
     # ------------------------------------------------------------------ planning
-
-    def plan(
-        self,
-        manifest: Manifest,
-        target_dir: str,
-        paths: list[str] | None,
-        keep_special_bits: bool,
-        *,
-        replace_parents: bool = False,
-    ) -> Plan:
-        """What restoring (part of) a snapshot into ``target_dir`` changes; writes nothing.
-        ``replace_parents``: see ``make_plan`` (a recovery's rollback)."""
-        repo = self.repo
-        info = manifest.info
-        selected = repo.trees.select(manifest, paths)
-        cache = StatCache(repo.backend, target_dir, time.time_ns())
-        return make_plan(
-            selected,
-            target_dir,
-            complete=complete_dirs(selected, info.roots, whole_snapshot=paths is None),
-            keep=Keep(
-                store_roots=repo.own_roots(),
-                skipped=frozenset(skipped.path for skipped in info.skipped),
-                excluded=exclusion_of(info),
-            ),
-            keep_special_bits=keep_special_bits,
-            known_digest=cache.lookup,
-            replace_parents=replace_parents,
-        )
-
-    def apply(
-        self,
-        plan: Plan,
-        temps: RestoreTemps,
-        keep_special_bits: bool,
-        progress: Progress | None = None,
-    ) -> None:
-        """Carry out ``plan`` in its target through this job's I/O seam, with the temp names
-        ``temps`` (what a restore, its rollback and its recovery all write through)."""
-        apply_plan(
-            plan,
-            self.repo.blobs,
-            self.fs,
-            durable=self.durable,
-            temps=temps,
-            keep_special_bits=keep_special_bits,
-            progress=progress,
-        )
 
     def _planned(
         self,
@@ -151,7 +82,7 @@ class RestoreJob:
         while planning is a RestoreError (nothing was changed)."""
         manifest = self.repo.files_manifest(session, name)
         try:
-            return self.plan(manifest, target_dir, paths, keep_special_bits)
+            return self.guard.writer.plan(manifest, target_dir, paths, keep_special_bits)
         except OSError as error:
             raise RestoreError(
                 f"could not plan the restore of {name!r} (session {session!r}) into "
@@ -217,39 +148,27 @@ class RestoreJob:
             return self._run_unrecorded(
                 session, name, target_dir, paths, backup, keep_special_bits, progress
             )
-        with repo.target_locks.restoring(real):
-            key = target_key(real)
-            self.recovery.recover(key)
-            with repo.blobs_in_use(), gc_paused():
-                plan = self._planned(session, name, target_dir, paths, keep_special_bits)
-                report = restore_report(plan, dry_run=False)
-                if not plan.changes:
-                    return report
-                existed = os.path.isdir(target_dir)
-                journal = Journal(
-                    target=target_dir,
-                    session=session,
-                    restoring=name,
-                    backup=generated_name() if backup and existed else None,
-                    backups=backup,
-                    paths=None if paths is None else tuple(paths),
-                    dirs=tuple(plan.written_dirs()),
-                    keep_special_bits=keep_special_bits,
-                    started_ns=time.time_ns(),
-                    token=new_token(),
-                )
-                self.journals.write(key, journal)
-                if journal.backup is not None:
-                    self._keep_backup(journal, key, plan)
-                    report.backup = journal.backup
-                try:
-                    self.apply(plan, journal.temps, keep_special_bits, progress)
-                    self.journals.remove(key)
-                except BaseException as error:
-                    after_failure(self, journal, key, existed, error)
-                if journal.backup is not None:
-                    self.trim_backups(session)
+        with self.guard.restoring(real) as key, repo.blobs_in_use(), gc_paused():
+            plan = self._planned(session, name, target_dir, paths, keep_special_bits)
+            report = restore_report(plan, dry_run=False)
+            if not plan.changes:
                 return report
+            existed = os.path.isdir(target_dir)
+            journal = Journal(
+                target=target_dir,
+                session=session,
+                restoring=name,
+                backup=generated_name() if backup and existed else None,
+                backups=backup,
+                paths=None if paths is None else tuple(paths),
+                dirs=tuple(plan.written_dirs()),
+                keep_special_bits=keep_special_bits,
+                started_ns=time.time_ns(),
+                token=new_token(),
+            )
+            self.guard.change(key, journal, plan, existed=existed, progress=progress)
+            report.backup = journal.backup
+            return report
 
     def undo(
         self,
@@ -266,7 +185,7 @@ class RestoreJob:
         must never pick it); if the chosen backup still goes before it is read (a restore
         running in another process failed and rolled back), the newest is chosen again."""
         if not self.repo.read_only and not dry_run:
-            self.recovery.recover_all(session)
+            self.guard.recover_all(session)
         attempts = 0
         while True:
             found = [info.name for info in self.repo.backups(session)]
@@ -292,33 +211,6 @@ class RestoreJob:
                 if backup is not None or not gone or attempts == UNDO_CHOICES:
                     raise
 
-    @contextlib.contextmanager
-    def snapshotting(self, base: str) -> Iterator[None]:
-        """Hold what a create of ``base`` holds: its target lock shared (after recovering an
-        interrupted restore of it) and the gc lock shared."""
-        real_base = os.path.realpath(base)
-        key = target_key(real_base)
-        if self.journals.exists(key):
-            with self.repo.target_locks.restoring(real_base):
-                self.recovery.recover(key)
-        with (
-            self.repo.target_locks.snapshotting(real_base),
-            self.repo.blobs_in_use(),
-            gc_paused(),
-        ):
-            yield
-
-    def trim_backups(self, session: str) -> None:
-        """Keep the newest ``undo_depth`` undo backups of the session (and any a pending
-        journal names). Run after a restore succeeded: a failure here is logged, not raised,
-        since the restore is done and nothing is lost (the next restore trims again)."""
-        try:
-            self.repo.trim_backups(
-                session, self.undo_depth, lambda: self.journals.backups_in_use(session)
-            )
-        except (OSError, SnapstoreError) as error:
-            logger.warning("could not trim the undo backups of session %r: %s", session, error)
-
     def _run_unrecorded(
         self,
         session: str,
@@ -343,7 +235,8 @@ class RestoreJob:
             if not plan.changes:
                 return report
             try:
-                self.apply(plan, RestoreTemps(new_token()), keep_special_bits, progress)
+                temps = RestoreTemps(new_token())
+                self.guard.writer.apply(plan, temps, keep_special_bits, progress)
             except OSError as error:
                 raise RestoreError(
                     f"restore of {name!r} (session {session!r}) into {target_dir} failed: "
@@ -352,46 +245,3 @@ class RestoreJob:
                     rolled_back=False,
                 ) from error
             return report
-
-    def commit_backup(
-        self,
-        session: str,
-        name: str,
-        restoring: str,
-        target_dir: str,
-        paths: list[str],
-        recursive: set[str],
-    ) -> SnapshotInfo:
-        """Commit the undo backup ``name``: the current state of ``paths`` in ``target_dir``
-        (those in ``recursive`` with everything below), kept before restoring ``restoring``.
-        The gc lock must be held shared."""
-        request = Request(
-            session,
-            name,
-            target_dir,
-            paths,
-            {},
-            shallow=frozenset(set(paths) - recursive),
-            backup_of=restoring,
-        )
-        info, _ = take_snapshot(self.repo, request)
-        return info
-
-    def _keep_backup(self, journal: Journal, key: str, plan: Plan) -> None:
-        """Commit the undo backup of what the plan is about to change; if that fails, nothing
-        was changed and the journal goes."""
-        assert journal.backup is not None
-        paths, recursive = plan.backup_paths()
-        try:
-            self.commit_backup(
-                journal.session, journal.backup, journal.restoring, journal.target, paths, recursive
-            )
-        except BaseException as error:
-            self.journals.remove(key)
-            if isinstance(error, OSError | SnapstoreError) and not isinstance(error, LockTimeout):
-                raise RestoreError(
-                    f"could not keep a backup of what restoring {journal.restoring!r} into "
-                    f"{journal.target} would change: {error}; nothing was changed",
-                    rolled_back=True,
-                ) from error
-            raise

@@ -4,16 +4,13 @@ A journal whose restore had committed its undo backup is rolled back from it (an
 deleted: as far as the target and the undo history are concerned, the killed restore never
 happened), keeping first, in a new backup, whatever was changed in the target since; one that
 kept no backup is run again to its end. The temp files it left are removed either way.
-Whoever finds a journal holds its target's lock (see ``job``).
+Whoever finds a journal holds its target's lock (the guard: ``targets``).
 """
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
 import os
 import warnings
-from typing import TYPE_CHECKING
 
 from snapstore.cyclic_gc import gc_paused
 from snapstore.errors import (
@@ -22,22 +19,18 @@ from snapstore.errors import (
     RestoreError,
     SnapshotNotFound,
     SnapstoreError,
-    UnsafePathError,
 )
 from snapstore.format.names import generated_name
-from snapstore.fs.tempnames import RestoreTemps, new_token
 from snapstore.logs import get_logger
 from snapstore.models import FileEntry
-from snapstore.repo.locks import target_key
 from snapstore.restore.actions import Action, Plan
-from snapstore.restore.apply import DirHandles, NotADirectoryPathError
+from snapstore.restore.backups import UndoBackups
 from snapstore.restore.journal import CorruptJournalError, Journal
 from snapstore.restore.plan import make_plan
+from snapstore.restore.targetlocks import target_key
+from snapstore.restore.writer import TargetWriter
 
 logger = get_logger(__name__)
-
-if TYPE_CHECKING:
-    from snapstore.restore.job import RestoreJob
 
 
 def _not_written_by_a_restore(action: Action) -> bool:
@@ -50,12 +43,14 @@ def _not_written_by_a_restore(action: Action) -> bool:
 
 
 class Recovery:
-    """The recovery of the interrupted restores of one restore job's repository."""
+    """The recovery of interrupted restores: what to do with one journal left behind. The
+    caller (the guard, ``snapstore.restore.targets``) holds the target's lock."""
 
-    def __init__(self, job: RestoreJob) -> None:
-        self.job = job
-        self.repo = job.repo
-        self.journals = job.journals
+    def __init__(self, writer: TargetWriter, backups: UndoBackups) -> None:
+        self.writer = writer
+        self.backups = backups
+        self.repo = writer.repo
+        self.journals = writer.journals
 
     def recover(self, key: str) -> None:
         """Finish or roll back the interrupted restore whose journal is ``key``, if any. The
@@ -94,7 +89,7 @@ class Recovery:
         self.journals.remove(key)
 
     def _recover(self, journal: Journal, key: str) -> None:
-        if not self.remove_temp_files(journal):
+        if not self.writer.remove_temp_files(journal):
             raise RestoreError(
                 "temp files it left in the target could not be removed", rolled_back=False
             )
@@ -106,10 +101,10 @@ class Recovery:
             saved = repo.catalog.read(journal.session, journal.backup)
         except SnapshotNotFound:
             return  # killed before its backup was committed: it had changed nothing
-        plan = self.job.plan(saved, journal.target, None, True, replace_parents=True)
+        plan = self.writer.plan(saved, journal.target, None, True, replace_parents=True)
         if plan.changes and self._changed_since(journal, plan):
             self._keep_current(journal, plan, journal.backup)
-        self.apply_covered(journal, key, plan, keep_special_bits=True)
+        self.writer.apply_covered(journal, key, plan, keep_special_bits=True)
         repo.delete_backup(journal.session, journal.backup)
         logger.warning(
             "put %s back as it was before an interrupted restore of %r (session %r)",
@@ -132,10 +127,10 @@ class Recovery:
             )
             return
         paths = None if journal.paths is None else list(journal.paths)
-        plan = self.job.plan(manifest, journal.target, paths, journal.keep_special_bits)
+        plan = self.writer.plan(manifest, journal.target, paths, journal.keep_special_bits)
         if journal.backups and any(_not_written_by_a_restore(a) for a in plan.changes):
             self._keep_current(journal, plan, journal.restoring)
-        self.apply_covered(journal, key, plan, keep_special_bits=journal.keep_special_bits)
+        self.writer.apply_covered(journal, key, plan, keep_special_bits=journal.keep_special_bits)
         logger.warning(
             "finished an interrupted restore of %r (session %r) into %s",
             journal.restoring,
@@ -196,111 +191,10 @@ class Recovery:
         """Keep what the target holds now at the paths ``plan`` changes, as a new backup
         (taken before restoring ``restoring``)."""
         paths, recursive = plan.backup_paths()
-        self.job.commit_backup(
+        self.backups.commit(
             journal.session, generated_name(), restoring, journal.target, paths, recursive
         )
-        self.job.trim_backups(journal.session)
-
-    def cover(self, journal: Journal, key: str, plan: Plan) -> Journal:
-        """The journal of a restore about to apply ``plan`` (its rollback, or its finishing):
-        with a token (a journal of a version before tokens gets one) and listing every
-        directory the plan writes into, written durably first if that changed it, so that
-        if this is killed too, the next recovery finds every temp file it leaves."""
-        dirs = sorted(set(journal.dirs).union(plan.written_dirs()))
-        if journal.token is not None and dirs == sorted(journal.dirs):
-            return journal
-        covering = dataclasses.replace(
-            journal, dirs=tuple(dirs), token=journal.token or new_token()
-        )
-        self.journals.write(key, covering)
-        return covering
-
-    def apply_covered(
-        self, journal: Journal, key: str, plan: Plan, *, keep_special_bits: bool
-    ) -> Journal:
-        """Apply ``plan`` (a rollback or a finishing) once the journal covers it (``cover``);
-        returns the journal as it now is."""
-        covered = self.cover(journal, key, plan)
-        self.job.apply(plan, covered.temps, keep_special_bits)
-        return covered
-
-    def remove_temp_files(self, journal: Journal) -> bool:
-        """Remove the temp files the journal's restore may have left beside its
-        destinations (only its own: see ``snapstore.fs.tempnames``); False if some could not
-        be removed, or the target could not be looked at. A journalled path that is no
-        directory now (a file, a symlink, a FIFO: the restore had not made it one yet, or it
-        was replaced since) holds no temp file of the restore: it is clean."""
-        if not os.path.isdir(journal.target):
-            return True
-        try:
-            handles = DirHandles(self.job.fs, journal.target, durable=False)
-        except (OSError, UnsafePathError):
-            return False
-        clean = True
-        try:
-            for relative_dir in journal.dirs:
-                clean = self._remove_temps_in(handles, relative_dir, journal.temps) and clean
-        finally:
-            handles.close()
-        return clean
-
-    def _remove_temps_in(self, handles: DirHandles, relative_dir: str, temps: RestoreTemps) -> bool:
-        """Remove the restore's temp files (never a directory) in one directory."""
-        try:
-            fd = handles.get(relative_dir)
-            with os.scandir(fd) as listing:
-                found = [
-                    entry.name
-                    for entry in listing
-                    if temps.made(entry.name) and not entry.is_dir(follow_symlinks=False)
-                ]
-            for name in found:
-                with contextlib.suppress(FileNotFoundError):
-                    self.job.fs.unlink(name, dir_fd=fd)
-        except (FileNotFoundError, NotADirectoryPathError):
-            return True
-        except OSError:
-            return False
-        return True
-
-    def recover_all(self, session: str | None = None) -> None:
-        """Recover every interrupted restore (of ``session``, if given) whose target is not
-        locked by a restore running now; one that cannot be recovered now is left, with a
-        warning. At open, and before an undo chooses the backup to restore."""
-        for key in self.journals.pending():
-            if session is not None and not self._of_session(key, session):
-                continue
-            with self._target_lock_if_free(key) as free:
-                if not free:
-                    continue
-                try:
-                    self.recover(key)
-                except RestoreError as error:
-                    warnings.warn(str(error), InterruptedRestoreWarning, stacklevel=3)
-
-    def _of_session(self, key: str, session: str) -> bool:
-        """True if the journal of ``key`` is of a restore in ``session`` (or cannot be read
-        now: recovering it reports why)."""
-        try:
-            journal = self.journals.read(key)
-        except (OSError, CorruptJournalError):
-            return True
-        return journal is not None and journal.session == session
-
-    def _target_lock_if_free(self, key: str) -> contextlib.AbstractContextManager[bool]:
-        """The locks a restore into the journal's target holds (its directory's lock, and
-        its ancestors' shared), taken only if free now. A journal that cannot be read names
-        no target: its own lock alone, and ``recover`` reports it."""
-        locks = self.repo.target_locks
-        try:
-            journal = self.journals.read(key)
-        except (OSError, CorruptJournalError):
-            journal = None
-        if journal is not None:
-            real = os.path.realpath(journal.target)
-            if target_key(real) == key:
-                return locks.restoring_if_free(real)
-        return locks.lock_of_key(key).exclusive_if_free()
+        self.backups.trim(journal.session)
 
 
 def _refuse_a_moved_target(journal: Journal, key: str) -> None:

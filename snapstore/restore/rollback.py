@@ -14,18 +14,16 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import TYPE_CHECKING, NoReturn
+from typing import NoReturn
 
 from snapstore.errors import RestoreError, UnsafePathError
-from snapstore.restore.apply import remove_tree
+from snapstore.restore.dirhandles import remove_tree
 from snapstore.restore.journal import Journal
-
-if TYPE_CHECKING:
-    from snapstore.restore.job import RestoreJob
+from snapstore.restore.writer import TargetWriter
 
 
 def after_failure(
-    job: RestoreJob, journal: Journal, key: str, existed: bool, error: BaseException
+    writer: TargetWriter, journal: Journal, key: str, existed: bool, error: BaseException
 ) -> NoReturn:
     """After the plan of ``journal``'s restore failed part-way with ``error``: put the target
     back (or remove it, if the restore created it) and raise RestoreError."""
@@ -34,14 +32,14 @@ def after_failure(
         f"{journal.target} failed: {error}"
     )
     if not existed:
-        _remove_new_target(job, journal.target, failed, error)
-        _drop_journal(job, key)
+        _remove_new_target(writer, journal.target, failed, error)
+        _drop_journal(writer, key)
         raise RestoreError(
             f"{failed}; the directory it had created was removed", rolled_back=True
         ) from error
     if journal.backup is None:
-        if job.recovery.remove_temp_files(journal):
-            _drop_journal(job, key)
+        if writer.remove_temp_files(journal):
+            _drop_journal(writer, key)
             raise RestoreError(
                 f"{failed}; no backup was kept (backup=False), so the target may be partly "
                 "restored",
@@ -54,12 +52,12 @@ def after_failure(
             rolled_back=False,
         ) from error
     try:
-        clean = job.recovery.remove_temp_files(journal)
-        covered = _roll_back(job, journal, key)
+        clean = writer.remove_temp_files(journal)
+        covered = _roll_back(writer, journal, key)
     except BaseException as rollback_error:
         with contextlib.suppress(OSError):  # the failure may have been the journal's removal
-            if not job.journals.exists(key):
-                job.journals.write(key, journal)
+            if not writer.journals.exists(key):
+                writer.journals.write(key, journal)
         raise RestoreError(
             f"{failed}; rolling back also failed ({rollback_error}); the previous state is "
             f"kept in the undo backup {journal.backup!r} of session {journal.session!r}, and "
@@ -67,9 +65,9 @@ def after_failure(
             rolled_back=False,
         ) from error
     if not clean:
-        clean = job.recovery.remove_temp_files(covered)
+        clean = writer.remove_temp_files(covered)
     if clean:  # else the journal stays, so that the next recovery removes them
-        _drop_journal(job, key)
+        _drop_journal(writer, key)
         raise RestoreError(f"{failed}; the target was put back as it was", rolled_back=True) from (
             error
         )
@@ -80,34 +78,36 @@ def after_failure(
     ) from error
 
 
-def _roll_back(job: RestoreJob, journal: Journal, key: str) -> Journal:
+def _roll_back(writer: TargetWriter, journal: Journal, key: str) -> Journal:
     """Put the target back from the journal's backup, then drop that backup (the target
     holds its state again, so the undo history is as it was before the restore). Returns the
     journal as it is now (covering the directories the rollback wrote into)."""
     assert journal.backup is not None
-    repo = job.repo
+    repo = writer.repo
     saved = repo.catalog.read(journal.session, journal.backup)
-    plan = job.plan(saved, journal.target, None, True)
-    covered = job.recovery.apply_covered(journal, key, plan, keep_special_bits=True)
+    plan = writer.plan(saved, journal.target, None, True)
+    covered = writer.apply_covered(journal, key, plan, keep_special_bits=True)
     repo.delete_backup(journal.session, journal.backup)
     return covered
 
 
-def _drop_journal(job: RestoreJob, key: str) -> None:
+def _drop_journal(writer: TargetWriter, key: str) -> None:
     """Remove the journal of a restore that failed and was dealt with. If that fails too
     (a second fault), the journal stays for the next recovery: after a rollback it finds
     the backup gone and only removes the journal (and temp files)."""
     with contextlib.suppress(OSError):
-        job.journals.remove(key)
+        writer.journals.remove(key)
 
 
-def _remove_new_target(job: RestoreJob, target_dir: str, failed: str, error: BaseException) -> None:
+def _remove_new_target(
+    writer: TargetWriter, target_dir: str, failed: str, error: BaseException
+) -> None:
     if not os.path.lexists(target_dir):
         return
     try:
         parent_fd = os.open(os.path.dirname(target_dir), os.O_RDONLY | os.O_DIRECTORY)
         try:
-            remove_tree(job.fs, parent_fd, os.path.basename(target_dir))
+            remove_tree(writer.fs, parent_fd, os.path.basename(target_dir))
         finally:
             os.close(parent_fd)
     except (OSError, UnsafePathError) as cleanup_error:  # a store made inside it meanwhile

@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from snapstore.errors import UnsafePathError
 from snapstore.fs.durable import discard
@@ -28,9 +27,7 @@ from snapstore.fs.tempnames import RestoreTemps
 from snapstore.models import FileEntry
 from snapstore.repo.contents import pieces
 from snapstore.repo.loose import BlobSource
-
-if TYPE_CHECKING:
-    from snapstore.restore.apply import DirHandles
+from snapstore.restore.dirhandles import DirHandles
 
 BATCH_FILES = 256
 BATCH_BYTES = 32 << 20

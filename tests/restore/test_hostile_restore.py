@@ -392,7 +392,7 @@ def test_a_target_swapped_for_a_link_to_the_store_after_planning_is_refused(
     import shutil
     import warnings
 
-    import snapstore.restore.apply as apply_module
+    import snapstore.restore.dirhandles as dirhandles
     from snapstore.errors import InterruptedRestoreWarning, SnapstoreError
 
     store_root, target = tmp_path / "store", tmp_path / "proj"
@@ -400,7 +400,7 @@ def test_a_target_swapped_for_a_link_to_the_store_after_planning_is_refused(
     store = SnapStore(store_root)
     store.create("s", "n", ["."], base_dir=target)
     write_tree(target, {"sessions/junk": "x"})
-    real_ensure = apply_module.ensure_dir
+    real_ensure = dirhandles.ensure_dir
 
     def swapping(fs: object, path: str, **options: object) -> object:
         if path == str(target) and not os.path.islink(target):
@@ -408,7 +408,7 @@ def test_a_target_swapped_for_a_link_to_the_store_after_planning_is_refused(
             os.symlink(store_root, target)
         return real_ensure(fs, path, **options)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(apply_module, "ensure_dir", swapping)
+    monkeypatch.setattr(dirhandles, "ensure_dir", swapping)
     with pytest.raises(SnapstoreError):
         store.restore("s", "n", target, backup=backup)
     monkeypatch.undo()

@@ -20,7 +20,7 @@ from helpers.trees import read_tree, temp_leftovers, write_tree
 from snapstore import SnapStore
 from snapstore.errors import RestoreError, UnreadablePathError, UnsafePathError
 from snapstore.internals import journals
-from snapstore.repo.locks import target_key
+from snapstore.restore.targetlocks import target_key
 
 KILLED = 77
 

@@ -15,7 +15,7 @@ from helpers.trees import read_tree, write_tree
 
 from snapstore import SnapStore
 from snapstore.errors import LockTimeout, RestoreError, UnsafePathError
-from snapstore.internals import repository
+from snapstore.internals import target_locks
 
 
 def test_a_restore_never_removes_the_store_nor_another_store_inside_the_target(
@@ -236,7 +236,7 @@ def test_concurrent_restores_into_one_target_run_one_at_a_time(tmp_path: Path) -
 def test_a_create_waits_for_a_restore_into_its_directory(store: SnapStore, project: Path) -> None:
     store.create("s", "n", ["."], base_dir=project)
     impatient = SnapStore(store.root, lock_timeout=0.3)
-    with repository(store).target_locks.restoring(os.path.realpath(project)):
+    with target_locks(store).restoring(os.path.realpath(project)):
         with pytest.raises(LockTimeout, match="target"):
             impatient.create("s", "m", ["."], base_dir=project)
         with pytest.raises(LockTimeout, match="target"):

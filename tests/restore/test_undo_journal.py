@@ -15,20 +15,21 @@ import pytest
 from helpers.seam import KILLED_EXIT, CountingFileSystem, KillingFileSystem
 from helpers.trees import read_tree, write_tree
 
-import snapstore.restore.job as job
+import snapstore.restore.writer as writer
 from snapstore import SnapStore
 from snapstore.backend.local import LocalBackend
 from snapstore.backend.seam import Handle, Kind
 from snapstore.errors import InterruptedRestoreWarning, RestoreError, SourceChangedError
-from snapstore.internals import journals, repository
+from snapstore.internals import journals, repository, target_locks
 from snapstore.restore.actions import Plan
+from snapstore.restore.backups import UndoBackups
 
 KILLED = 77
 
 
 def _killed_during_apply(fraction: float) -> Callable[..., None]:
     """An ``apply_plan`` that carries out the first ``fraction`` of the plan, then dies."""
-    real = job.apply_plan
+    real = writer.apply_plan
 
     def dying(plan: Plan, *args: Any, **kwargs: Any) -> None:
         changes = plan.changes
@@ -43,7 +44,7 @@ def _in_a_child_killed_during_apply(fraction: float, work: Callable[[], object])
     pid = os.fork()
     if pid == 0:
         try:
-            job.apply_plan = _killed_during_apply(fraction)  # type: ignore[assignment]
+            writer.apply_plan = _killed_during_apply(fraction)  # type: ignore[assignment]
             work()
         finally:
             os._exit(1)
@@ -221,7 +222,7 @@ def test_an_open_does_not_recover_under_a_restore_into_a_directory_holding_the_t
 ) -> None:
     _in_a_child_killed_during_apply(0.5, lambda: SnapStore(store.root).restore("s", "cp"))
     half_restored = read_tree(project)
-    with repository(store).target_locks.restoring(os.path.realpath(project.parent)):
+    with target_locks(store).restoring(os.path.realpath(project.parent)):
         SnapStore(store.root)
         assert journals(store).pending()
         assert read_tree(project) == half_restored
@@ -249,7 +250,7 @@ def test_a_backup_that_cannot_be_kept_is_a_restore_error_and_changes_nothing(
     def changing(*args: Any, **kwargs: Any) -> None:
         raise SourceChangedError("'many/f0.txt' kept changing while it was read")
 
-    monkeypatch.setattr(job.RestoreJob, "commit_backup", changing)
+    monkeypatch.setattr(UndoBackups, "commit", changing)
     with pytest.raises(RestoreError, match="nothing was changed") as failed:
         store.restore("s", "cp")
     assert failed.value.rolled_back

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from snapstore import SnapStore
 from snapstore.errors import SnapstoreError
-from snapstore.internals import repository
+from snapstore.internals import repository, target_locks
 from snapstore.models import SnapshotInfo
 from snapstore.service import watch
 from snapstore.service.watch import TreeWatcher, WatchSet
@@ -191,7 +191,7 @@ def test_a_create_that_waits_for_a_restore_records_the_tree_after_it(
     results: list[Any] = []
     try:
         watches.create(store, dict(arguments), None)
-        with repository(store).target_locks.restoring(os.path.realpath(base)):
+        with target_locks(store).restoring(os.path.realpath(base)):
             waiting = threading.Thread(
                 target=lambda: results.append(watches.create(store, dict(arguments), None))
             )

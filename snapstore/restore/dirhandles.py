@@ -1,0 +1,173 @@
+"""Directories of a restore's target, opened one component at a time without following links.
+
+Every write and removal of a restore, its rollback and its recovery goes through a
+descriptor of its parent directory from :class:`DirHandles`, so a symlink planted in the
+target (before or during the restore) is never followed; :func:`remove_tree` removes a
+directory the same way, and never a storage root found inside.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import stat
+from collections import OrderedDict
+
+from snapstore.backend.layout import MARKER_FILE, is_store_root
+from snapstore.errors import UnsafePathError
+from snapstore.fs.durable import ensure_dir
+from snapstore.fs.seam import FileSystem
+from snapstore.fs.stamps import FileId, file_id
+
+DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+MAX_OPEN_DIRS = 128
+"""Directory descriptors kept open at once (a restore may touch thousands of directories)."""
+_NOT_A_DIRECTORY = (errno.ENOTDIR, errno.ELOOP)
+"""What opening a path as a directory without following links gives for a file, a symlink
+or a special file."""
+
+
+class NotADirectoryPathError(UnsafePathError):
+    """A path the restore must go through as a directory is something else in the target
+    (a file, a symlink, a special file) now."""
+
+
+class DirHandles:
+    """Descriptors of directories under the target, opened component by component without
+    following symlinks, and kept in a bounded cache (reopened the same way when needed)."""
+
+    def __init__(
+        self, fs: FileSystem, target: str, *, durable: bool, expected: FileId | None = None
+    ) -> None:
+        self.fs = fs
+        ensure_dir(fs, target, stop_at=os.sep, durable=durable)
+        self.root_fd = os.open(target, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        found = file_id(os.fstat(self.root_fd))
+        if (expected is not None and found != expected) or is_store_root(dir_fd=self.root_fd):
+            os.close(self.root_fd)
+            raise UnsafePathError(
+                f"the restore target {target} is no longer the directory the restore was "
+                "planned on (it was replaced, or now leads to a snapstore root); nothing was "
+                "written"
+            )
+        self._fds: OrderedDict[str, int] = OrderedDict()
+        self.touched: set[str] = set()
+        self._modes: dict[str, int] = {}
+        self._user = os.geteuid()
+
+    def get(self, relative_dir: str, *, create: bool = False) -> int:
+        """A descriptor for ``relative_dir`` ("" is the target), valid until the next call;
+        with ``create``, missing directories on the way are made."""
+        if not relative_dir:
+            return self.root_fd
+        fd = self._fds.get(relative_dir)
+        if fd is not None:
+            self._fds.move_to_end(relative_dir)
+            return fd
+        parts = relative_dir.split("/")
+        known = len(parts) - 1
+        while known and "/".join(parts[:known]) not in self._fds:
+            known -= 1
+        path = "/".join(parts[:known])
+        fd = self._fds[path] if known else self.root_fd
+        for name in parts[known:]:
+            parent, parent_fd, path = path, fd, f"{path}/{name}" if path else name
+            fd = self._open_child(parent, parent_fd, name, path, create)
+            self._remember(path, fd)
+        return fd
+
+    def _open_child(self, parent: str, parent_fd: int, name: str, path: str, create: bool) -> int:
+        try:
+            return os.open(name, DIR_FLAGS, dir_fd=parent_fd)
+        except FileNotFoundError:
+            if not create:
+                raise
+            self.make_writable(parent, parent_fd)
+            self.fs.mkdir(name, 0o777, dir_fd=parent_fd)
+            self.touched.add(parent)
+            return os.open(name, DIR_FLAGS, dir_fd=parent_fd)
+        except OSError as error:
+            if error.errno not in _NOT_A_DIRECTORY:
+                raise
+            raise NotADirectoryPathError(
+                f"{path!r} in the target is no longer a plain directory ({error})"
+            ) from None
+
+    def _remember(self, path: str, fd: int) -> None:
+        self._fds[path] = fd
+        while len(self._fds) > MAX_OPEN_DIRS:
+            _, oldest = self._fds.popitem(last=False)
+            os.close(oldest)
+
+    def make_writable(self, relative_dir: str, fd: int) -> None:
+        """Let the restore write into a directory its owner made read-only (the mode comes
+        back in ``close``). Nothing to do for root, who writes anyway."""
+        if self._user == 0 or relative_dir in self._modes:
+            return
+        info = os.fstat(fd)
+        if info.st_uid == self._user and not info.st_mode & stat.S_IWUSR:
+            self._modes[relative_dir] = stat.S_IMODE(info.st_mode)
+            self.fs.fchmod(fd, stat.S_IMODE(info.st_mode) | stat.S_IWUSR)
+
+    def writable(self, relative_dir: str, *, create: bool = False) -> int:
+        """``get``, for a directory about to be written into."""
+        fd = self.get(relative_dir, create=create)
+        self.make_writable(relative_dir, fd)
+        return fd
+
+    def settle_mode(self, relative_dir: str) -> None:
+        """A restore sets this directory's final mode itself: do not put the old one back."""
+        self._modes.pop(relative_dir, None)
+
+    def forget(self, relative_dir: str) -> None:
+        """Drop cached descriptors at or below a directory that is being removed."""
+        for key in [k for k in self._fds if k == relative_dir or k.startswith(relative_dir + "/")]:
+            os.close(self._fds.pop(key))
+        for key in [
+            k for k in self._modes if k == relative_dir or k.startswith(relative_dir + "/")
+        ]:
+            del self._modes[key]
+
+    def close(self) -> None:
+        """Put back the modes of directories made writable, then close every descriptor."""
+        for relative_dir, mode in sorted(self._modes.items(), reverse=True):
+            with contextlib.suppress(OSError):
+                self.fs.fchmod(self.get(relative_dir), mode)
+        self._modes.clear()
+        for fd in self._fds.values():
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._fds.clear()
+        with contextlib.suppress(OSError):
+            os.close(self.root_fd)
+
+
+def remove_tree(fs: FileSystem, parent_fd: int, name: str) -> None:
+    """Remove a directory and everything in it, through descriptors, never following links
+    and without recursion. Refuses (UnsafePathError) to remove a storage root found inside."""
+    stack = [(os.open(name, DIR_FLAGS, dir_fd=parent_fd), parent_fd, name, True)]
+    try:
+        while stack:
+            fd, holder_fd, dir_name, fresh = stack[-1]
+            if fresh:
+                stack[-1] = (fd, holder_fd, dir_name, False)
+                children = list(os.scandir(fd))
+                if any(c.name == MARKER_FILE for c in children) and is_store_root(dir_fd=fd):
+                    raise UnsafePathError(f"{dir_name!r} is a snapstore root; it is never removed")
+                subdirs = []
+                for child in children:
+                    if child.is_dir(follow_symlinks=False):
+                        subdirs.append(child.name)
+                    else:
+                        fs.unlink(child.name, dir_fd=fd)
+                for sub in subdirs:
+                    stack.append((os.open(sub, DIR_FLAGS, dir_fd=fd), fd, sub, True))
+                continue
+            stack.pop()
+            os.close(fd)
+            fs.rmdir(dir_name, dir_fd=holder_fd)
+    finally:
+        for fd, _, _, _ in stack:
+            with contextlib.suppress(OSError):
+                os.close(fd)

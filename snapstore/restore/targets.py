@@ -1,0 +1,165 @@
+"""The one guard of the directories snapstore writes into or records: restore targets and
+create bases.
+
+Every create, restore and undo goes through :class:`TargetGuard`, which owns, for each
+directory:
+
+- its lock (``targetlocks``): a restore holds its target exclusively and every ancestor
+  shared; a create holds its base directory and every ancestor shared;
+- the recovery of a restore of it that was killed (``recovery``), run under that lock before
+  anything else touches the directory;
+- the protocol of a change (``change``): the journal written durably first, then the undo
+  backup committed (``backups``), then the plan applied; on failure the target put back
+  (``rollback``); the journal removed last, then the undo history trimmed.
+
+So a killed restore always leaves a journal its next user finds under the lock, and no
+create records a directory a restore is half-way through.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import warnings
+from collections.abc import Iterator
+
+from snapstore.cyclic_gc import gc_paused
+from snapstore.errors import (
+    InterruptedRestoreWarning,
+    LockTimeout,
+    RestoreError,
+    SnapstoreError,
+)
+from snapstore.fs.seam import FileSystem
+from snapstore.repo.repository import Repository
+from snapstore.restore.actions import Plan
+from snapstore.restore.apply import Progress
+from snapstore.restore.backups import UndoBackups
+from snapstore.restore.journal import CorruptJournalError, Journal, JournalDir
+from snapstore.restore.recovery import Recovery
+from snapstore.restore.rollback import after_failure
+from snapstore.restore.targetlocks import TargetLocks, target_key
+from snapstore.restore.writer import TargetWriter
+
+
+class TargetGuard:
+    """Locks, journals, undo backups and recovery of the directories one repository's
+    restores write into and its creates record."""
+
+    def __init__(self, repo: Repository, fs: FileSystem, *, durable: bool, undo_depth: int) -> None:
+        self.repo = repo
+        self.locks = TargetLocks(repo.backend)
+        self.journals = JournalDir(repo.backend)
+        self.writer = TargetWriter(repo, fs, self.journals, durable=durable)
+        self.backups = UndoBackups(repo, self.journals, undo_depth)
+        self.recovery = Recovery(self.writer, self.backups)
+
+    @contextlib.contextmanager
+    def restoring(self, real_target: str) -> Iterator[str]:
+        """Hold what a restore into ``real_target`` holds (its lock exclusive, its ancestors
+        shared), once an interrupted restore of it is recovered; yields its key (which names
+        its journal). RestoreError if that recovery cannot be done now."""
+        with self.locks.restoring(real_target):
+            key = target_key(real_target)
+            self.recovery.recover(key)
+            yield key
+
+    @contextlib.contextmanager
+    def snapshotting(self, base: str) -> Iterator[None]:
+        """Hold what a create of ``base`` holds: its lock shared and its ancestors' (after
+        recovering an interrupted restore of it, under its lock exclusive) and the gc lock
+        shared."""
+        real_base = os.path.realpath(base)
+        key = target_key(real_base)
+        if self.journals.exists(key):
+            with self.locks.restoring(real_base):
+                self.recovery.recover(key)
+        with (
+            self.locks.snapshotting(real_base),
+            self.repo.blobs_in_use(),
+            gc_paused(),
+        ):
+            yield
+
+    def change(
+        self,
+        key: str,
+        journal: Journal,
+        plan: Plan,
+        *,
+        existed: bool,
+        progress: Progress | None,
+    ) -> None:
+        """Carry out ``plan``, the restore ``journal`` describes, in the target whose lock
+        the caller holds (``restoring``, which gave ``key``): the journal written first, the
+        undo backup it names committed, the plan applied, the journal removed, the undo
+        history trimmed. On a failure the target is put back (``existed``: whether it was
+        there before) and RestoreError says whether that worked. The gc lock must be held
+        shared."""
+        self.journals.write(key, journal)
+        if journal.backup is not None:
+            self._keep_backup(journal, key, plan)
+        try:
+            self.writer.apply(plan, journal.temps, journal.keep_special_bits, progress)
+            self.journals.remove(key)
+        except BaseException as error:
+            after_failure(self.writer, journal, key, existed, error)
+        if journal.backup is not None:
+            self.backups.trim(journal.session)
+
+    def _keep_backup(self, journal: Journal, key: str, plan: Plan) -> None:
+        """Commit the undo backup of what the plan is about to change; if that fails, nothing
+        was changed and the journal goes."""
+        assert journal.backup is not None
+        paths, recursive = plan.backup_paths()
+        try:
+            self.backups.commit(
+                journal.session, journal.backup, journal.restoring, journal.target, paths, recursive
+            )
+        except BaseException as error:
+            self.journals.remove(key)
+            if isinstance(error, OSError | SnapstoreError) and not isinstance(error, LockTimeout):
+                raise RestoreError(
+                    f"could not keep a backup of what restoring {journal.restoring!r} into "
+                    f"{journal.target} would change: {error}; nothing was changed",
+                    rolled_back=True,
+                ) from error
+            raise
+
+    def recover_all(self, session: str | None = None) -> None:
+        """Recover every interrupted restore (of ``session``, if given) whose target is not
+        locked by a restore or create running now; one that cannot be recovered now is
+        left, with a warning. At open, and before an undo chooses the backup to restore."""
+        for key in self.journals.pending():
+            if session is not None and not self._of_session(key, session):
+                continue
+            with self._locks_if_free(key) as free:
+                if not free:
+                    continue
+                try:
+                    self.recovery.recover(key)
+                except RestoreError as error:
+                    warnings.warn(str(error), InterruptedRestoreWarning, stacklevel=3)
+
+    def _of_session(self, key: str, session: str) -> bool:
+        """True if the journal of ``key`` is of a restore in ``session`` (or cannot be read
+        now: recovering it reports why)."""
+        try:
+            journal = self.journals.read(key)
+        except (OSError, CorruptJournalError):
+            return True
+        return journal is not None and journal.session == session
+
+    def _locks_if_free(self, key: str) -> contextlib.AbstractContextManager[bool]:
+        """The locks a restore into the journal's target holds (its directory's lock, and
+        its ancestors' shared), taken only if free now. A journal that cannot be read names
+        no target: its own lock alone, and ``recover`` reports it."""
+        try:
+            journal = self.journals.read(key)
+        except (OSError, CorruptJournalError):
+            journal = None
+        if journal is not None:
+            real = os.path.realpath(journal.target)
+            if target_key(real) == key:
+                return self.locks.restoring_if_free(real)
+        return self.locks.lock_of_key(key).exclusive_if_free()

@@ -1,0 +1,158 @@
+"""Writing into one target directory under a journal: plan, apply, clean up temp files.
+
+What a restore, its rollback after a failure and its recovery after a kill all do to a
+target, and do the same way: plan a snapshot into it (``plan``), carry the plan out through
+the I/O seam with the journal's temp names (``apply``), first making the journal list every
+directory the plan writes into (``apply_covered``), and remove the temp files a journalled
+restore left (``remove_temp_files``). When and under which lock is the guard's
+(``snapstore.restore.targets``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import time
+
+from snapstore.errors import UnsafePathError
+from snapstore.format.manifest import Manifest
+from snapstore.fs.seam import FileSystem
+from snapstore.fs.tempnames import RestoreTemps, new_token
+from snapstore.models import SnapshotInfo
+from snapstore.repo.repository import Repository
+from snapstore.restore.actions import Excluded, Keep, Plan
+from snapstore.restore.apply import Progress, apply_plan
+from snapstore.restore.dirhandles import DirHandles, NotADirectoryPathError
+from snapstore.restore.journal import Journal, JournalDir
+from snapstore.restore.plan import complete_dirs, make_plan
+from snapstore.worktree.excludes import Matcher
+from snapstore.worktree.statcache import StatCache
+
+
+def exclusion_of(info: SnapshotInfo) -> Excluded | None:
+    """What a restore of the snapshot ``info`` must leave alone as excluded: what its
+    recorded exclude rules match."""
+    return Matcher(info.excludes) if info.excludes else None
+
+
+class TargetWriter:
+    """Plans and writes into target directories from one repository, through one I/O seam."""
+
+    def __init__(
+        self, repo: Repository, fs: FileSystem, journals: JournalDir, *, durable: bool
+    ) -> None:
+        self.repo = repo
+        self.fs = fs
+        self.journals = journals
+        self.durable = durable
+
+    def plan(
+        self,
+        manifest: Manifest,
+        target_dir: str,
+        paths: list[str] | None,
+        keep_special_bits: bool,
+        *,
+        replace_parents: bool = False,
+    ) -> Plan:
+        """What restoring (part of) a snapshot into ``target_dir`` changes; writes nothing.
+        ``replace_parents``: see ``make_plan`` (a recovery's rollback)."""
+        repo = self.repo
+        info = manifest.info
+        selected = repo.trees.select(manifest, paths)
+        cache = StatCache(repo.backend, target_dir, time.time_ns())
+        return make_plan(
+            selected,
+            target_dir,
+            complete=complete_dirs(selected, info.roots, whole_snapshot=paths is None),
+            keep=Keep(
+                store_roots=repo.own_roots(),
+                skipped=frozenset(skipped.path for skipped in info.skipped),
+                excluded=exclusion_of(info),
+            ),
+            keep_special_bits=keep_special_bits,
+            known_digest=cache.lookup,
+            replace_parents=replace_parents,
+        )
+
+    def apply(
+        self,
+        plan: Plan,
+        temps: RestoreTemps,
+        keep_special_bits: bool,
+        progress: Progress | None = None,
+    ) -> None:
+        """Carry out ``plan`` in its target through this writer's I/O seam, with the temp
+        names ``temps`` (what a restore, its rollback and its recovery all write through)."""
+        apply_plan(
+            plan,
+            self.repo.blobs,
+            self.fs,
+            durable=self.durable,
+            temps=temps,
+            keep_special_bits=keep_special_bits,
+            progress=progress,
+        )
+
+    def cover(self, journal: Journal, key: str, plan: Plan) -> Journal:
+        """The journal of a restore about to apply ``plan`` (its rollback, or its finishing):
+        with a token (a journal of a version before tokens gets one) and listing every
+        directory the plan writes into, written durably first if that changed it, so that
+        if this is killed too, the next recovery finds every temp file it leaves."""
+        dirs = sorted(set(journal.dirs).union(plan.written_dirs()))
+        if journal.token is not None and dirs == sorted(journal.dirs):
+            return journal
+        covering = dataclasses.replace(
+            journal, dirs=tuple(dirs), token=journal.token or new_token()
+        )
+        self.journals.write(key, covering)
+        return covering
+
+    def apply_covered(
+        self, journal: Journal, key: str, plan: Plan, *, keep_special_bits: bool
+    ) -> Journal:
+        """Apply ``plan`` (a rollback or a finishing) once the journal covers it (``cover``);
+        returns the journal as it now is."""
+        covered = self.cover(journal, key, plan)
+        self.apply(plan, covered.temps, keep_special_bits)
+        return covered
+
+    def remove_temp_files(self, journal: Journal) -> bool:
+        """Remove the temp files the journal's restore may have left beside its
+        destinations (only its own: see ``snapstore.fs.tempnames``); False if some could not
+        be removed, or the target could not be looked at. A journalled path that is no
+        directory now (a file, a symlink, a FIFO: the restore had not made it one yet, or it
+        was replaced since) holds no temp file of the restore: it is clean."""
+        if not os.path.isdir(journal.target):
+            return True
+        try:
+            handles = DirHandles(self.fs, journal.target, durable=False)
+        except (OSError, UnsafePathError):
+            return False
+        clean = True
+        try:
+            for relative_dir in journal.dirs:
+                clean = self._remove_temps_in(handles, relative_dir, journal.temps) and clean
+        finally:
+            handles.close()
+        return clean
+
+    def _remove_temps_in(self, handles: DirHandles, relative_dir: str, temps: RestoreTemps) -> bool:
+        """Remove the restore's temp files (never a directory) in one directory."""
+        try:
+            fd = handles.get(relative_dir)
+            with os.scandir(fd) as listing:
+                found = [
+                    entry.name
+                    for entry in listing
+                    if temps.made(entry.name) and not entry.is_dir(follow_symlinks=False)
+                ]
+            for name in found:
+                with contextlib.suppress(FileNotFoundError):
+                    self.fs.unlink(name, dir_fd=fd)
+        except (FileNotFoundError, NotADirectoryPathError):
+            return True
+        except OSError:
+            return False
+        return True
