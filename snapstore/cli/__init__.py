@@ -11,21 +11,14 @@ import contextlib
 import os
 import sys
 
+from snapstore.cli.version import version_line
+
 TYPE_CHECKING = False
 """``typing.TYPE_CHECKING`` without importing ``typing``, which ``--version`` does not need."""
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import NoReturn
-
-PROG_NAME = "snapstore"
-
-
-def version_line() -> str:
-    """What ``snapstore --version`` prints (click's ``version_option`` says the same)."""
-    from snapstore import __version__
-
-    return f"{PROG_NAME}, version {__version__}"
 
 
 def _print_version() -> NoReturn:

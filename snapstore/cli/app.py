@@ -13,11 +13,12 @@ from typing import Any, NoReturn
 import click
 
 import snapstore
-from snapstore.cli import PROG_NAME, diagnostics, version_line
+from snapstore.cli import diagnostics
 from snapstore.cli.context import Settings
 from snapstore.cli.lazy import CommandSpec, LazyGroup
 from snapstore.cli.options import global_parameters
 from snapstore.cli.output import one_line, print_error, print_json
+from snapstore.cli.version import PROG_NAME, version_line
 from snapstore.errors import SnapstoreError
 from snapstore.frontend.exitcodes import ExitCode, exit_code_for
 

@@ -17,7 +17,7 @@ from starlette.routing import Route
 
 from snapstore.errors import InvalidValueError
 from snapstore.models import RestoreReport
-from snapstore.ui.app import state_of
+from snapstore.ui.state import state_of
 
 PATHS_SHOWN = 200
 """The most paths of each kind (written, removed, left alone) an answer lists."""

@@ -16,8 +16,8 @@ from starlette.routing import Route
 from snapstore.errors import InvalidValueError, PathNotInSnapshotError
 from snapstore.patch import is_binary
 from snapstore.ui import views
-from snapstore.ui.app import UiState, state_of
 from snapstore.ui.diffs import MAX_SIDE_BYTES, Change, TextDiff, file_diff
+from snapstore.ui.state import UiState, state_of
 
 MAX_NAMES_PER_REQUEST = 100
 """How many checkpoints one request for change counts may name."""
