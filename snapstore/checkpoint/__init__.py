@@ -15,6 +15,12 @@ from snapstore.checkpoint.errors import (
     InvalidPositionError,
     RecordDecodeError,
 )
+from snapstore.checkpoint.filesources import (
+    ByteOffsetSource,
+    CsvSource,
+    JsonLinesSource,
+    LinesSource,
+)
 from snapstore.checkpoint.identity import FileIdentity
 from snapstore.checkpoint.inspect import BUILTIN_SOURCES, ResumePlan, SourceKind, explain
 from snapstore.checkpoint.persistence import (
@@ -28,12 +34,8 @@ from snapstore.checkpoint.persistence import (
 )
 from snapstore.checkpoint.sources import (
     AsyncResumableSource,
-    ByteOffsetSource,
     CountedSource,
-    CsvSource,
     GuardedSource,
-    JsonLinesSource,
-    LinesSource,
     ResumableSource,
 )
 

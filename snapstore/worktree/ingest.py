@@ -31,7 +31,7 @@ from snapstore.fs.stamps import FileId, file_id, version
 from snapstore.models import SkippedPath
 from snapstore.repo.batch import BlobBatch, is_small
 from snapstore.worktree.links import record_links
-from snapstore.worktree.scan import ScanResult, sorted_rows
+from snapstore.worktree.scanned import ScanResult, sorted_rows
 from snapstore.worktree.statcache import StatCache
 
 MAX_READ_ATTEMPTS = 3

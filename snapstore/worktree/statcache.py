@@ -23,7 +23,7 @@ from snapstore.backend.seam import Backend, Handle, Kind
 from snapstore.format.envelope import seal, unseal
 from snapstore.format.manifest import EntryRow
 from snapstore.repo.filememo import FileMemo
-from snapstore.worktree.scan import Reuse
+from snapstore.worktree.scanned import Reuse
 
 MAGIC = b"SNAPSTC\x01"
 RACY_NS = 2_000_000_000
