@@ -12,14 +12,12 @@ import os
 from pathlib import Path
 
 import pytest
-from helpers.consistency import check_consistent
 from helpers.figures import depth
-from helpers.fork import run_killed
+from helpers.fork import call_trace, kill_at_every_call
 from helpers.replay import check_every_power_cut, recorded_model
 from helpers.scenarios import SESSION, Scenario, expectation, open_store, template
 from helpers.scratch import scratch
-from helpers.seam import CountingFileSystem
-from helpers.trees import copy_tree, remove_tree, write_tree
+from helpers.trees import write_tree
 
 from snapstore import SnapStore
 from snapstore.backend.local import LocalBackend
@@ -141,36 +139,16 @@ SCENARIOS = [
 ]
 
 
-def _uses_packs(scenario_dir: Path) -> bool:
-    return any(name.endswith(".idx") for name in os.listdir(scenario_dir / "root" / "packs"))
+def _uses_packs(scenario_dir: Path) -> None:
+    assert any(name.endswith(".idx") for name in os.listdir(scenario_dir / "root" / "packs"))
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.name)
 def test_kill_at_every_call_with_packs(scenario: Scenario, scratch: Path) -> None:
     template_dir = template(scenario, scratch / "template")
     expect = expectation(scenario, template_dir, scratch / "reference")
-    copy_tree(template_dir, scratch / "count")
-    counting = CountingFileSystem()
-    scenario.run(scratch / "count", counting)
-    assert _uses_packs(scratch / "count")
-    trace = counting.trace
-    remove_tree(scratch / "count")
-    points = [(n, False) for n in range(1, len(trace) + 2)]
-    points += [(n, True) for n, op in enumerate(trace, 1) if op == "write"]
-    for kill_at, torn in points:
-        work = scratch / f"kill-{kill_at}-{int(torn)}"
-        copy_tree(template_dir, work)
-        completed = run_killed(scenario, work, kill_at, torn=torn)
-        assert completed == (kill_at > len(trace)), f"call count changed at {kill_at}"
-        try:
-            check_consistent(work, expect)
-        except AssertionError as error:
-            call = trace[kill_at - 1] if kill_at <= len(trace) else "none"
-            raise AssertionError(
-                f"{scenario.name}: killed before call {kill_at} ({'torn ' if torn else ''}"
-                f"{call}): {error}"
-            ) from error
-        remove_tree(work)
+    trace = call_trace(scenario, template_dir, scratch / "count", check=_uses_packs)
+    kill_at_every_call(scenario, template_dir, expect, scratch, trace)
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.name)

@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 from helpers.consistency import Expectation, check_consistent
 from helpers.figures import record
+from helpers.fork import call_trace
 from helpers.scenarios import SCENARIOS, Scenario, expectation, template
-from helpers.seam import CountingFileSystem, FailingFileSystem, InjectedFault
+from helpers.seam import FailingFileSystem, InjectedFault
 from helpers.trees import copy_tree, read_tree, remove_tree
 
 from snapstore.errors import RestoreError, SnapstoreError
@@ -68,21 +69,13 @@ def _temp_files(scenario_dir: Path) -> list[str]:
     return os.listdir(tmp) if tmp.is_dir() else []
 
 
-def _trace(scenario: Scenario, template_dir: Path, scratch: Path) -> list[str]:
-    copy_tree(template_dir, scratch)
-    counting = CountingFileSystem()
-    scenario.run(scratch, counting)
-    remove_tree(scratch)
-    return counting.trace
-
-
 @pytest.mark.parametrize("errno_name", sorted(ERRNOS))
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.name)
 def test_fault_at_every_call(scenario: Scenario, errno_name: str, scratch: Path) -> None:
     code = ERRNOS[errno_name]
     template_dir = template(scenario, scratch / "template")
     expect = expectation(scenario, template_dir, scratch / "reference")
-    trace = _trace(scenario, template_dir, scratch / "count")
+    trace = call_trace(scenario, template_dir, scratch / "count")
     stale = set(_temp_files(template_dir))
     raised = tolerated = 0
     for fail_at in range(1, len(trace) + 1):

@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 from helpers.consistency import check_consistent
 from helpers.figures import LONG, record
+from helpers.fork import call_trace
 from helpers.scenarios import BY_NAME, expectation, template
-from helpers.seam import CountingFileSystem, FailingFileSystem
+from helpers.seam import FailingFileSystem
 from helpers.trees import copy_tree, read_tree, remove_tree, temp_leftovers
 
 from faults.test_fault_injection import injected_cause
@@ -50,12 +51,9 @@ def test_rollback_that_fails_is_reported_and_recoverable(scratch: Path) -> None:
     scenario = BY_NAME["restore"]
     template_dir = template(scenario, scratch / "template")
     expect = expectation(scenario, template_dir, scratch / "reference")
-    copy_tree(template_dir, scratch / "count")
-    counting = CountingFileSystem()
-    scenario.run(scratch / "count", counting)
-    remove_tree(scratch / "count")
+    trace = call_trace(scenario, template_dir, scratch / "count")
     runs = rolled_back = not_rolled_back = stray = 0
-    for first in range(1, counting.calls + 1):
+    for first in range(1, len(trace) + 1):
         total = _calls_with_one_fault(template_dir, scratch / "probe", first)
         if total is None:
             continue

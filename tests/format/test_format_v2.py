@@ -4,12 +4,12 @@ stores read as they are and converted by gc and ``upgrade``."""
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 from helpers.formatv1 import downgrade_to_format_1
+from helpers.hostile import hostile_info, plant_snapshot
 from helpers.trees import read_tree, write_tree
 
 import snapstore.repo.trees
@@ -19,8 +19,6 @@ from snapstore.format.manifest import encode
 from snapstore.format.packfile import KIND_TREE
 from snapstore.format.tree import TreeRef, encode_tree, tree_ref
 from snapstore.internals import repository
-from snapstore.models import SnapshotInfo
-from snapstore.repo.batch import BlobBatch
 
 DIGEST = b"\x11" * 32
 
@@ -101,26 +99,6 @@ def test_partial_snapshots_keep_their_unrecorded_parents_out_of_the_entries(
     assert (tmp_path / "out" / "pkg1" / "mod0" / "file1.py").read_bytes() == b"1 0 1\n"
 
 
-def _info(file_count: int = 0, total_bytes: int = 0) -> SnapshotInfo:
-    return SnapshotInfo(
-        "s", "bad", "files", datetime.now(UTC), None, file_count, total_bytes, {}, "/nowhere"
-    )
-
-
-def _install(store: SnapStore, trees: list[bytes], root: bytes, info: SnapshotInfo) -> None:
-    """Store raw tree objects and commit a manifest naming ``root`` (nothing validated)."""
-    with repository(store).blobs_in_use():
-        batch = BlobBatch(repository(store).blobs)
-        for data in [*trees, root]:
-            batch.add(tree_ref(data).digest, data, KIND_TREE)
-        batch.finish()
-        repository(store).catalog.commit(
-            "s",
-            "bad",
-            encode(info, created_ns=time.time_ns(), expires_ns=None, tree=tree_ref(root)),
-        )
-
-
 FILE = ("f", "file", 0o644, 3, 0, DIGEST, None)
 HOSTILE_ROOTS = {
     "slash in a name": [("a/b", *FILE[1:])],
@@ -146,7 +124,7 @@ HOSTILE_ROOTS = {
 def test_hostile_tree_objects_are_corrupt_snapshots(
     store: SnapStore, tmp_path: Path, rows: list[Any]
 ) -> None:
-    _install(store, [], encode_tree(rows), _info(1, 3))
+    plant_snapshot(store, encode_tree(rows), info=hostile_info(1, 3))
     with pytest.raises(CorruptManifestError):
         store.get("s", "bad")
     target = tmp_path / "target"
@@ -164,7 +142,7 @@ def test_hostile_tree_objects_are_corrupt_snapshots(
     [b"not a tree", tree_format.TREE_MAGIC + b"\xc1", tree_format.TREE_MAGIC + b"\x81\xa1a\x01"],
 )
 def test_undecodable_tree_objects_are_corrupt(store: SnapStore, data: bytes) -> None:
-    _install(store, [], data, _info())
+    plant_snapshot(store, data)
     with pytest.raises(CorruptManifestError):
         store.get("s", "bad")
 
@@ -180,7 +158,7 @@ def test_a_shared_subtree_cannot_multiply_a_snapshot_past_the_entry_limit(
     )
     mref = tree_ref(middle)
     root = encode_tree([("top", "dir", 0o755, mref.size, 0, mref.digest, None)])
-    _install(store, [leaf, middle], root, _info(1600, 4800))
+    plant_snapshot(store, root, trees=[leaf, middle], info=hostile_info(1600, 4800))
     with pytest.raises(CorruptManifestError, match="over 1000 entries"):
         store.get("s", "bad")
     assert store.gc().skipped is False  # marking visits each subtree once: no blow-up
@@ -189,7 +167,9 @@ def test_a_shared_subtree_cannot_multiply_a_snapshot_past_the_entry_limit(
 def test_a_tree_holding_other_files_than_its_header_counts_is_corrupt(store: SnapStore) -> None:
     with repository(store).blobs_in_use():
         digest = repository(store).blobs.put_bytes(b"abc")
-    _install(store, [], encode_tree([("f", "file", 0o644, 3, 0, digest, None)]), _info(2, 3))
+    plant_snapshot(
+        store, encode_tree([("f", "file", 0o644, 3, 0, digest, None)]), info=hostile_info(2, 3)
+    )
     with pytest.raises(CorruptManifestError, match="header counts"):
         store.get("s", "bad")
     assert store.read("s", "bad", "f") == b"abc"  # one path needs no full walk

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import os
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.hostile import hostile_info, plant_snapshot
 from helpers.seam import FailingOperation
 
 import snapstore.fs.sparse as sparse
@@ -24,12 +24,8 @@ from snapstore.format.extents import (
     encode_map,
     map_digest,
 )
-from snapstore.format.manifest import encode
-from snapstore.format.packfile import KIND_DATA, KIND_TREE
-from snapstore.format.tree import encode_tree, tree_ref
+from snapstore.format.tree import encode_tree
 from snapstore.internals import repository
-from snapstore.models import SnapshotInfo
-from snapstore.repo.batch import BlobBatch
 
 MIB = 1 << 20
 
@@ -280,19 +276,7 @@ def _install_hostile(store: SnapStore, map_data: bytes, size: int, pieces: list[
     """Commit a snapshot whose one file row claims ``map_data`` as its extent map."""
     digest = map_digest(map_data)
     root = encode_tree([("f.bin", "file", 0o644, size, 0, digest, None, {"extents": True})])
-    with repository(store).blobs_in_use():
-        batch = BlobBatch(repository(store).blobs)
-        for piece in pieces:
-            batch.add(map_digest(piece), piece, KIND_DATA)
-        batch.add(digest, map_data, KIND_DATA)
-        batch.add(tree_ref(root).digest, root, KIND_TREE)
-        batch.finish()
-        info = SnapshotInfo("s", "bad", "files", datetime.now(UTC), None, 1, size, {}, "/x")
-        repository(store).catalog.commit(
-            "s",
-            "bad",
-            encode(info, created_ns=time.time_ns(), expires_ns=None, tree=tree_ref(root)),
-        )
+    plant_snapshot(store, root, blobs=[*pieces, map_data], info=hostile_info(1, size))
 
 
 HOSTILE = {

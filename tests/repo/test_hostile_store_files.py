@@ -21,6 +21,7 @@ import blake3
 import pytest
 from helpers.alarm import no_hang
 from helpers.blobs import loosen
+from helpers.hostile import plant_manifest
 from helpers.trees import write_tree
 
 from snapstore import SnapStore
@@ -206,9 +207,7 @@ def test_a_manifest_with_a_relative_base_dir_is_corrupt(store: SnapStore, tmp_pa
     """Restoring it would write under whatever the current directory happens to be."""
     info = SnapshotInfo("s", "rel", "files", datetime.now(UTC), None, 0, 0, {}, "relative/dir")
     data = encode(info, created_ns=time.time_ns(), expires_ns=None, rows=[])
-    path = Path(repository(store).catalog.manifest_path("s", "rel"))
-    path.parent.mkdir(parents=True)
-    path.write_bytes(data)
+    plant_manifest(store, "s", "rel", data)
     with pytest.raises(CorruptManifestError, match="base_dir"):
         store.get("s", "rel")
     with pytest.raises(CorruptManifestError):
@@ -225,7 +224,6 @@ def test_a_restore_that_meets_a_damaged_header_names_the_snapshot_and_its_file(
     store = SnapStore(tmp_path / "store")
     store.create("s", "n", ["."], base_dir=base)
     manifest = Path(repository(store).catalog.manifest_path("s", "n"))
-    manifest.chmod(0o644)
-    manifest.write_bytes(manifest.read_bytes()[:10])
+    plant_manifest(store, "s", "n", manifest.read_bytes()[:10])
     with pytest.raises(CorruptManifestError, match=r"snapshot 'n' in session 's' is corrupt \("):
         store.restore("s", "n", dry_run=True)

@@ -20,6 +20,7 @@ from typing import Any
 import blake3
 import msgpack
 import pytest
+from helpers.hostile import plant_manifest
 from helpers.seam import HookedFileSystem
 from helpers.trees import read_tree, write_tree
 
@@ -55,11 +56,7 @@ class Arena:
 
     def install(self, data: bytes, session: str = "s", name: str = "evil") -> None:
         """Put ``data`` in place of the manifest of (session, name)."""
-        path = Path(repository(self.store).catalog.manifest_path(session, name))
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_name("manifest.new")
-        temporary.write_bytes(data)
-        os.replace(temporary, path)
+        plant_manifest(self.store, session, name, data)
 
     def file(self, path: str, **changes: Any) -> FileEntry:
         """A file entry whose bytes (PAYLOAD) are in the store."""

@@ -14,15 +14,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from helpers.seam import FastFileSystem
+from helpers.fork import in_a_killed_child
+from helpers.seam import KILLED_EXIT, FastFileSystem
 from helpers.trees import read_tree, temp_leftovers, write_tree
 
 from snapstore import SnapStore
 from snapstore.errors import RestoreError, UnreadablePathError, UnsafePathError
 from snapstore.internals import journals
 from snapstore.restore.targetlocks import target_key
-
-KILLED = 77
 
 
 class AtName(FastFileSystem):
@@ -41,7 +40,7 @@ class AtName(FastFileSystem):
                 return
             if self.fail:
                 raise OSError(errno.EIO, f"injected EIO removing {path}")
-            os._exit(KILLED)
+            os._exit(KILLED_EXIT)
 
     def unlink(self, path: str, *, dir_fd: int | None = None) -> None:
         self._hit(path)
@@ -61,17 +60,6 @@ class AtName(FastFileSystem):
 def tree_of(base: Path) -> dict[str, object]:
     """Every path under ``base``, temp files included."""
     return dict(read_tree(base, with_temps=True))
-
-
-def in_killed_child(work: Callable[[], object]) -> None:
-    pid = os.fork()
-    if pid == 0:
-        try:
-            work()
-        finally:
-            os._exit(1)
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == KILLED
 
 
 def open_quietly(root: Path) -> SnapStore:
@@ -119,7 +107,7 @@ def test_a_restore_killed_before_it_made_a_file_a_directory_is_rolled_back(
 ) -> None:
     base, root = dir_over_non_dir(kind)
     before = tree_of(base)
-    in_killed_child(lambda: SnapStore(root, fs=AtName("notes")).restore("s", "cp"))
+    in_a_killed_child(lambda: SnapStore(root, fs=AtName("notes")).restore("s", "cp"))
     assert os.listdir(root / "journal")
     reopened = open_quietly(root)
     assert tree_of(base) == before
@@ -167,7 +155,7 @@ def test_an_undo_killed_before_it_made_a_file_a_directory_again_is_rolled_back(
     edited = tree_of(base)
     store.restore("s", "cp")
     restored = tree_of(base)
-    in_killed_child(lambda: SnapStore(root, fs=AtName("notes")).undo("s"))
+    in_a_killed_child(lambda: SnapStore(root, fs=AtName("notes")).undo("s"))
     reopened = open_quietly(root)
     assert tree_of(base) == restored
     assert len(reopened.backups("s")) == 1
@@ -187,7 +175,7 @@ def test_a_journalled_directory_replaced_after_the_kill_is_kept_then_rolled_back
     SnapStore(root).create("s", "cp", ["."], base_dir=base)
     write_tree(base, {"notes/a.txt": "edit\n", "notes/b/c.txt": "edit\n", "notes/x.txt": "x"})
     before = tree_of(base)
-    in_killed_child(lambda: SnapStore(root, fs=AtName("x.txt")).restore("s", "cp"))
+    in_a_killed_child(lambda: SnapStore(root, fs=AtName("x.txt")).restore("s", "cp"))
     shutil.rmtree(base / "notes")
     make_not_a_directory(base / "notes", kind, tmp_path / "outside")
     reopened = open_quietly(root)
@@ -217,9 +205,9 @@ def test_a_rollback_killed_where_the_restore_only_removed_leaves_no_temp_file(
     write_tree(base, {"z.txt": "edit\n", **added})
     before = tree_of(base)
     key = target_key(os.path.realpath(base))
-    in_killed_child(lambda: SnapStore(root, fs=AtName(key, nth=2)).restore("s", "cp"))
+    in_a_killed_child(lambda: SnapStore(root, fs=AtName(key, nth=2)).restore("s", "cp"))
     assert (base / "z.txt").read_text() == "z\n"  # applied; killed before the journal went
-    in_killed_child(lambda: SnapStore(root, fs=AtName(rolled_back_last)))
+    in_a_killed_child(lambda: SnapStore(root, fs=AtName(rolled_back_last)))
     assert temp_leftovers(base)
     reopened = open_quietly(root)
     assert tree_of(base) == before
@@ -276,7 +264,7 @@ def test_recovery_removes_only_the_temp_files_of_the_killed_restore(tmp_path: Pa
     mine = tmp_path / "p" / ".snapstore-tmp-0123456789abcdef-fedcba9876543210"
     mine.write_text("a restore's shape, but another restore's token\n")
     edited = tree_of(base)
-    in_killed_child(lambda: SnapStore(root, fs=AtName("b.txt")).restore("s", "cp"))
+    in_a_killed_child(lambda: SnapStore(root, fs=AtName("b.txt")).restore("s", "cp"))
     assert len(temp_leftovers(base)) >= 2  # the killed restore's own is there too
     open_quietly(root)
     assert tree_of(base) == edited
@@ -409,7 +397,7 @@ def test_undo_in_a_process_that_outlived_a_killed_restore_recovers_first(tmp_pat
     edited = tree_of(base)
     server.restore("s", "two")
     restored_two = tree_of(base)
-    in_killed_child(lambda: SnapStore(root, fs=AtName("a.txt")).restore("s", "one"))
+    in_a_killed_child(lambda: SnapStore(root, fs=AtName("a.txt")).restore("s", "one"))
     assert len(server.backups("s")) == 2  # the killed restore's is still listed
     server.undo("s")
     assert tree_of(base) == edited
@@ -433,7 +421,7 @@ def test_undo_through_serve_after_another_process_s_restore_was_killed(tmp_path:
         write_tree(base, {"a.txt": "my edit\n"})
         edited = tree_of(base)
         server.call("restore", {"session": "s", "name": "two"})
-        in_killed_child(lambda: SnapStore(root, fs=AtName("a.txt")).restore("s", "one"))
+        in_a_killed_child(lambda: SnapStore(root, fs=AtName("a.txt")).restore("s", "one"))
         undone = server.call("undo", {"session": "s"})
         assert undone["written"] == ["a.txt"]
         assert tree_of(base) == edited
@@ -453,7 +441,7 @@ def test_a_target_that_leads_elsewhere_after_the_kill_is_never_written_through(
     SnapStore(root).create("s", "cp", ["."], base_dir=base)
     write_tree(base, {"notes/a.txt": "edit\n", "notes/x.txt": "x"})
     before = tree_of(base)
-    in_killed_child(lambda: SnapStore(root, fs=AtName("x.txt")).restore("s", "cp"))
+    in_a_killed_child(lambda: SnapStore(root, fs=AtName("x.txt")).restore("s", "cp"))
     moved = parent if where == "parent" else base
     aside = moved.with_name(moved.name + "-aside")
     moved.rename(aside)

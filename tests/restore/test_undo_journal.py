@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.fork import in_a_killed_child
 from helpers.seam import KILLED_EXIT, CountingFileSystem, KillingFileSystem
 from helpers.trees import read_tree, write_tree
 
@@ -24,8 +25,6 @@ from snapstore.internals import journals, repository, target_locks
 from snapstore.restore.actions import Plan
 from snapstore.restore.backups import UndoBackups
 
-KILLED = 77
-
 
 def _killed_during_apply(fraction: float) -> Callable[..., None]:
     """An ``apply_plan`` that carries out the first ``fraction`` of the plan, then dies."""
@@ -35,21 +34,18 @@ def _killed_during_apply(fraction: float) -> Callable[..., None]:
         changes = plan.changes
         plan.actions = changes[: int(len(changes) * fraction)]
         real(plan, *args, **kwargs)
-        os._exit(KILLED)
+        os._exit(KILLED_EXIT)
 
     return dying
 
 
 def _in_a_child_killed_during_apply(fraction: float, work: Callable[[], object]) -> None:
-    pid = os.fork()
-    if pid == 0:
-        try:
-            writer.apply_plan = _killed_during_apply(fraction)  # type: ignore[assignment]
-            work()
-        finally:
-            os._exit(1)
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == KILLED
+    """Run ``work`` in a child whose restore dies ``fraction`` of the way through its plan."""
+
+    def dying() -> None:
+        writer.apply_plan = _killed_during_apply(fraction)  # type: ignore[assignment]
+
+    in_a_killed_child(work, before=dying)
 
 
 @pytest.fixture
@@ -181,14 +177,9 @@ def test_a_restore_killed_before_setting_directory_modes_rolls_back_without_an_e
     trace = list(enumerate(counting.trace, 1))
     last_rename = max(i for i, op in trace if op == "replace")
     first_mode = min(i for i, op in trace if op == "fchmod" and i > last_rename)
-    pid = os.fork()
-    if pid == 0:
-        try:
-            SnapStore(store.root, fs=KillingFileSystem(first_mode)).restore("s", "cp")
-        finally:
-            os._exit(1)
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == KILLED_EXIT
+    in_a_killed_child(
+        lambda: SnapStore(store.root, fs=KillingFileSystem(first_mode)).restore("s", "cp")
+    )
     assert (project / "new" / "d0" / "f.txt").exists()  # killed after writing the files
     reopened = SnapStore(store.root)
     assert read_tree(project) == edited

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers.hostile import plant_manifest
 from helpers.trees import read_tree, write_tree
 
 from snapstore import SnapStore
@@ -249,8 +250,6 @@ def test_a_snapshot_recording_a_pattern_that_cannot_be_matched_is_refused_typed(
     manifest = repository(store).catalog.read("s", "n")
     info = dataclasses.replace(manifest.info, excludes=("!",))
     data = encode(info, created_ns=time.time_ns(), expires_ns=None, tree=manifest.tree)
-    path = Path(repository(store).catalog.manifest_path("s", "n"))
-    os.chmod(path, 0o644)
-    path.write_bytes(data)
+    plant_manifest(store, "s", "n", data)
     with pytest.raises(InvalidValueError):
         store.restore("s", "n", tmp_path / "out", dry_run=True)

@@ -11,7 +11,6 @@ must leave, once the store is reopened, the target and its undo history as befor
 from __future__ import annotations
 
 import errno
-import os
 import tempfile
 from collections import Counter
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from typing import Any
 
 import hypothesis.strategies as st
 from helpers.figures import depth, record
+from helpers.fork import in_a_child
 from helpers.scratch import scratch_base
 from helpers.seam import FailingFileSystem, FastFileSystem, KillingFileSystem
 from helpers.trees import read_tree, remove_tree, write_tree
@@ -43,7 +43,6 @@ VALUES = st.recursive(
     max_leaves=6,
 )
 HOUR = 3600.0
-KILLED = 77
 UNDO_DEPTH = 4
 RUN_COUNTS: Counter[str] = Counter()
 
@@ -210,27 +209,21 @@ class StoreMachine(RuleBasedStateMachine):
             return
         before = self._target_files(session)
         expected = stack[-1] if operation == "undo" else entry.files  # type: ignore[union-attr]
-        pid = os.fork()
-        if pid == 0:
-            code = 1
-            try:
-                store = self._open(KillingFileSystem(kill_at))
-                if operation == "undo":
-                    store.undo(session)
-                else:
-                    store.restore(session, name, self._target(session))
-                code = 0
-            finally:
-                os._exit(code)
-        _, status = os.waitpid(pid, 0)
-        exit_code = os.waitstatus_to_exitcode(status)
-        assert exit_code in (0, KILLED)
-        RUN_COUNTS["restore_kills"] += exit_code == KILLED
+
+        def run() -> None:
+            store = self._open(KillingFileSystem(kill_at))
+            if operation == "undo":
+                store.undo(session)
+            else:
+                store.restore(session, name, self._target(session))
+
+        completed = in_a_child(run)
+        RUN_COUNTS["restore_kills"] += not completed
         self.reopen()
         after = self._target_files(session)
-        if after == expected and (exit_code == 0 or after != before):
+        if after == expected and (completed or after != before):
             self._restored(session, before, operation == "undo" or before is not None)
-            if exit_code == KILLED:
+            if not completed:
                 self.untrimmed.add(session)
             return
         assert after == before, f"{operation} killed at {kill_at}: target neither old nor new"
@@ -306,22 +299,15 @@ class StoreMachine(RuleBasedStateMachine):
     def killed_and_reopened(self, data: st.DataObject, kill_at: int, operation: str) -> None:
         key = data.draw(st.sampled_from(sorted(self.model)))
         value = data.draw(VALUES)
-        pid = os.fork()
-        if pid == 0:
-            code = 1
-            try:
-                store = SnapStore(self.root, fs=KillingFileSystem(kill_at), lock_timeout=10)
-                if operation == "put":
-                    store.put_state(*key, value)
-                else:
-                    store.delete(*key)
-                code = 0
-            finally:
-                os._exit(code)
-        _, status = os.waitpid(pid, 0)
-        exit_code = os.waitstatus_to_exitcode(status)
-        assert exit_code in (0, KILLED)
-        RUN_COUNTS["kills"] += exit_code == KILLED
+
+        def run() -> None:
+            store = SnapStore(self.root, fs=KillingFileSystem(kill_at), lock_timeout=10)
+            if operation == "put":
+                store.put_state(*key, value)
+            else:
+                store.delete(*key)
+
+        RUN_COUNTS["kills"] += not in_a_child(run)
         old = self.model.get(key)
         if operation == "put":
             self._settle(key, old, Entry("state", self._next(), value=value))

@@ -4,23 +4,19 @@ as links (only ever of files the restore itself wrote), and put back by undo."""
 from __future__ import annotations
 
 import os
-import time
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.fork import in_a_killed_child
+from helpers.hostile import hostile_info, plant_snapshot
 from helpers.seam import KILLED_EXIT, FailingOperation, HookedFileSystem
 from helpers.trees import read_files, write_tree
 
 from snapstore import CorruptManifestError, RestoreError, SnapStore
-from snapstore.format.manifest import encode
-from snapstore.format.packfile import KIND_DATA, KIND_TREE
 from snapstore.format.tree import encode_tree, tree_ref
 from snapstore.fs.seam import FileSystem
-from snapstore.internals import repository
-from snapstore.models import FileEntry, SnapshotInfo
-from snapstore.repo.batch import BlobBatch
+from snapstore.models import FileEntry
 
 
 def inode(path: Path) -> int:
@@ -167,14 +163,7 @@ class KillAtOperation(HookedFileSystem):
 
 
 def _killed(root: Path, target: Path | None, fs: KillAtOperation) -> None:
-    pid = os.fork()
-    if pid == 0:
-        try:
-            SnapStore(root, fs=fs).restore("s", "one", target)
-        finally:
-            os._exit(1)
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == KILLED_EXIT
+    in_a_killed_child(lambda: SnapStore(root, fs=fs).restore("s", "one", target))
 
 
 @pytest.mark.parametrize(("nth", "after"), [(1, 0), (2, 0), (2, 1), (2, 3)])
@@ -208,20 +197,9 @@ def test_a_new_directory_killed_while_linking_is_finished(
 
 def _install(store: SnapStore, rows: list[Any], content: bytes) -> None:
     """Commit a snapshot of one directory of file rows naming ``content`` (nothing checked)."""
-    root = encode_tree(rows)
-    digest = tree_ref(content).digest
-    with repository(store).blobs_in_use():
-        batch = BlobBatch(repository(store).blobs)
-        batch.add(digest, content, KIND_DATA)
-        batch.add(tree_ref(root).digest, root, KIND_TREE)
-        batch.finish()
     files = [row for row in rows if row[1] == "file"]
-    info = SnapshotInfo(
-        "s", "bad", "files", datetime.now(UTC), None, len(files), sum(r[3] for r in files), {}, "/x"
-    )
-    repository(store).catalog.commit(
-        "s", "bad", encode(info, created_ns=time.time_ns(), expires_ns=None, tree=tree_ref(root))
-    )
+    info = hostile_info(len(files), sum(row[3] for row in files))
+    plant_snapshot(store, encode_tree(rows), blobs=[content], info=info)
 
 
 DATA = b"data\n"
