@@ -466,6 +466,7 @@ def test_only_the_guard_takes_the_locks_of_target_directories() -> None:
         for found in IMPORTS
         if found.imported == "snapstore.restore.targetlocks" and found.where != "TYPE_CHECKING"
     }
+    assert "snapstore.restore.targets" in users
     assert users <= {"snapstore.restore.targets", "snapstore.restore.recovery", "snapstore.store"}
 
 
