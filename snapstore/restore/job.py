@@ -2,7 +2,7 @@
 carried out under the guard of target directories (``targets``: lock, recovery, undo
 backup, rollback).
 
-The order, and why:
+The order, and why (steps 1 and 2 are the guard's ``restoring``, 4 to 7 its ``change``):
 
 1. Take the target's lock (one restore into a target at a time; creates of it wait).
 2. Recover an interrupted restore of the same target, if its journal is there.
