@@ -376,3 +376,18 @@ def test_a_command_that_recovers_an_interrupted_restore_says_so(tmp_path: Path) 
     result = cli.run("list")
     assert result.code == 0
     assert f"warning: put {base} back as it was before an interrupted restore" in result.stderr
+
+
+def test_a_create_in_a_process_opened_before_the_kill_records_the_tree_rolled_back(
+    store: SnapStore, project: Path, edited: dict[str, object], tmp_path: Path
+) -> None:
+    """The guard recovers a killed restore of a directory before a create records it, also
+    in a process whose open came before the kill (a server): the checkpoint holds the user's
+    edits, never the half-restored tree, and the killed restore leaves no backup behind."""
+    _in_a_child_killed_during_apply(0.5, lambda: SnapStore(store.root).restore("s", "cp"))
+    assert read_tree(project) != edited
+    store.create("s", "after", ["."], base_dir=project)
+    assert read_tree(project) == edited
+    assert not store.journals.pending() and store.backups("s") == []
+    store.restore("s", "after", tmp_path / "out")
+    assert read_tree(tmp_path / "out") == edited
