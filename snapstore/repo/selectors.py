@@ -11,16 +11,25 @@ from __future__ import annotations
 
 import contextlib
 import re
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from snapstore.errors import CorruptManifestError, InvalidNameError, SnapshotNotFound
 from snapstore.format.names import encode_name
 from snapstore.models import SnapshotInfo
-from snapstore.repo.catalog import manifest_name
+from snapstore.repo.catalog import Catalog, manifest_name
 from snapstore.repo.heads import Head
+from snapstore.repo.sessions import Sessions
 
-if TYPE_CHECKING:
-    from snapstore.repo.repository import Repository
+
+class Repository(Protocol):
+    """What a selector reads of the repository: a session's head, the headers of its
+    manifests, and its file checkpoints."""
+
+    catalog: Catalog
+    sessions: Sessions
+
+    def checkpoints(self, session: str) -> list[SnapshotInfo]: ...
+
 
 LATEST = "latest"
 _LATEST_N = re.compile(r"latest~(\d+)")

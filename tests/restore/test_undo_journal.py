@@ -388,6 +388,6 @@ def test_a_create_in_a_process_opened_before_the_kill_records_the_tree_rolled_ba
     assert read_tree(project) != edited
     store.create("s", "after", ["."], base_dir=project)
     assert read_tree(project) == edited
-    assert not store.journals.pending() and store.backups("s") == []
+    assert not journals(store).pending() and store.backups("s") == []
     store.restore("s", "after", tmp_path / "out")
     assert read_tree(tmp_path / "out") == edited
