@@ -1,9 +1,11 @@
 """A recorded file's bytes from the store, whether one blob holds them or an extent map
-names their pieces (a file with holes, ``snapstore.format.extents``).
+names their pieces (a large file, cut into chunks, or a file with holes:
+``snapstore.format.extents``).
 
-Every reader of a file's content goes through here, so a file with holes reads the same as
-any other: ``read_content`` gives its bytes with the holes as zeros, ``pieces`` the pieces of
-data at their offsets (a restore writes those and leaves the holes unwritten).
+Every reader of a file's content goes through here, so a chunked file or a file with holes
+reads the same as any other: ``read_content`` gives its bytes with the holes as zeros,
+``pieces`` the pieces of data at their offsets (a restore writes those and leaves the holes
+unwritten), ``read_range`` part of the file, fetching only the pieces that hold it.
 """
 
 from __future__ import annotations
@@ -66,7 +68,8 @@ def read_content(blobs: BlobSource, entry: FileEntry) -> bytes:
     if not entry.extents:
         return blobs.read(entry.digest, entry.size)
     extents = load_map(blobs, entry.digest, entry.size)
-    if entry.size > MAX_READ_WITH_HOLES:
+    holes = entry.size - sum(extent.length for extent in extents)
+    if entry.size > MAX_READ_WITH_HOLES and holes > 0:
         raise FileTooLargeError(
             f"{entry.path!r} is a file with holes of {entry.size} bytes, too large to read "
             f"into memory (at most {MAX_READ_WITH_HOLES}); restore it instead"
@@ -81,19 +84,43 @@ def read_range(
     blobs: BlobSource, entry: FileEntry, offset: int, length: int | None, head_bytes: int
 ) -> tuple[bytes, bytes]:
     """The file's first ``head_bytes`` and its bytes from ``offset`` (at most ``length``;
-    None: to the end), read in one pass over its pieces, holes as zeros. Every piece is
-    verified (the whole file is read), yet only the two windows are kept in memory."""
+    None: to the end), holes as zeros; only the two windows are kept in memory. A file of
+    one blob is read whole in one pass (its bytes are verified against one digest); of a
+    file with an extent map, only the pieces that overlap a window are read, each verified."""
     assert entry.digest is not None
     start = min(max(offset, 0), entry.size)
     end = entry.size if length is None else min(entry.size, start + max(length, 0))
     head = bytearray(min(head_bytes, entry.size))
     window = bytearray(end - start)
-    for piece_offset, data in pieces(blobs, entry):
-        piece_end = piece_offset + len(data)
-        if piece_offset < len(head):
-            stop = min(len(head), piece_end)
-            head[piece_offset:stop] = data[: stop - piece_offset]
-        low, high = max(start, piece_offset), min(end, piece_end)
-        if low < high:
-            window[low - start : high - start] = data[low - piece_offset : high - piece_offset]
+    if entry.extents:
+        wanted = [(0, len(head)), (start, end)]
+        found: Iterator[tuple[int, bytes]] = _map_pieces(
+            blobs, _overlapping(load_map(blobs, entry.digest, entry.size), wanted)
+        )
+    else:
+        found = pieces(blobs, entry)
+    for piece_offset, data in found:
+        _copy_into(head, 0, piece_offset, data)
+        _copy_into(window, start, piece_offset, data)
     return bytes(head), bytes(window)
+
+
+def _overlapping(extents: list[Extent], ranges: list[tuple[int, int]]) -> list[Extent]:
+    """The extents that share a byte with any of the ``ranges`` (start, end)."""
+    return [
+        extent
+        for extent in extents
+        if any(
+            low < high and extent.offset < high and low < extent.offset + extent.length
+            for low, high in ranges
+        )
+    ]
+
+
+def _copy_into(target: bytearray, target_start: int, offset: int, data: bytes) -> None:
+    """Copy the part of ``data`` (which lies at file offset ``offset``) that falls in
+    ``target`` (which holds the file's bytes from ``target_start``)."""
+    low = max(target_start, offset)
+    high = min(target_start + len(target), offset + len(data))
+    if low < high:
+        target[low - target_start : high - target_start] = data[low - offset : high - offset]

@@ -13,7 +13,7 @@ from snapstore.backend.layout import MARKER_FILE, is_store_root
 from snapstore.errors import UnsafePathError
 from snapstore.format.hashing import new_hasher
 from snapstore.format.paths import child_path, printable, recordable_link_target
-from snapstore.fs.sparse import extents_digest
+from snapstore.fs.chunking import holds_map
 from snapstore.fs.stamps import file_id
 from snapstore.models import FileEntry
 from snapstore.restore.actions import Action, CurrentKind, Keep, Plan, kind_of
@@ -29,8 +29,8 @@ it is instead) when one is not a directory."""
 
 def same_content(path: str, entry: FileEntry) -> bool:
     """True if the regular file at ``path`` hashes to the entry's digest, computed as the
-    entry's was (of its extent map, for a file with holes; never blocks on a FIFO put there
-    since the plan looked)."""
+    entry's was (of its extent map, for a large file or one with holes; never blocks on a
+    FIFO put there since the plan looked)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
@@ -38,8 +38,8 @@ def same_content(path: str, entry: FileEntry) -> bool:
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return False
-        if entry.extents:
-            return extents_digest(fd, entry.size) == entry.digest
+        if entry.extents and entry.digest is not None:
+            return holds_map(fd, entry.size, entry.digest)
         hasher = new_hasher(entry.size)
         while chunk := os.read(fd, 1 << 20):
             hasher.update(chunk)

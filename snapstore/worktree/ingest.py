@@ -5,9 +5,12 @@ and the stat after) is read again, a bounded number of times, so a snapshot neve
 torn mix of two versions under one digest's metadata. The stat alone cannot show a change
 made within one timestamp tick of the previous one (a tick is a second on some filesystems),
 so a file modified within ``RACY_NS`` of the scan is read twice and kept only if both reads
-agree. Small files are read whole and handed to the create's batch (which packs them); large
-ones stream into a loose blob. A file with holes is read only where it holds data, into the
-pieces of an extent map (``snapstore.fs.sparse``).
+agree. Small files are read whole and handed to the create's batch (which packs them). A file
+of ``CHUNKED_FROM_BYTES`` or more is cut into content-defined chunks, the pieces of a chunked
+map (``snapstore.fs.chunking``), streaming; a smaller file with holes is read only where it
+holds data, into the pieces of an extent map (``snapstore.fs.sparse``). Either way each piece
+is a blob of its own, packed, so what did not change since an earlier snapshot is not stored
+again.
 """
 
 from __future__ import annotations
@@ -22,10 +25,18 @@ from operator import itemgetter
 import blake3
 
 from snapstore.errors import SourceChangedError, UnreadablePathError
-from snapstore.format.extents import Extent, encode_map, map_digest
+from snapstore.format.extents import (
+    CHUNK_PARAMS,
+    CHUNKED_FROM_BYTES,
+    Extent,
+    encode_chunked_map,
+    encode_map,
+    map_digest,
+)
 from snapstore.format.hashing import CHUNK_BYTES, new_hasher
 from snapstore.format.manifest import EntryRow
 from snapstore.format.tree import FileAttrs
+from snapstore.fs.chunking import read_chunks
 from snapstore.fs.sparse import has_holes, read_pieces
 from snapstore.fs.stamps import FileId, file_id, version
 from snapstore.models import SkippedPath
@@ -94,9 +105,10 @@ def ingest_file(
             raise UnreadablePathError(f"{path!r} is no longer a regular file")
         before = scanned if scanned is not None else opened
         racy = -1 if racy_from_ns is None else racy_from_ns
-        extents = has_holes(fd, opened)
+        chunked = before.st_size >= CHUNKED_FROM_BYTES
+        extents = chunked or has_holes(fd, opened)
         if extents:
-            digest, after = _ingest_extents(batch, fd, path, before, racy)
+            digest, after = _ingest_extents(batch, fd, path, before, racy, chunked)
         elif is_small(before.st_size):
             digest, after = _ingest_small(batch, fd, path, before, racy)
         else:
@@ -184,32 +196,42 @@ def _ingest_large(
     return batch.commit_loose(writer), after
 
 
-def _extent_map(batch: BlobBatch | None, fd: int, size: int) -> bytes:
-    """The extent map of the file's first ``size`` bytes, its pieces stored through
-    ``batch`` (None: only hashed)."""
+def _extent_map(batch: BlobBatch | None, fd: int, size: int, chunked: bool) -> bytes:
+    """The extent map (``chunked``: the chunked map) of the file's first ``size`` bytes, its
+    pieces stored through ``batch`` (None: only hashed)."""
     extents = []
-    for offset, data in read_pieces(fd, size):
+    found = read_chunks(fd, size, CHUNK_PARAMS) if chunked else read_pieces(fd, size)
+    for offset, data in found:
         digest = blake3.blake3(data).digest()
         if batch is not None:
             batch.add_counted(digest, data)
         extents.append(Extent(offset, len(data), digest))
+    if chunked:
+        return encode_chunked_map(size, extents, CHUNK_PARAMS)
     return encode_map(size, extents)
 
 
 def _ingest_extents(
-    batch: BlobBatch, fd: int, path: str, before: os.stat_result, racy_from_ns: int
+    batch: BlobBatch,
+    fd: int,
+    path: str,
+    before: os.stat_result,
+    racy_from_ns: int,
+    chunked: bool,
 ) -> tuple[bytes, os.stat_result]:
-    """Store a file with holes as the pieces of its extent map, then the map; the map's
-    digest is the file's. Read again, as any file, while it changes."""
+    """Store a file with holes, or a large file (``chunked``), as the pieces of its extent
+    map, then the map; the map's digest is the file's. Read again, as any file, while it
+    changes."""
     for attempt in range(MAX_READ_ATTEMPTS):
         if attempt:
             before = os.fstat(fd)
-        data = _extent_map(batch, fd, before.st_size)
+        data = _extent_map(batch, fd, before.st_size, chunked)
         after = os.fstat(fd)
         if not _same_version(before, after):
             continue
         if _is_racy(after, racy_from_ns) and (
-            _extent_map(None, fd, after.st_size) != data or not _same_version(after, os.fstat(fd))
+            _extent_map(None, fd, after.st_size, chunked) != data
+            or not _same_version(after, os.fstat(fd))
         ):
             continue
         break

@@ -30,6 +30,14 @@ from snapstore.internals import repository
 MIB = 1 << 20
 
 
+@pytest.fixture(autouse=True)
+def _fixed_cut_maps(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests are about the fixed-cut extent maps of files with holes, which files
+    below the chunking threshold get: the threshold is lifted here so that files of a few
+    MiB take that path (chunked files with holes: tests/chunking)."""
+    monkeypatch.setattr("snapstore.worktree.ingest.CHUNKED_FROM_BYTES", 1 << 62)
+
+
 def make_sparse(path: Path, size: int, data: dict[int, bytes]) -> None:
     """A file of ``size`` bytes holding ``data`` at its offsets and holes elsewhere."""
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -8,6 +8,7 @@ copy of it. ``run`` performs exactly one public operation through the given I/O 
 from __future__ import annotations
 
 import os
+import random
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -40,6 +41,18 @@ TREE_V2: Spec = {
     "run.sh": (b"#!/bin/sh\necho hi\n", 0o700),
     "extra/deep/file": b"only in v2\n",
 }
+
+BIG_V1 = bytes(random.Random(7).randbytes(3 << 19))
+"""A file large enough to be stored as content-defined chunks (1.5 MiB, about six)."""
+BIG_V2 = (
+    BIG_V1[: 1 << 19]
+    + b"inserted"
+    + BIG_V1[1 << 19 : 1 << 20]
+    + bytes(4096)
+    + BIG_V1[(1 << 20) + 4096 :]
+)
+TREE_CHUNKED_V1: Spec = {**TREE_V1, "dir/big.bin": BIG_V1}
+TREE_CHUNKED_V2: Spec = {**TREE_V2, "dir/big.bin": BIG_V2}
 
 
 def open_store(scenario_dir: Path, fs: FileSystem | None = None) -> SnapStore:
@@ -199,6 +212,21 @@ def _run_upgrade(scenario_dir: Path, fs: FileSystem) -> object:
     return open_store(scenario_dir, fs).upgrade()
 
 
+def _prepare_create_chunked(scenario_dir: Path) -> None:
+    """A snapshot with a chunked file; the source then has it overwritten and inserted into."""
+    store = _setup_store(scenario_dir)
+    _snapshot(store, scenario_dir, "base", TREE_CHUNKED_V1)
+    remove_tree(scenario_dir / "src")
+    write_tree(scenario_dir / "src", TREE_CHUNKED_V2)
+
+
+def _prepare_restore_chunked(scenario_dir: Path) -> None:
+    """A snapshot with a chunked file, restored over a target holding another version."""
+    store = _setup_store(scenario_dir)
+    _snapshot(store, scenario_dir, "snap", TREE_CHUNKED_V1)
+    write_tree(scenario_dir / "target", TREE_CHUNKED_V2)
+
+
 def _prepare_restore(scenario_dir: Path) -> None:
     store = _setup_store(scenario_dir)
     _snapshot(store, scenario_dir, "snap", TREE_V1)
@@ -232,6 +260,8 @@ SCENARIOS = [
     Scenario("put_state_new", _prepare_state, _run_new_state),
     Scenario("restore", _prepare_restore, _run_restore, restores=True),
     Scenario("restore_new_target", _prepare_restore_new_target, _run_restore, restores=True),
+    Scenario("create_chunked", _prepare_create_chunked, _run_create),
+    Scenario("restore_chunked", _prepare_restore_chunked, _run_restore, restores=True),
 ]
 BY_NAME = {scenario.name: scenario for scenario in SCENARIOS}
 
