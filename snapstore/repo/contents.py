@@ -10,13 +10,18 @@ unwritten), ``read_range`` part of the file, fetching only the pieces that hold 
 
 from __future__ import annotations
 
+import itertools
+from collections import deque
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 
 from snapstore.errors import CorruptBlobError, FileTooLargeError
 from snapstore.format.extents import MAX_MAP_BYTES, CorruptExtentMapError, Extent, decode_map
 from snapstore.models import FileEntry
 from snapstore.repo.loose import BlobSource
 
+PIECES_AHEAD = 4
+"""How many pieces of a mapped file are read ahead of the one being used."""
 MAX_READ_WITH_HOLES = 1 << 30
 """The largest file with holes ``read_content`` materializes (its holes become zeros in
 memory, so a few kilobytes in the store could otherwise ask for any amount)."""
@@ -52,13 +57,37 @@ def pieces(blobs: BlobSource, entry: FileEntry) -> Iterator[tuple[int, bytes]]:
 
 
 def _map_pieces(blobs: BlobSource, extents: list[Extent]) -> Iterator[tuple[int, bytes]]:
-    for extent in extents:
-        data = blobs.read(extent.digest, extent.length)
-        if len(data) != extent.length:
-            raise CorruptBlobError(
-                f"piece {extent.digest.hex()} holds {len(data)} bytes, not {extent.length}"
-            )
-        yield extent.offset, data
+    """The pieces named by ``extents``, in order, each verified. Up to ``PIECES_AHEAD`` are
+    read (and verified) on a worker thread ahead of the caller, so that a restore's writes
+    overlap its reads and hashing; a failed read raises when its turn comes."""
+    if len(extents) <= 1:
+        for extent in extents:
+            yield extent.offset, _read_piece(blobs, extent)
+        return
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pieces")
+    ahead: deque[tuple[Extent, Future[bytes]]] = deque()
+    upcoming = iter(extents)
+    try:
+        for extent in itertools.islice(upcoming, PIECES_AHEAD):
+            ahead.append((extent, pool.submit(_read_piece, blobs, extent)))
+        while ahead:
+            extent, future = ahead.popleft()
+            data = future.result()
+            for following in itertools.islice(upcoming, 1):
+                ahead.append((following, pool.submit(_read_piece, blobs, following)))
+            yield extent.offset, data
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _read_piece(blobs: BlobSource, extent: Extent) -> bytes:
+    """One piece's bytes, verified against its digest and its recorded length."""
+    data = blobs.read(extent.digest, extent.length)
+    if len(data) != extent.length:
+        raise CorruptBlobError(
+            f"piece {extent.digest.hex()} holds {len(data)} bytes, not {extent.length}"
+        )
+    return data
 
 
 def read_content(blobs: BlobSource, entry: FileEntry) -> bytes:
