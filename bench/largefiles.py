@@ -1,6 +1,6 @@
 """Large files: snapstore beside restic and borg, in one run, on the same files.
 
-    .venv/bin/python bench/largefiles.py                      # all three series, ~5 minutes
+    .venv/bin/python bench/largefiles.py                      # all three series, ~10 minutes
     .venv/bin/python bench/largefiles.py --series edits --avg-kib 64 256 1024
 
 Three series, each tool in its own repository, every operation a whole process (its wall time
@@ -224,10 +224,11 @@ def _growth_series(tool: Tool, source: Path, steps: list[Any]) -> list[int]:
     return grown
 
 
-def edits_series(work: Path, found: list[Tool], seed: int) -> dict[str, list[int]]:
-    """40 MiB file: first checkpoint, after a 4 KiB overwrite, after a 100-byte insertion."""
+def edits_series(work: Path, found: list[Tool], seed: int, mib: int) -> dict[str, list[int]]:
+    """A file of ``mib`` MiB: first checkpoint, after a 4 KiB overwrite in its middle, after
+    a 100-byte insertion at a quarter of it (10 MiB of 40)."""
     rng = random.Random(seed)
-    original = rng.randbytes(40 * MIB)
+    original = rng.randbytes(mib * MIB)
     overwrite = rng.randbytes(4096)
     insertion = rng.randbytes(100)
     results = {}
@@ -241,14 +242,15 @@ def edits_series(work: Path, found: list[Tool], seed: int) -> dict[str, list[int
 
         def overwrite_middle(path: Path = path) -> None:
             with open(path, "r+b") as handle:
-                handle.seek(20 * MIB)
+                handle.seek(mib * MIB // 2)
                 handle.write(overwrite)
 
-        def insert_at_10_mib(path: Path = path) -> None:
+        def insert_at_a_quarter(path: Path = path) -> None:
             data = path.read_bytes()
-            path.write_bytes(data[: 10 * MIB] + insertion + data[10 * MIB :])
+            at = mib * MIB // 4
+            path.write_bytes(data[:at] + insertion + data[at:])
 
-        steps = [write_original, overwrite_middle, insert_at_10_mib]
+        steps = [write_original, overwrite_middle, insert_at_a_quarter]
         results[tool.name] = _growth_series(tool, source, steps)
         shutil.rmtree(source)
     return results
@@ -320,8 +322,8 @@ def big_series(work: Path, found: list[Tool], gib: float) -> dict[str, dict[str,
     source.mkdir(parents=True)
     size = int(gib * 1024) * MIB
     with open(source / "big.bin", "wb") as handle:
-        for _ in range(size // (64 * MIB)):
-            handle.write(os.urandom(64 * MIB))
+        for start in range(0, size, 64 * MIB):
+            handle.write(os.urandom(min(64 * MIB, size - start)))
     results = {}
     for tool in found:
         tool.init()
@@ -365,6 +367,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--series", nargs="+", default=["edits", "sqlite", "big"])
     parser.add_argument("--avg-kib", type=int, nargs="+", default=[256])
+    parser.add_argument("--edit-mib", type=int, default=40)
     parser.add_argument("--gib", type=float, default=1.0)
     parser.add_argument("--sqlite-mib", type=int, default=100)
     parser.add_argument("--seed", type=int, default=1)
@@ -377,7 +380,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     try:
         if "edits" in args.series:
             result["edits"] = edits_series(
-                work / "edits", tools(work / "edits", averages), args.seed
+                work / "edits", tools(work / "edits", averages), args.seed, args.edit_mib
             )
         if "sqlite" in args.series:
             found = tools(work / "sqlite", averages)
