@@ -14,6 +14,7 @@ from snapstore.cli.completion import complete_file_path, complete_session, snaps
 from snapstore.cli.context import Settings, finish, pass_settings
 from snapstore.cli.output import print_note, render_table, to_json
 from snapstore.cli.params import DURATION, META_ITEM
+from snapstore.format.extents import CHUNKED_FROM_BYTES
 from snapstore.frontend import shapes
 from snapstore.frontend.exitcodes import ExitCode
 from snapstore.frontend.words import count, human_age, human_expiry, human_size
@@ -246,7 +247,7 @@ def _entry_row(entry: FileEntry) -> list[str]:
     if entry.link is not None:
         path = f"{path} (hard link of {entry.link})"
     if entry.extents:
-        path = f"{path} (holes)"
+        path = f"{path} ({'chunked' if entry.size >= CHUNKED_FROM_BYTES else 'holes'})"
     return [
         entry.kind,
         f"{entry.mode & 0o7777:04o}" if present else "-",

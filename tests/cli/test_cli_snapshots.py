@@ -389,17 +389,21 @@ def test_cat_missing_path(cli: Cli, project: Path) -> None:
     assert "nope.txt" in result.stderr and "Traceback" not in result.stderr
 
 
-def test_show_marks_hard_links_and_files_with_holes(cli: Cli, project: Path) -> None:
+def test_show_marks_hard_links_files_with_holes_and_chunked_files(cli: Cli, project: Path) -> None:
     os.link(project / "README.md", project / "src" / "README-link.md")
     with open(project / "disk.img", "wb") as image:
-        image.truncate(64 << 20)
+        image.truncate(512 << 10)
+        image.write(b"data")
+    (project / "large.bin").write_bytes(os.urandom(3 << 20))
     cli.run("create", "s1", ".", "--name", "n1", "--base", str(project))
     lines = cli.run("show", "s1", "n1").stdout.splitlines()
     assert any(line.endswith("src/README-link.md (hard link of README.md)") for line in lines)
     [image_line] = [line for line in lines if "disk.img" in line]
-    kept_holes = os.lstat(project / "disk.img").st_blocks * 512 < 64 << 20
+    kept_holes = os.lstat(project / "disk.img").st_blocks * 512 < 512 << 10
     assert image_line.endswith("(holes)") == kept_holes
-    assert "64.0 MiB" in image_line
+    assert "512.0 KiB" in image_line
+    [large_line] = [line for line in lines if "large.bin" in line]
+    assert large_line.endswith("large.bin (chunked)")
 
 
 def test_names_holding_control_characters_cannot_drive_the_terminal(
