@@ -37,6 +37,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from tools import disk_bytes
+
 MIB = 1 << 20
 SNAPSTORE_CHILD = """
 import sys
@@ -88,16 +92,6 @@ def run(command: list[str], *, env: dict[str, str] | None = None, cwd: Path | No
     if process.returncode != 0:
         raise RuntimeError(f"{command[:3]} failed: {errors.decode(errors='replace')[-2000:]}")
     return Run(elapsed, peak / 1024)
-
-
-def disk_bytes(path: Path) -> int:
-    """Bytes allocated under ``path`` (what ``du`` reports), not following links."""
-    total = 0
-    for directory, _, files in os.walk(path):
-        total += os.lstat(directory).st_blocks * 512
-        for name in files:
-            total += os.lstat(os.path.join(directory, name)).st_blocks * 512
-    return total
 
 
 @dataclass

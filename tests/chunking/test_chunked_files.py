@@ -28,6 +28,14 @@ def random_bytes(size: int, seed: int = 1) -> bytes:
     return random.Random(seed).randbytes(size)
 
 
+def project_with(tmp_path: Path, data: bytes, name: str = "big.bin") -> Path:
+    """A project directory holding ``data`` as ``name``."""
+    base = tmp_path / "project"
+    base.mkdir()
+    (base / name).write_bytes(data)
+    return base
+
+
 def entry_of(store: SnapStore, name: str, path: str = "big.bin", session: str = "s") -> FileEntry:
     entry = store.get(session, name).entry(path)
     assert entry is not None and entry.digest is not None
@@ -47,10 +55,8 @@ def stored_bytes(store: SnapStore, name: str, session: str = "s") -> int:
 
 
 def test_a_large_file_is_stored_as_chunks_and_reads_back(store: SnapStore, tmp_path: Path) -> None:
-    base = tmp_path / "project"
-    base.mkdir()
     data = random_bytes(6 * MIB)
-    (base / "big.bin").write_bytes(data)
+    base = project_with(tmp_path, data)
     (base / "small.txt").write_bytes(b"x" * (CHUNKED_FROM_BYTES - 1))
     store.create("s", "v1", ["."], base_dir=base)
 
@@ -136,10 +142,8 @@ def test_a_large_file_with_holes_keeps_them(store: SnapStore, tmp_path: Path) ->
 def test_a_read_of_part_of_a_file_fetches_only_the_chunks_it_needs(
     store: SnapStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    base = tmp_path / "project"
-    base.mkdir()
     data = random_bytes(32 * MIB)
-    (base / "big.bin").write_bytes(data)
+    base = project_with(tmp_path, data)
     store.create("s", "v1", ["."], base_dir=base)
     entry = entry_of(store, "v1")
     chunk_count = len(load_map(store.blobs, entry.digest, entry.size))  # type: ignore[arg-type]
@@ -198,10 +202,8 @@ def test_gc_keeps_the_chunks_of_kept_snapshots_and_drops_the_others(
 def test_files_stored_whole_or_with_fixed_cut_maps_by_an_older_version_still_read(
     root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    base = tmp_path / "project"
-    base.mkdir()
     data = random_bytes(20 * MIB)
-    (base / "big.bin").write_bytes(data)
+    base = project_with(tmp_path, data)
     with open(base / "sparse.img", "wb") as handle:
         handle.truncate(8 * MIB)
         handle.seek(3 * MIB)
