@@ -8,7 +8,8 @@ blobs the restore asks for and in what order: it reads them on a few threads, at
 file); a compressed block is read whole once and decompressed once for all its blobs. Each
 blob is still verified against its digest before it is handed out; a read that fails falls
 back to the ordinary read of that blob, which raises the error if it persists. Large blobs
-are not read ahead: they stream as before.
+are not read ahead: they stream as before. A file stored as an extent map (a large file's
+chunks, a file with holes) is read ahead piece by piece, as the restore writes it.
 """
 
 from __future__ import annotations
@@ -20,11 +21,17 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from snapstore.backend.seam import Handle, Kind
-from snapstore.errors import CorruptPackError
+from snapstore.errors import (
+    CorruptBlobError,
+    CorruptManifestError,
+    CorruptPackError,
+    MissingBlobError,
+)
 from snapstore.format.codec import CODEC_NONE, decompress
 from snapstore.format.hashing import new_hasher
 from snapstore.format.packfile import BLOCK_HEAD
 from snapstore.repo.blobs import Blobs
+from snapstore.repo.contents import load_map
 from snapstore.repo.loose import BlobSource
 from snapstore.repo.packset import Location
 
@@ -186,9 +193,28 @@ def _hashes_to(data: bytes, digest: bytes) -> bool:
     return hasher.digest() == digest
 
 
+def _with_pieces(blobs: Blobs, wanted: Iterable[tuple[bytes, int]]) -> Iterator[tuple[bytes, int]]:
+    """``wanted`` with every extent map replaced by the pieces it names, in the order a
+    restore reads them. A file's map is a packed blob whose size is not the file's (a file's
+    own blob always is); one that does not decode as a map of that file is left as it is."""
+    for digest, size in wanted:
+        stored = blobs.packs.packed_size(digest)
+        if stored is None or stored == size:
+            yield digest, size
+            continue
+        try:
+            extents = load_map(blobs, digest, size)
+        except (CorruptManifestError, CorruptBlobError, MissingBlobError):
+            yield digest, size
+            continue
+        yield from ((extent.digest, extent.length) for extent in extents)
+
+
 def read_ahead(source: BlobSource, wanted: Iterable[tuple[bytes, int]]) -> BlobSource:
-    """``source``, reading ``wanted`` ahead where its backend pays per request; else as is.
-    Call ``close`` on a ReadAhead when done."""
+    """``source``, reading ``wanted`` (files' blobs or extent maps, with the files' sizes)
+    ahead where its backend pays per request; else as is. Call ``close`` on a ReadAhead when
+    done."""
     if not isinstance(source, Blobs) or source.backend.properties.parallel_reads <= 1:
         return source
-    return ReadAhead(source, wanted, source.backend.properties.parallel_reads)
+    pieces = _with_pieces(source, wanted)
+    return ReadAhead(source, pieces, source.backend.properties.parallel_reads)

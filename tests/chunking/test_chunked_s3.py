@@ -7,8 +7,10 @@ import random
 from pathlib import Path
 
 import pytest
+from helpers.s3server import S3Server
 
 from snapstore import SnapStore
+from snapstore.repo.contents import load_map
 
 MIB = 1 << 20
 
@@ -39,3 +41,21 @@ def test_chunked_files_on_object_storage(
         other.gc()
         assert other.read("s", "v2", "big.bin") == bytes(changed)
         assert other.verify(deep=True).ok
+
+
+def test_a_restore_from_object_storage_reads_a_chunked_file_ahead_in_ranges(
+    s3_url: str, s3_server: S3Server, s3_cache: Path, tmp_path: Path
+) -> None:
+    base = tmp_path / "project"
+    base.mkdir()
+    data = random.Random(2).randbytes(12 * MIB)
+    (base / "big.bin").write_bytes(data)
+    with SnapStore(s3_url) as store:
+        store.create("s", "v1", ["."], base_dir=base)
+        entry = store.get("s", "v1").entry("big.bin")
+        assert entry is not None and entry.digest is not None
+        chunks = len(load_map(store.blobs, entry.digest, entry.size))
+        with s3_server.counting() as requests:
+            store.restore("s", "v1", tmp_path / "restored")
+    assert (tmp_path / "restored" / "big.bin").read_bytes() == data
+    assert requests["GET"] < chunks // 2, f"{requests['GET']} GETs for {chunks} chunks"
