@@ -229,3 +229,29 @@ def test_files_stored_whole_or_with_fixed_cut_maps_by_an_older_version_still_rea
         now.upgrade()
         assert now.read("s", "old", "big.bin") == data
         assert now.read("s", "new", "big.bin") == data
+
+
+def test_a_format_1_store_reads_and_takes_chunked_files_then_upgrades(
+    root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from helpers.formatv1 import downgrade_to_format_1
+
+    data = random_bytes(5 * MIB)
+    base = project_with(tmp_path, data)
+    with monkeypatch.context() as older:
+        older.setattr("snapstore.worktree.ingest.CHUNKED_FROM_BYTES", 1 << 62)
+        with SnapStore(root, durable=False) as before:
+            before.create("s", "old", ["."], base_dir=base)
+    downgrade_to_format_1(root)
+    with SnapStore(root) as now:
+        assert now.format_version == 1
+        assert now.read("s", "old", "big.bin") == data
+        changed = data[:MIB] + b"inserted" + data[MIB:]
+        (base / "big.bin").write_bytes(changed)
+        now.create("s", "new", ["."], base_dir=base)
+        assert entry_of(now, "new").extents
+        now.upgrade()
+        assert now.format_version == 3
+        assert now.read("s", "old", "big.bin") == data
+        assert now.read("s", "new", "big.bin") == changed
+        assert now.verify(deep=True).ok
