@@ -75,7 +75,8 @@ class FileEntry(NamedTuple):
     digest: bytes | None = None
     target: str | None = None
     extents: bool = False
-    """A file with holes: ``digest`` names its extent map (its data pieces, by offset), not
+    """A file stored as an extent map (a file with holes, or any file of 1 MiB or more, cut
+    into content-defined chunks): ``digest`` names the map (its data pieces, by offset), not
     its bytes. ``SnapStore.read`` gives its bytes either way, holes as zeros."""
     link: str | None = None
     """A file hard-linked, when the snapshot was taken, to the file at this path (the first

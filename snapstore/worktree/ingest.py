@@ -58,7 +58,8 @@ class IngestedFile:
     mtime_ns: int
     stat: os.stat_result
     extents: bool = False
-    """The digest names the file's extent map (it has holes), not its bytes."""
+    """The digest names the file's extent map (it has holes, or is large enough to be
+    chunked), not its bytes."""
 
 
 def _same_version(before: os.stat_result, after: os.stat_result) -> bool:
