@@ -22,6 +22,7 @@ from snapstore.format.codec import CODEC_ZSTD
 from snapstore.format.packfile import KIND_TREE, MAX_BLOCK_RAW, decode_index, encode_index
 from snapstore.internals import repository
 from snapstore.repo.batch import PACKED_MAX_BYTES, BlobBatch
+from snapstore.repo.contents import load_map
 from snapstore.repo.packs import BLOCK_BYTES, PackWriter, read_index
 
 
@@ -140,17 +141,23 @@ def test_incompressible_blocks_are_stored_as_they_are(tmp_path: Path) -> None:
 
 
 def test_many_small_files_go_into_one_pack(store: SnapStore, root: Path, tmp_path: Path) -> None:
+    """A file as large as a loose blob joins them too: as content-defined chunks, its map
+    among them."""
     files = many_files(tmp_path / "p", 40)
     (tmp_path / "p" / "big.bin").write_bytes(os.urandom(PACKED_MAX_BYTES + 10))
     store.create("s", "a", ["."], base_dir=tmp_path / "p")
     assert len(pack_files(root)) == 2
-    assert loose_count(root) == 1
+    assert loose_count(root) == 0
     assert store.read("s", "a", "d1/f001.txt") == files["d1/f001.txt"]
     store.restore("s", "a", tmp_path / "out")
     assert read_tree(tmp_path / "out") == read_tree(tmp_path / "p")
     report = store.verify(deep=True)
+    big = store.get("s", "a").entry("big.bin")
+    assert big is not None and big.digest is not None and big.extents
+    chunks = len(load_map(store.blobs, big.digest, big.size))
     trees = 6  # the base directory and d0..d4
-    assert report.ok and report.garbage == [] and report.blobs_checked == len(files) + 1 + trees
+    expected = len(files) + 1 + chunks + trees
+    assert report.ok and report.garbage == [] and report.blobs_checked == expected
 
 
 def test_even_one_new_small_blob_goes_into_a_pack(
