@@ -61,6 +61,15 @@ class PackSeries:
         self.storage.packs.register(index)
         self.published.append(index)
 
+    def add_alone(self, digest: bytes, data: bytes, kind: int = KIND_DATA) -> None:
+        """Append one blob in a block of its own: reading it never decompresses its
+        neighbours (an extent map, read again by every create that reuses its file)."""
+        if self._writer is not None:
+            self._writer.close_block()
+        self.add(digest, data, kind)
+        if self._writer is not None:
+            self._writer.close_block()
+
     def finish(self) -> None:
         """Publish the open pack, if any."""
         if self._writer is not None:
@@ -120,15 +129,21 @@ class BlobBatch:
             self._shards[hex_digest[:2]] = names
         return hex_digest in names
 
-    def add(self, digest: bytes, data: bytes, kind: int = KIND_DATA) -> None:
+    def add(
+        self, digest: bytes, data: bytes, kind: int = KIND_DATA, *, alone: bool = False
+    ) -> None:
         """Store a blob (file contents, or a tree object: ``kind``) already hashed to
-        ``digest``, unless it is stored already: in a pack if small, else loose (a tree of
-        a directory with hundreds of thousands of entries can be that large)."""
+        ``digest``, unless it is stored already: in a pack if small (``alone``: in a block of
+        its own), else loose (a tree of a directory with hundreds of thousands of entries can
+        be that large)."""
         if self.claim(digest, len(data)):
             return
         self._added.add(digest)
         if is_small(len(data)):
-            self.packs.add(digest, data, kind)
+            if alone:
+                self.packs.add_alone(digest, data, kind)
+            else:
+                self.packs.add(digest, data, kind)
             return
         writer = self.storage.writer(len(data))
         try:
@@ -172,11 +187,12 @@ class BlobBatch:
         self.counted.extend(("", "file", 0, e.length, 0, e.digest, None) for e in extents)
         return True
 
-    def add_counted(self, digest: bytes, data: bytes) -> None:
-        """Store a piece or an extent map (as ``add``) and count it among what the commit
-        checks."""
+    def add_counted(self, digest: bytes, data: bytes, *, alone: bool = False) -> None:
+        """Store a piece or an extent map (as ``add``; an extent map ``alone`` in its
+        block, so that a create that reuses its file reads it cheaply) and count it among
+        what the commit checks."""
         self.counted.append(("", "file", 0, len(data), 0, digest, None))
-        self.add(digest, data)
+        self.add(digest, data, alone=alone)
 
     def finish(self) -> None:
         """Publish the open pack and make durable the names of everything the batch wrote or

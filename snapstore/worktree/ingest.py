@@ -239,7 +239,7 @@ def _ingest_extents(
     else:
         raise _changed(path)
     digest = map_digest(data)
-    batch.add_counted(digest, data)
+    batch.add_counted(digest, data, alone=True)
     return digest, after
 
 

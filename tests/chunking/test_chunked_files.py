@@ -255,3 +255,16 @@ def test_a_format_1_store_reads_and_takes_chunked_files_then_upgrades(
         assert now.read("s", "old", "big.bin") == data
         assert now.read("s", "new", "big.bin") == changed
         assert now.verify(deep=True).ok
+
+
+def test_a_map_sits_in_a_block_of_its_own(store: SnapStore, tmp_path: Path) -> None:
+    """A create that reuses an unchanged large file reads its map to count on every chunk:
+    that read never decompresses the file's data."""
+    base = project_with(tmp_path, random_bytes(5 * MIB))
+    (base / "after.txt").write_bytes(b"small file written after the map\n" * 100)
+    store.create("s", "v1", ["."], base_dir=base)
+    entry = entry_of(store, "v1")
+    store.blobs.refresh()
+    location = store.blobs.packs.locate(entry.digest)  # type: ignore[arg-type]
+    assert location is not None
+    assert location.block.raw == 4 + location.size  # its size head, then its bytes
