@@ -19,6 +19,7 @@ from snapstore.format.extents import (
     CorruptExtentMapError,
     decode_map,
 )
+from snapstore.internals import repository
 from snapstore.repo.contents import load_map
 
 MIB = 1 << 20
@@ -35,7 +36,7 @@ def _stored_chunk(store: SnapStore, tmp_path: Path) -> tuple[Path, bytes, bytes]
     store.create("s", "v1", ["."], base_dir=base)
     entry = store.get("s", "v1").entry("big.bin")
     assert entry is not None and entry.digest is not None
-    extents = load_map(store.blobs, entry.digest, entry.size)
+    extents = load_map(repository(store).blobs, entry.digest, entry.size)
     current = random.Random(2).randbytes(6 * MIB)
     (base / "big.bin").write_bytes(current)
     return base, current, extents[len(extents) // 2].digest

@@ -17,6 +17,7 @@ from snapstore.format.extents import (
     CHUNKED_MAGIC,
     EXTENT_MAGIC,
 )
+from snapstore.internals import repository
 from snapstore.models import FileEntry
 from snapstore.repo.blobs import Blobs
 from snapstore.repo.contents import load_map
@@ -44,8 +45,8 @@ def entry_of(store: SnapStore, name: str, path: str = "big.bin", session: str = 
 
 def map_bytes(store: SnapStore, entry: FileEntry) -> bytes:
     assert entry.digest is not None
-    store.blobs.refresh()
-    return store.blobs.read(entry.digest)
+    repository(store).blobs.refresh()
+    return repository(store).blobs.read(entry.digest)
 
 
 def stored_bytes(store: SnapStore, name: str, session: str = "s") -> int:
@@ -62,7 +63,7 @@ def test_a_large_file_is_stored_as_chunks_and_reads_back(store: SnapStore, tmp_p
 
     big = entry_of(store, "v1")
     assert big.extents and map_bytes(store, big).startswith(CHUNKED_MAGIC)
-    extents = load_map(store.blobs, big.digest, big.size)  # type: ignore[arg-type]
+    extents = load_map(repository(store).blobs, big.digest, big.size)  # type: ignore[arg-type]
     assert len(extents) > 6 and sum(e.length for e in extents) == len(data)
     assert all(CHUNK_PARAMS.min <= e.length <= CHUNK_PARAMS.max for e in extents[:-1])
     assert not entry_of(store, "v1", "small.txt").extents  # small files stay one blob
@@ -130,7 +131,7 @@ def test_a_large_file_with_holes_keeps_them(store: SnapStore, tmp_path: Path) ->
     assert stored_bytes(store, "v1") < 3 * MIB  # the holes are never stored
 
     entry = entry_of(store, "v1", "sparse.img")
-    extents = load_map(store.blobs, entry.digest, entry.size)  # type: ignore[arg-type]
+    extents = load_map(repository(store).blobs, entry.digest, entry.size)  # type: ignore[arg-type]
     assert sum(e.length for e in extents) < 3 * MIB
     target = tmp_path / "restored"
     store.restore("s", "v1", target)
@@ -146,7 +147,7 @@ def test_a_read_of_part_of_a_file_fetches_only_the_chunks_it_needs(
     base = project_with(tmp_path, data)
     store.create("s", "v1", ["."], base_dir=base)
     entry = entry_of(store, "v1")
-    chunk_count = len(load_map(store.blobs, entry.digest, entry.size))  # type: ignore[arg-type]
+    chunk_count = len(load_map(repository(store).blobs, entry.digest, entry.size))  # type: ignore[arg-type]
 
     fetched: list[bytes] = []
     real_read = Blobs.read
@@ -264,7 +265,7 @@ def test_a_map_sits_in_a_block_of_its_own(store: SnapStore, tmp_path: Path) -> N
     (base / "after.txt").write_bytes(b"small file written after the map\n" * 100)
     store.create("s", "v1", ["."], base_dir=base)
     entry = entry_of(store, "v1")
-    store.blobs.refresh()
-    location = store.blobs.packs.locate(entry.digest)  # type: ignore[arg-type]
+    repository(store).blobs.refresh()
+    location = repository(store).blobs.packs.locate(entry.digest)  # type: ignore[arg-type]
     assert location is not None
     assert location.block.raw == 4 + location.size  # its size head, then its bytes

@@ -10,6 +10,7 @@ import pytest
 from helpers.s3server import S3Server
 
 from snapstore import SnapStore
+from snapstore.internals import repository
 from snapstore.repo.contents import load_map
 
 MIB = 1 << 20
@@ -54,7 +55,7 @@ def test_a_restore_from_object_storage_reads_a_chunked_file_ahead_in_ranges(
         store.create("s", "v1", ["."], base_dir=base)
         entry = store.get("s", "v1").entry("big.bin")
         assert entry is not None and entry.digest is not None
-        chunks = len(load_map(store.blobs, entry.digest, entry.size))
+        chunks = len(load_map(repository(store).blobs, entry.digest, entry.size))
         with s3_server.counting() as requests:
             store.restore("s", "v1", tmp_path / "restored")
     assert (tmp_path / "restored" / "big.bin").read_bytes() == data

@@ -154,7 +154,7 @@ def test_many_small_files_go_into_one_pack(store: SnapStore, root: Path, tmp_pat
     report = store.verify(deep=True)
     big = store.get("s", "a").entry("big.bin")
     assert big is not None and big.digest is not None and big.extents
-    chunks = len(load_map(store.blobs, big.digest, big.size))
+    chunks = len(load_map(repository(store).blobs, big.digest, big.size))
     trees = 6  # the base directory and d0..d4
     expected = len(files) + 1 + chunks + trees
     assert report.ok and report.garbage == [] and report.blobs_checked == expected
