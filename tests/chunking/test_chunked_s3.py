@@ -16,15 +16,22 @@ from snapstore.repo.contents import load_map
 MIB = 1 << 20
 
 
+def _checkpointed(url: str, tmp_path: Path, data: bytes) -> Path:
+    """A project holding ``data`` as big.bin, checkpointed as s/v1 in the store at ``url``."""
+    base = tmp_path / "project"
+    base.mkdir()
+    (base / "big.bin").write_bytes(data)
+    with SnapStore(url) as store:
+        store.create("s", "v1", ["."], base_dir=base)
+    return base
+
+
 def test_chunked_files_on_object_storage(
     s3_url: str, s3_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    base = tmp_path / "project"
-    base.mkdir()
     first = random.Random(1).randbytes(5 * MIB)
-    (base / "big.bin").write_bytes(first)
+    base = _checkpointed(s3_url, tmp_path, first)
     with SnapStore(s3_url) as store:
-        store.create("s", "v1", ["."], base_dir=base)
         changed = bytearray(first)
         changed[2 * MIB : 2 * MIB + 4096] = bytes(4096)
         (base / "big.bin").write_bytes(changed)
@@ -47,12 +54,9 @@ def test_chunked_files_on_object_storage(
 def test_a_restore_from_object_storage_reads_a_chunked_file_ahead_in_ranges(
     s3_url: str, s3_server: S3Server, s3_cache: Path, tmp_path: Path
 ) -> None:
-    base = tmp_path / "project"
-    base.mkdir()
     data = random.Random(2).randbytes(12 * MIB)
-    (base / "big.bin").write_bytes(data)
+    _checkpointed(s3_url, tmp_path, data)
     with SnapStore(s3_url) as store:
-        store.create("s", "v1", ["."], base_dir=base)
         entry = store.get("s", "v1").entry("big.bin")
         assert entry is not None and entry.digest is not None
         chunks = len(load_map(repository(store).blobs, entry.digest, entry.size))
