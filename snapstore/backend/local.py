@@ -1,7 +1,7 @@
 """The local backend: a store as a directory on a POSIX filesystem (docs/format.md).
 
-Every path of the layout is made here and nowhere else (``path``). Durability is this module's
-business: an object is written to ``tmp/``, flushed, and renamed into place, and the
+Every path of the layout comes from ``localpaths`` (``path``), and nowhere else. Durability is
+this module's business: an object is written to ``tmp/``, flushed, and renamed into place, and the
 directories whose entries changed are flushed before a call reports success (or, for staged
 objects, at ``flush``, which batches the directory flushes of a whole snapshot). Every
 mutation goes through the I/O seam (``fs``), so the crash, power-loss and fault suites see it.
@@ -21,6 +21,7 @@ from collections.abc import Hashable, Iterator
 
 from snapstore.backend.filelock import FileLock
 from snapstore.backend.layout import MARKER_FILE, open_layout
+from snapstore.backend.localpaths import LocalPaths, listdir
 from snapstore.backend.packlog import PackLog
 from snapstore.backend.seam import Handle, Kind, ObjectInfo, Properties, Version
 from snapstore.errors import ConcurrentWriteError, StoreNotFoundError
@@ -29,19 +30,8 @@ from snapstore.fs.reading import UnfitFileError, open_regular, read_all, read_re
 from snapstore.fs.seam import LOCAL, FileSystem, start_writeback
 from snapstore.fs.stamps import version
 
-MANIFEST_FILE = "manifest"
-PACK_SUFFIX = ".pack"
-INDEX_SUFFIX = ".idx"
 MAX_OPEN_PACKS = 16
 WRITEBACK_BYTES = 8 << 20
-_DIRS = {
-    Kind.BLOB: "blobs",
-    Kind.PACK: "packs",
-    Kind.INDEX: "packs",
-    Kind.MANIFEST: "sessions",
-    Kind.JOURNAL: "journal",
-    Kind.CACHE: "cache",
-}
 _READ_ONLY_MODE = {Kind.BLOB, Kind.PACK, Kind.INDEX, Kind.MANIFEST}
 """Kinds written with mode 0444 (immutable once published)."""
 
@@ -131,31 +121,19 @@ class LocalBackend:
         # On the descriptors, not on self: a backend dropped without ``close`` (its store
         # dropped) closes its packs when collected, and no cycle through self keeps it alive.
         weakref.finalize(self, _close_all, self._fds, self._fds_lock)
-        self._kind_dirs = {kind: os.path.join(self.root, name) for kind, name in _DIRS.items()}
+        self.paths = LocalPaths(self.root)
         self._settled: dict[str, int] = {}
         """Session directories whose own entry this process made durable, by inode."""
 
     # ------------------------------------------------------------------ layout
 
     def path(self, handle: Handle) -> str:
-        """Where an object lives: the one place the layout of docs/format.md is spelt out."""
-        kind, name = handle.kind, handle.name
-        if kind is Kind.MARKER:
-            return os.path.join(self.root, MARKER_FILE)
-        directory = self._kind_dirs[kind]
-        if kind is Kind.MANIFEST:  # joined by hand: list() asks for 10,000 of these at once
-            return f"{directory}/{name}/{MANIFEST_FILE}"
-        if kind is Kind.BLOB:
-            return f"{directory}/{name[:2]}/{name[2:]}"
-        if kind is Kind.PACK:
-            return f"{directory}/{name}{PACK_SUFFIX}"
-        if kind is Kind.INDEX:
-            return f"{directory}/{name}{INDEX_SUFFIX}"
-        return f"{directory}/{name}"
+        """Where an object lives (``LocalPaths.path``)."""
+        return self.paths.path(handle)
 
     def kind_dir(self, kind: Kind) -> str:
         """The directory holding the objects of ``kind``."""
-        return self._kind_dirs[kind]
+        return self.paths.kind_dirs[kind]
 
     def describe(self, handle: Handle) -> str:
         return self.path(handle)
@@ -220,41 +198,7 @@ class LocalBackend:
         return found
 
     def names(self, kind: Kind, prefix: str = "") -> list[str]:
-        directory = self.kind_dir(kind)
-        if kind is Kind.BLOB:
-            return self._blob_names(directory, prefix)
-        if kind is Kind.MANIFEST:
-            return self._manifest_names(directory, prefix)
-        if kind in (Kind.PACK, Kind.INDEX):
-            suffix = PACK_SUFFIX if kind is Kind.PACK else INDEX_SUFFIX
-            return sorted(
-                name[: -len(suffix)]
-                for name in _listdir(directory)
-                if name.endswith(suffix) and name.startswith(prefix)
-            )
-        return sorted(name for name in _listdir(directory) if name.startswith(prefix))
-
-    @staticmethod
-    def _blob_names(directory: str, prefix: str) -> list[str]:
-        shards = [prefix[:2]] if len(prefix) >= 2 else sorted(_listdir(directory))
-        found = []
-        for shard in shards:
-            if len(shard) != 2 or not shard.startswith(prefix[:2]):
-                continue
-            found += [shard + rest for rest in sorted(_listdir(os.path.join(directory, shard)))]
-        return [name for name in found if name.startswith(prefix)]
-
-    @staticmethod
-    def _manifest_names(directory: str, prefix: str) -> list[str]:
-        sessions = [prefix.rstrip("/")] if prefix else sorted(_listdir(directory))
-        found = []
-        for session in sessions:
-            try:
-                names = sorted(os.listdir(os.path.join(directory, session)))
-            except (FileNotFoundError, NotADirectoryError):
-                continue
-            found += [f"{session}/{name}" for name in names]
-        return found
+        return self.paths.names(kind, prefix)
 
     # ------------------------------------------------------------------ writing
 
@@ -323,7 +267,7 @@ class LocalBackend:
 
     def tidy(self) -> None:
         sessions = self.kind_dir(Kind.MANIFEST)
-        for session_dir in _listdir(sessions):
+        for session_dir in listdir(sessions):
             with self.lock(f"sessions/{session_dir}").exclusive_if_free() as free:
                 if free:
                     self._tidy_session(os.path.join(sessions, session_dir))
@@ -401,7 +345,7 @@ class LocalBackend:
         return FileLock(path, label or name, self.lock_timeout, guard=guard, fs=self.fs)
 
     def stale_temps(self) -> list[str]:
-        return [os.path.join(self.tmp_dir, name) for name in sorted(_listdir(self.tmp_dir))]
+        return [os.path.join(self.tmp_dir, name) for name in sorted(listdir(self.tmp_dir))]
 
     def remove_stale_temps(self) -> int:
         removed = 0
@@ -434,10 +378,3 @@ def _close_all(fds: OrderedDict[str, int], lock: threading.Lock) -> None:
         while fds:
             with contextlib.suppress(OSError):
                 os.close(fds.popitem()[1])
-
-
-def _listdir(directory: str) -> list[str]:
-    try:
-        return os.listdir(directory)
-    except (FileNotFoundError, NotADirectoryError):
-        return []

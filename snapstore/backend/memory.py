@@ -16,8 +16,9 @@ from collections import Counter
 from collections.abc import Hashable, Iterator
 from dataclasses import dataclass
 
+from snapstore.backend.names import check_name
 from snapstore.backend.seam import Handle, Kind, ObjectInfo, Properties, Version
-from snapstore.errors import ConcurrentWriteError, LockTimeout
+from snapstore.errors import ConcurrentWriteError, LockTimeout, StoreNotFoundError
 from snapstore.fs.reading import UnfitFileError
 
 
@@ -28,40 +29,50 @@ class _Object:
     written_ns: int
 
 
-class _MemoryLock:
-    """A reader-writer lock with a timeout, one per name."""
+class _Holders:
+    """Who holds one named lock: shared holders, or one exclusive holder."""
 
-    def __init__(self, name: str, timeout: float) -> None:
+    def __init__(self) -> None:
+        self.condition = threading.Condition()
+        self.readers = 0
+        self.writer = False
+
+
+class _MemoryLock:
+    """A reader-writer lock with a timeout; every lock of one name shares its ``_Holders``
+    (each with the label its caller gave, for errors)."""
+
+    def __init__(self, name: str, timeout: float, holders: _Holders) -> None:
         self.name = name
         self.timeout = timeout
-        self._condition = threading.Condition()
-        self._readers = 0
-        self._writer = False
+        self._holders = holders
 
     def _acquire(self, exclusive: bool, timeout: float | None, wait: bool = True) -> bool:
         limit = self.timeout if timeout is None else timeout
         deadline = time.monotonic() + limit
-        with self._condition:
-            while self._writer or (exclusive and self._readers):
+        held = self._holders
+        with held.condition:
+            while held.writer or (exclusive and held.readers):
                 remaining = deadline - time.monotonic()
                 if not wait:
                     return False
                 if remaining <= 0:
                     raise LockTimeout(self.name, limit)
-                self._condition.wait(remaining)
+                held.condition.wait(remaining)
             if exclusive:
-                self._writer = True
+                held.writer = True
             else:
-                self._readers += 1
+                held.readers += 1
             return True
 
     def _release(self, exclusive: bool) -> None:
-        with self._condition:
+        held = self._holders
+        with held.condition:
             if exclusive:
-                self._writer = False
+                held.writer = False
             else:
-                self._readers -= 1
-            self._condition.notify_all()
+                held.readers -= 1
+            held.condition.notify_all()
 
     @contextlib.contextmanager
     def shared(self, timeout: float | None = None) -> Iterator[None]:
@@ -123,16 +134,24 @@ class MemoryBackend:
         self._objects: dict[Handle, _Object] = {}
         self._versions = itertools.count(1)
         self._mutex = threading.Lock()
-        self._locks: dict[str, _MemoryLock] = {}
+        self._locks: dict[str, _Holders] = {}
         self._changes: Counter[tuple[Kind, str]] = Counter()
+        self._created = False
 
     def open(self, *, create: bool) -> bool:
+        """True; a backend never opened with ``create`` holds no store (StoreNotFoundError)."""
+        if create:
+            self._created = True
+        elif not self._created:
+            raise StoreNotFoundError(f"no store in {self.describe(Handle(Kind.MARKER, ''))}")
         return True
 
     def describe(self, handle: Handle) -> str:
+        check_name(handle)
         return f"memory-{id(self):x}:{handle.kind.value}/{handle.name}"
 
     def _get(self, handle: Handle) -> _Object:
+        check_name(handle)
         found = self._objects.get(handle)
         if found is None:
             raise FileNotFoundError(errno.ENOENT, "no such object", self.describe(handle))
@@ -164,6 +183,7 @@ class MemoryBackend:
         return _StagedBytes(self, kind)
 
     def write(self, handle: Handle, data: bytes, *, durable: bool = True) -> None:
+        check_name(handle)
         with self._mutex:
             self._objects[handle] = _Object(bytes(data), next(self._versions), time.time_ns())
             self._changed(handle)
@@ -175,6 +195,7 @@ class MemoryBackend:
     def delete(
         self, handle: Handle, *, durable: bool = True, version: Version | None = None
     ) -> None:
+        check_name(handle)
         with self._mutex:
             found = self._objects.get(handle)
             if found is None:
@@ -218,10 +239,8 @@ class MemoryBackend:
 
     def lock(self, name: str, label: str | None = None) -> _MemoryLock:
         with self._mutex:
-            found = self._locks.get(name)
-            if found is None:
-                found = self._locks[name] = _MemoryLock(label or name, self.lock_timeout)
-            return found
+            holders = self._locks.setdefault(name, _Holders())
+        return _MemoryLock(label or name, self.lock_timeout, holders)
 
     def tidy(self) -> None:
         return None

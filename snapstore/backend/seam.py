@@ -10,7 +10,8 @@ are never flushed). A backend also provides the named locks of the store.
 Implementations: ``local.LocalBackend`` (a directory on a POSIX filesystem, the on-disk format
 of docs/format.md), ``s3.S3Backend`` (an S3-compatible bucket shared by several hosts,
 docs/object-storage.md) and ``memory.MemoryBackend`` (for tests).
-``tests/repo/test_backend_contract.py`` is the suite every backend must pass.
+``tests/backend/contract.py`` (``BackendContract``) is the suite every backend must pass, and
+docs/backends.md describes this contract in prose.
 """
 
 from __future__ import annotations
@@ -72,6 +73,16 @@ class Properties:
     parallel_reads: int = 1
     """How many reads a restore keeps in flight: 1 where a read is a local system call,
     more where each is a request with a round trip (object storage)."""
+    write_once: frozenset[Kind] = frozenset()
+    """Kinds (of blobs, packs, indexes) whose objects are created once and never replaced:
+    a ``write`` of one that is there with other bytes raises ConcurrentWriteError (the same
+    bytes again succeed). Other kinds, and every kind of a backend not listing it, are
+    replaced by a ``write``."""
+    fresh_listings: bool = True
+    """Whether ``names``, ``infos`` and ``stat`` of blobs, packs and indexes always see what
+    other writers added or removed. False: they may answer from what this backend listed
+    before, until it next takes the ``gc`` lock (such objects are added by anyone and
+    removed only under that lock held exclusively, so what was seen holds until then)."""
 
 
 class StagedObject(Protocol):
@@ -118,7 +129,8 @@ class Lock(Protocol):
 
 
 class Backend(Protocol):
-    """Where a store's objects live. Reads of a missing object raise FileNotFoundError."""
+    """Where a store's objects live. Reads of a missing object raise FileNotFoundError; a
+    name no object of its kind can have (``names.check_name``) raises InvalidNameError."""
 
     properties: Properties
 
@@ -164,7 +176,8 @@ class Backend(Protocol):
         ...
 
     def names(self, kind: Kind, prefix: str = "") -> list[str]:
-        """The names of the objects of ``kind`` now (starting with ``prefix``)."""
+        """The names of the objects of ``kind`` now (starting with ``prefix``, any string),
+        sorted; the marker is never listed."""
         ...
 
     def infos(self, kind: Kind, prefix: str = "") -> dict[str, ObjectInfo | None]:

@@ -18,7 +18,8 @@ good (LeaseLostError otherwise). See docs/object-storage.md.
 Listings are cheap here and per-object requests are not, so the backend answers ``stat`` of
 immutable objects (blobs, packs, indexes) from the listings it made since this process last
 took the gc lock (``s3listing``), and ``infos`` gives a whole listing's sizes and versions in
-one request. The requests themselves are ``s3objects``'.
+one request. The requests themselves are ``s3objects``'; creating immutable objects (and
+telling a lost answer from another writer's object) is ``s3creates``'.
 """
 
 from __future__ import annotations
@@ -29,20 +30,20 @@ import hashlib
 import os
 import time
 from collections.abc import Iterator
-from typing import IO, Any
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from snapstore.backend.layout import FORMAT_TEXT, MARKER_MAX_BYTES, check_format
 from snapstore.backend.local import LocalBackend
 from snapstore.backend.s3.client import StoreUrl, make_client, new_nonce, parse_url
+from snapstore.backend.s3.creates import ImmutableCreates
 from snapstore.backend.s3.lease import DEFAULT_LEASE, Leases
 from snapstore.backend.s3.listing import IMMUTABLE, ListingMemo
 from snapstore.backend.s3.lock import NoLock, S3Lock
 from snapstore.backend.s3.objects import BucketObjects
-from snapstore.backend.s3.upload import StagedUpload, abort_upload, create_only, pending_uploads
+from snapstore.backend.s3.upload import StagedUpload, abort_upload, pending_uploads
 from snapstore.backend.seam import Handle, Kind, ObjectInfo, Properties, Version
 from snapstore.errors import ConcurrentWriteError, FormatError, StoreNotFoundError
-from snapstore.format.hashing import CHUNK_BYTES, new_hasher
 from snapstore.fs.reading import UnfitFileError
 from snapstore.logs import get_logger
 
@@ -94,12 +95,19 @@ class S3Backend:
             cache_dir or default_cache_dir(self.url, endpoint), lock_timeout=lock_timeout
         )
         self.lock_timeout = lock_timeout
-        self.properties = Properties(durable=True, local_root=None, parallel_reads=PARALLEL_READS)
+        self.properties = Properties(
+            durable=True,
+            local_root=None,
+            parallel_reads=PARALLEL_READS,
+            write_once=IMMUTABLE,
+            fresh_listings=False,
+        )
         self.leases = Leases(
             self.client, self.bucket, self.prefix, lease=lease, on_acquire=self._on_acquire
         )
         self.objects = BucketObjects(self.client, self.url, self.leases)
         self.memo = ListingMemo(self.objects)
+        self.creates = ImmutableCreates(self.objects, self.memo)
         self._conditional_deletes = True
         self.client.meta.events.register("before-send.s3", self._fence_every_attempt)
 
@@ -238,59 +246,8 @@ class S3Backend:
 
     # ------------------------------------------------------------------ writing
 
-    def _is_same_object(self, handle: Handle, size: int, data: bytes | None) -> bool:
-        """After a refused create of an immutable object that is not this write's: True if
-        the object there holds what we meant to write, so that counting on it is safe. A blob
-        (named by its digest, perhaps stored by another writer) is read back and hashed; an
-        index is compared byte for byte; a pack's name is random, so another object there is
-        never ours."""
-        try:
-            info = self.stat(handle)
-        except FileNotFoundError:
-            return False
-        if info.size != size or handle.kind is Kind.PACK:
-            return False
-        if handle.kind is Kind.BLOB:
-            hasher = new_hasher(size)
-            for chunk in self.chunks(handle, CHUNK_BYTES):
-                hasher.update(chunk)
-            return hasher.hexdigest() == handle.name
-        if data is None:
-            return False
-        found, _ = self.read(handle, max_bytes=size)
-        return found == data
-
-    def _created(self, handle: Handle, nonce: str, size: int, data: bytes | None) -> None:
-        """After a create refused with 412 (or a multipart upload gone at its completion):
-        done if the object there is this write, applied by an attempt whose answer was lost,
-        or the same object written by another writer; ConcurrentWriteError otherwise."""
-        mine = self.objects.written_by(handle, nonce)
-        if mine is not None:
-            self.memo.remember(handle, mine)
-            return
-        if not self._is_same_object(handle, size, data):
-            raise ConcurrentWriteError(
-                errno.EEXIST, f"{self.describe(handle)} exists and holds other bytes"
-            )
-
-    def upload(self, handle: Handle, file: IO[bytes], size: int) -> None:
-        """Create an immutable object from ``file`` (``size`` bytes), create-only; a failed
-        upload leaves nothing visible."""
-        nonce = new_nonce()
-        try:
-            etag = create_only(self.objects, handle, file, size, nonce)
-        except (ConcurrentWriteError, FileNotFoundError):
-            self._created(handle, nonce, size, None)
-            return
-        self._after_create(handle, size, etag)
-
-    def _after_create(self, handle: Handle, size: int, etag: str) -> None:
-        """Remember the object just created (its version from the PUT's answer; written now
-        by this host's clock, which only orders manifests and none is remembered here)."""
-        self.memo.remember(handle, ObjectInfo(size, etag, time.time_ns()))
-
     def stage(self, kind: Kind, size_hint: int = 0) -> StagedUpload:
-        return StagedUpload(self.upload, kind, self.local.tmp_dir)
+        return StagedUpload(self.creates.upload, kind, self.local.tmp_dir)
 
     def write(self, handle: Handle, data: bytes, *, durable: bool = True) -> None:
         """Write a whole object: a manifest (or the format marker, when a store is upgraded)
@@ -299,15 +256,10 @@ class S3Backend:
         if handle.kind in _LOCAL_KINDS:
             self.local.write(handle, data, durable=durable)
             return
-        nonce = new_nonce()
         if handle.kind not in (Kind.MANIFEST, Kind.MARKER):
-            try:
-                etag = self.objects.put(handle, data, nonce, IfNoneMatch="*")
-            except (ConcurrentWriteError, FileNotFoundError):
-                self._created(handle, nonce, len(data), data)
-                return
-            self._after_create(handle, len(data), etag)
+            self.creates.write(handle, data)
             return
+        nonce = new_nonce()
         try:
             current: str | None = self.stat(handle).version  # type: ignore[assignment]
         except FileNotFoundError:
@@ -331,9 +283,14 @@ class S3Backend:
         if handle.kind in _LOCAL_KINDS:
             self.local.delete(handle, durable=durable, version=version)
             return
-        if version is None:
-            version = self.stat(handle).version
         conditional = handle.kind is Kind.MANIFEST and self._conditional_deletes
+        if version is None or not conditional:
+            current = self.stat(handle).version
+            if version is not None and current != version:
+                raise ConcurrentWriteError(
+                    errno.ESTALE, "replaced since it was read; not deleted", self.describe(handle)
+                )
+            version = current
         conditions = {"IfMatch": str(version)} if conditional else {}
         try:
             if not self.objects.delete(handle, **conditions):

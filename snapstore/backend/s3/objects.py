@@ -13,6 +13,7 @@ import errno
 from collections.abc import Iterator
 from typing import IO, Any
 
+from snapstore.backend.names import check_name
 from snapstore.backend.s3.client import (
     StoreUrl,
     client_errors,
@@ -34,6 +35,9 @@ WRITE_KEY = "write"
 object: how a write whose answer was lost recognises, when its retry is refused, that it
 was applied."""
 
+LIST_PAGE_KEYS = 1000
+"""Keys asked for per listing request (S3's most)."""
+
 READ_ATTEMPTS = 3
 """Reads of a body whose connection dropped, before the failure is raised."""
 
@@ -51,6 +55,7 @@ class BucketObjects:
 
     def key(self, handle: Handle) -> str:
         """The object key of a handle (kinds kept in the bucket only)."""
+        check_name(handle)
         kind, name = handle.kind, handle.name
         if kind is Kind.MARKER:
             return self.prefix + "FORMAT"
@@ -67,6 +72,7 @@ class BucketObjects:
     def describe(self, handle: Handle) -> str:
         """Where the object is, for messages: its URL (the store's, for the marker)."""
         if handle.kind is Kind.MARKER:
+            check_name(handle)
             return str(self.url)
         return f"s3://{self.bucket}/{self.key(handle)}"
 
@@ -161,10 +167,14 @@ class BucketObjects:
         return server_now_ns(response)
 
     def list(self, key_prefix: str) -> Iterator[tuple[str, ObjectInfo]]:
-        """Every key under ``key_prefix`` with its info, one request per 1,000 keys."""
+        """Every key under ``key_prefix`` with its info, in order, one request per
+        ``LIST_PAGE_KEYS`` keys."""
         paginator = self.client.get_paginator("list_objects_v2")
+        pages = {"PageSize": LIST_PAGE_KEYS}
         try:
-            for page in paginator.paginate(Bucket=self.bucket, Prefix=key_prefix):
+            for page in paginator.paginate(
+                Bucket=self.bucket, Prefix=key_prefix, PaginationConfig=pages
+            ):
                 for item in page.get("Contents", []):
                     info = ObjectInfo(
                         int(item["Size"]), str(item["ETag"]), datetime_ns(item["LastModified"])

@@ -1,9 +1,12 @@
-"""Hosts of one object store: backends with their own host cache, reached directly or
-through a fault-injecting proxy."""
+"""The S3 protocol server the object storage tests share (one per test process), a fresh
+store prefix for each test, and hosts of one object store: backends with their own host
+cache, reached directly or through a fault-injecting proxy."""
 
 from __future__ import annotations
 
 import itertools
+import os
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -17,6 +20,40 @@ from snapstore.backend.s3.backend import S3Backend
 from snapstore.backend.s3.client import make_client
 
 Host = Callable[..., S3Backend]
+
+MIN_PART_BYTES = 64 << 10
+"""The smallest part the tests' server accepts in a multipart upload."""
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[S3Server]:
+    """moto on loopback, with this process's environment pointed at it."""
+    server = S3Server(min_part_bytes=MIN_PART_BYTES)
+    saved = {name: os.environ.get(name) for name in server.env()}
+    os.environ.update(server.env())
+    try:
+        yield server
+    finally:
+        server.stop()
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+@pytest.fixture
+def s3_url(s3_server: S3Server) -> str:
+    """A store URL no other test uses."""
+    return s3_server.url(f"t-{uuid.uuid4().hex[:12]}")
+
+
+@pytest.fixture
+def s3_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """This test's host cache directory (also the default of stores opened by URL)."""
+    cache = tmp_path / "host-cache"
+    monkeypatch.setenv("SNAPSTORE_CACHE_DIR", str(cache))
+    return cache
 
 
 @pytest.fixture
@@ -84,8 +121,6 @@ def small_parts(monkeypatch: pytest.MonkeyPatch) -> int:
     """Objects of 256 KiB and more go up in parts of 64 KiB (the tests' server accepts parts
     that small); the threshold is returned."""
     from snapstore.backend.s3 import upload as s3upload
-
-    from ..conftest import MIN_PART_BYTES
 
     monkeypatch.setattr(s3upload, "MULTIPART_BYTES", 4 * MIN_PART_BYTES)
     monkeypatch.setattr(s3upload, "PART_BYTES", MIN_PART_BYTES)

@@ -192,11 +192,14 @@ def test_a_large_object_goes_up_in_parts_and_reads_back_whole(
     monkeypatch.setattr(s3upload, "MULTIPART_BYTES", 6 << 20)
     monkeypatch.setattr(s3upload, "PART_BYTES", 5 << 20)
     backend = host()
+    parts: list[object] = []
+    backend.client.meta.events.register("before-send.s3.UploadPart", lambda **_: parts.append(1))
     data = bytes(range(256)) * (28 << 10)
     name = blake3.blake3(data).hexdigest()  # a blob is named by its digest
     staged = backend.stage(Kind.BLOB)
     staged.write(data)
     staged.commit(name)
+    assert len(parts) == 2  # 7 MiB in parts of 5 MiB
     other = host()
     assert other.stat(Handle(Kind.BLOB, name)).size == len(data)
     assert b"".join(other.chunks(Handle(Kind.BLOB, name), 1 << 20)) == data

@@ -12,8 +12,10 @@ from helpers.s3server import S3Server
 
 from snapstore.backend.s3.backend import S3Backend
 from snapstore.backend.s3.client import make_client
-from snapstore.backend.seam import Kind
+from snapstore.backend.s3.upload import pending_uploads
+from snapstore.backend.seam import Handle, Kind
 
+from ..contract import digest
 from .conftest import store_on
 
 
@@ -43,7 +45,13 @@ def test_gc_of_a_store_at_the_bucket_root_leaves_other_stores_uploads_alone(
     other.client.meta.events.register(
         "before-send.s3.CompleteMultipartUpload", gc_of_the_root_store_runs
     )
+    data = bytes(range(256)) * (7 << 12)
+    blob = Handle(Kind.BLOB, digest(data))
     with other.lock("gc").shared():
         staged = other.stage(Kind.BLOB)
-        staged.write(b"x" * (7 << 20))
-        staged.commit("ab" * 32)  # fails: NoSuchUpload, the root store's gc aborted it
+        staged.write(data)
+        staged.commit(blob.name)  # would fail (NoSuchUpload) had the root's gc aborted it
+    assert len(ran) == 1, "the upload did not go up in parts: the race was not run"
+    assert not ran[0].skipped
+    assert other.read(blob, max_bytes=len(data))[0] == data
+    assert pending_uploads(other.objects) == []
