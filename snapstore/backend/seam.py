@@ -10,7 +10,7 @@ are never flushed). A backend also provides the named locks of the store.
 Implementations: ``local.LocalBackend`` (a directory on a POSIX filesystem, the on-disk format
 of docs/format.md), ``s3.S3Backend`` (an S3-compatible bucket shared by several hosts,
 docs/object-storage.md) and ``memory.MemoryBackend`` (for tests).
-``tests/backend/contract.py`` (``BackendContract``) is the suite every backend must pass, and
+``tests/backend/contract/`` (``BackendContract``) is the suite every backend must pass, and
 docs/backends.md describes this contract in prose.
 """
 
