@@ -6,7 +6,8 @@ shared store in a bucket and recording what it committed.
 Creates snapshots of its own session from a tree it keeps changing (with contents every host
 shares, so hosts reuse each other's blobs), restores them and checks the bytes, deletes some,
 and with ``--maintain`` also sweeps and collects garbage. After each commit or delete returns
-it appends a line to WORKDIR/log (``commit NAME DIGEST`` / ``delete NAME``), so a parent that
+it appends a line to WORKDIR/log (``commit NAME DIGEST`` / ``delete NAME``; ``deleting NAME``
+before a delete starts, so a kill between a delete and its line is told apart), so a parent that
 kills it knows what was acknowledged. Problems found are written as ``error ...`` lines: a
 restore that differs, a ``delete`` of a snapshot it made that answers False, a ``sweep`` that
 reports a snapshot deleted that is still listed.
@@ -96,6 +97,7 @@ def main() -> int:
                 log.write(f"error restore of {name} differs\n")
         elif roll < 0.85:
             name = rng.choice(sorted(made))
+            log.write(f"deleting {name}\n")
             if not store.delete(session, name):
                 log.write(f"error delete of {name} answered False\n")
             del made[name]

@@ -56,7 +56,9 @@ def _start(
 
 
 def _acknowledged(work: Path) -> tuple[dict[str, str], list[str]]:
-    """What a host's log says it committed and did not delete since, and its errors."""
+    """What a host's log says it committed and did not start deleting since, and its errors.
+    A snapshot whose delete started may be gone even without its ``delete`` line: the host
+    may have been killed after the delete returned and before it wrote that line."""
     kept: dict[str, str] = {}
     errors = []
     for line in (work / "log").read_text().splitlines():
@@ -64,7 +66,7 @@ def _acknowledged(work: Path) -> tuple[dict[str, str], list[str]]:
         if word == "commit":
             name, digest = rest.split()
             kept[name] = digest
-        elif word == "delete":
+        elif word in ("deleting", "delete"):
             kept.pop(rest, None)
         else:
             errors.append(line)
