@@ -13,7 +13,10 @@ picks them, at most ``FoldPolicy.max_packs`` packs and ``max_bytes`` bytes) and 
    are still there, starts a new pack log (``PackSet.announce_deletions``) and unlinks the
    indexes of the folded packs. No process counts on them from then on, so after the lock
    is released it flushes ``packs/`` and deletes the packs themselves. No marking is needed:
-   the merged packs hold every blob of the folded ones.
+   the merged packs hold every blob of the folded ones. While a gc runs (``locks/gc-run``
+   held), this step deletes nothing: gc deletes in steps of its own, counting on the packs it
+   saw when it planned to stay (a blob gc found in a pack it keeps would otherwise be deleted
+   by the fold from that pack and by gc from the merged one).
 
 Readers and creates hold the gc lock shared while they use a pack, so step 2 never runs under
 one of them. A kill between the steps leaves duplicates the next fold or gc drops; two
@@ -154,8 +157,8 @@ def drop_sources(repo: Repository, fold: Fold, wait: float = 0.0) -> bool:
     the merged packs are still there; True once done (or no longer needed), False if the
     store stayed busy."""
     with _exclusive_soon(repo, wait) as free:
-        if not free:
-            return False
+        if not free or repo.sessions.gc_journal.gc_running():
+            return False  # a gc deleting in steps counts on the packs it saw staying
         started = time.monotonic()
         packs = repo.blobs.packs
         packs.refresh()

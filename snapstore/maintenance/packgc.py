@@ -1,12 +1,13 @@
-"""Garbage collection of packs, under the exclusive gc lock: delete packs no manifest needs,
-rewrite packs that are mostly garbage, and merge small packs geometrically (as git's
+"""Garbage collection of packs: plan which packs no manifest needs (to delete) and which to
+rewrite that are mostly garbage, and merge small packs geometrically (as git's
 ``repack --geometric=2``: after a gc each pack is at least twice the size of all smaller ones
 together, so the number of packs stays logarithmic in the store's size), taking small loose
 blobs into packs on the way.
 
-A rewrite publishes the new pack and its index (flushed) before it deletes an old index, and
-deletes an old index before its pack, so at every instant each live blob is in some indexed
-pack: a crash anywhere leaves at most duplicates and unindexed packs, which the next gc drops.
+``prepare`` copies the live blobs of the packs to rewrite into new packs, published and
+flushed, before ``gcsteps`` deletes any old index, and an old index goes before its pack, so
+at every instant each live blob is in some indexed pack: a crash anywhere leaves at most
+duplicates and unindexed packs, which the next gc drops.
 """
 
 from __future__ import annotations
@@ -99,76 +100,52 @@ def geometric_merge(indexes: list[PackIndex], extra_bytes: int = 0) -> list[Pack
     return merged if len(merged) + (extra_bytes > 0) >= 2 else []
 
 
-def collect(storage: Blobs, marks: Marks, *, dry_run: bool) -> PackGcResult:
-    """Carry out the plan for the packs on disk; returns what was freed."""
+@dataclass
+class PackWork:
+    """What is left to do once the live blobs are copied: the packs to drop (every blob of
+    them is garbage or held by a pack that stays), the loose blobs now held by a new pack,
+    and the packs no index names. Carried out in steps by ``gcsteps``."""
+
+    drop: list[PackIndex] = field(default_factory=list)
+    packed_loose: list[bytes] = field(default_factory=list)
+    orphans: list[str] = field(default_factory=list)
+    written: list[PackIndex] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+def prepare(storage: Blobs, marks: Marks, *, dry_run: bool) -> PackWork:
+    """Plan the packs' collection and copy what the plan keeps of the packs it drops (and the
+    small loose blobs) into new published packs; with ``dry_run`` only measure the copies.
+    Called with the gc lock held (shared is enough: nothing is deleted here). A blob that
+    cannot be copied (corrupt or missing) keeps every pack to rewrite as it is."""
     referenced = set(marks.sizes)
-    packs = storage.packs
-    result = PackGcResult()
-    todo = plan(packs.indexes(), referenced)
+    todo = plan(storage.packs.indexes(), referenced)
     logger.debug(
         "pack gc%s: %d packs hold no live blob, %d are worth rewriting",
         " (dry run)" if dry_run else "",
         len(todo.delete),
         len(todo.rewrite),
     )
-    dead = todo.dead(referenced)
-    old_bytes = sum(i.pack_size for i in todo.delete + todo.rewrite)
-    written_bytes = 0
+    work = PackWork()
     loose = _small_loose(storage, referenced)
-    if not dry_run and (todo.rewrite or loose):
+    if todo.rewrite or loose:
         try:
-            written = _rewrite(storage, todo, marks, loose)
+            work.written = _rewrite(storage, todo, marks, loose, measure=dry_run)
         except (CorruptBlobError, MissingBlobError) as error:
-            logger.warning("packs were not rewritten: %s", error)
-            result.problems.append(f"packs were not rewritten: {error}")
+            verb = "would not be" if dry_run else "were not"
+            logger.warning("packs %s rewritten: %s", verb, error)
+            work.problems.append(f"packs {verb} rewritten: {error}")
             todo.rewrite, loose = [], {}
-            dead = todo.dead(referenced)
-            old_bytes = sum(i.pack_size for i in todo.delete)
-            written = []
-        written_bytes = sum(i.pack_size for i in written)
-        result.packs_written = len(written)
-        if written:
+        if work.written and not dry_run:
             logger.info(
                 "rewrote the live blobs of %d packs into %d new packs (%d bytes)",
                 len(todo.rewrite),
-                len(written),
-                written_bytes,
+                len(work.written),
+                sum(i.pack_size for i in work.written),
             )
-    if dry_run and (todo.rewrite or loose):
-        try:
-            measured = _rewrite(storage, todo, marks, loose, measure=True)
-        except (CorruptBlobError, MissingBlobError) as error:
-            result.problems.append(f"packs would not be rewritten: {error}")
-            todo.rewrite, loose, measured = [], {}, []
-            dead = todo.dead(referenced)
-            old_bytes = sum(i.pack_size for i in todo.delete)
-        result.packs_written = len(measured)
-        written_bytes = sum(i.pack_size for i in measured)
-        old_bytes += sum(storage.loose.size(digest) for digest in loose)
-    if not dry_run:
-        for digest in loose:
-            old_bytes += storage.loose.delete(digest)  # it is in a published pack now
-        for index in todo.delete + todo.rewrite:
-            packs.delete(index.pack_id)
-            logger.info(
-                "deleted pack %s (%d bytes, %d blobs, %d of them unreferenced)",
-                index.pack_id,
-                index.pack_size,
-                len(index.entries),
-                sum(1 for digest in index.entries if digest not in referenced),
-            )
-        orphans = packs.orphans()
-        if orphans:
-            packs.settle_listing(orphans[0])
-        for orphan in orphans:
-            old_bytes += packs.delete_orphan(orphan)
-            logger.info("deleted pack %s, which no index names", orphan)
-    else:
-        old_bytes += sum(packs.size_of(orphan) for orphan in packs.orphans())
-    result.packs_deleted = len(todo.delete) + len(todo.rewrite)
-    result.blobs_deleted = len(dead)
-    result.bytes_freed = max(0, old_bytes - written_bytes)
-    return result
+    work.drop = todo.delete + todo.rewrite
+    work.packed_loose = sorted(loose)
+    return work
 
 
 def _small_loose(storage: Blobs, referenced: set[bytes]) -> dict[bytes, int]:

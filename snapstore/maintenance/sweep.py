@@ -1,18 +1,32 @@
-"""Sweep: delete expired snapshots, deciding from the manifests in the store under each
-session's lock, never from one process's memory (a long-lived process never deletes a snapshot
-made after it started). Sessions are swept one at a time, each holding only its own lock: a
-sweep never holds up commits into other sessions."""
+"""Sweep: delete expired snapshots, deciding from the manifests in the store as each session is
+listed, never from one process's memory (a long-lived process never deletes a snapshot made
+after it started). Sessions are swept one at a time, and a session's victims are deleted in
+short steps, each holding only that session's lock (``STEP_SECONDS`` of deletions, at most
+``STEP_ITEMS``): a sweep never holds up commits into other sessions, and a commit into the
+session being swept waits at most one step.
+
+Each victim is deleted only in the version its header was read from. The decision, made from
+the listing, stays right while the session changes: a commit adds a newer snapshot (the
+victims are older still), a victim deleted or replaced since is left alone, and a snapshot
+another process deletes meanwhile leaves the session as that deletion after this sweep
+would have."""
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from collections.abc import Iterable
 
-from snapstore.errors import InvalidValueError, SweepRefusedError
+from snapstore.errors import ConcurrentWriteError, InvalidValueError, SweepRefusedError
 from snapstore.models import SweepReport
 from snapstore.repo.catalog import ManifestFile
 from snapstore.repo.repository import Repository
-from snapstore.repo.sessions import session_dir_of
+from snapstore.repo.sessions import SessionChange, session_dir_of
+
+STEP_SECONDS = 0.02
+"""The deletions one hold of a session's lock makes, at most (at least one)."""
+STEP_ITEMS = 64
+"""At most this many deletions per hold of a session's lock."""
 
 
 def sweep(
@@ -25,12 +39,13 @@ def sweep(
     allow_emptying: bool = True,
 ) -> SweepReport:
     """Delete (or, with ``dry_run``, list) what ``choose_victims`` picks, session by session
-    under each session's lock; report future-stamped snapshots too. Without
-    ``allow_emptying``, a sweep whose ``ttl`` or ``keep_last`` would delete every file
-    checkpoint of a session raises SweepRefusedError: checked across the store before anything
-    is deleted, and again for each session under its lock (a session that changed meanwhile
-    stops the sweep there). A dry run only lists. ``now_ns`` None: now by the store's clock
-    (``Backend.now_ns``: on object storage, the server's), read once as the sweep starts."""
+    in short holds of each session's lock (see the module docstring); report future-stamped
+    snapshots too. Without ``allow_emptying``, a sweep whose ``ttl`` or ``keep_last`` would
+    delete every file checkpoint of a session raises SweepRefusedError: checked across the
+    store before anything is deleted, and again for each session as it is listed (a session
+    that changed meanwhile stops the sweep there). A dry run only lists. ``now_ns`` None: now
+    by the store's clock (``Backend.now_ns``: on object storage, the server's), read once as
+    the sweep starts."""
     if ttl is not None and ttl < 0:
         raise InvalidValueError(f"ttl must not be negative, got {ttl}")
     if keep_last is not None and (isinstance(keep_last, bool) or keep_last < 0):
@@ -48,19 +63,36 @@ def sweep(
     swept: list[ManifestFile] = []
     session_dirs = sorted({session_dir_of(name) for name in repo.catalog.names()})
     for session_dir in session_dirs:
-        with repo.sessions.changing_dir(session_dir) as change:
-            found = repo.catalog.headers(session_dir=session_dir)
-            report.future_stamped += future_stamped(found)
-            victims = choose_victims(found, ttl=ttl, keep_last=keep_last, now_ns=now_ns)
-            if refusing:
-                _refuse_emptying(found, victims)
-            for victim in victims:
-                if not dry_run:
-                    change.remove(victim.name, victim.header.info.name, victim.version)
-                swept.append(victim)
+        found = repo.catalog.headers(session_dir=session_dir)
+        report.future_stamped += future_stamped(found)
+        victims = choose_victims(found, ttl=ttl, keep_last=keep_last, now_ns=now_ns)
+        if refusing:
+            _refuse_emptying(found, victims)
+        if dry_run:
+            swept += victims
+            continue
+        while victims:
+            with repo.sessions.changing_dir(session_dir) as change:
+                deadline = time.monotonic() + STEP_SECONDS
+                for _ in range(min(STEP_ITEMS, len(victims))):
+                    victim = victims.pop(0)
+                    if _remove(change, victim):
+                        swept.append(victim)
+                    if time.monotonic() >= deadline:
+                        break
     swept.sort(key=_age_order)
     report.deleted = [(item.header.info.session, item.header.info.name) for item in swept]
     return report
+
+
+def _remove(change: SessionChange, victim: ManifestFile) -> bool:
+    """Delete one victim, unless it went or was replaced since the session was listed (a
+    replaced snapshot is a new one, which this sweep did not judge)."""
+    try:
+        change.remove(victim.name, victim.header.info.name, victim.version)
+    except (FileNotFoundError, NotADirectoryError, ConcurrentWriteError):
+        return False
+    return True
 
 
 def emptied_sessions(found: Iterable[ManifestFile], victims: list[ManifestFile]) -> list[str]:

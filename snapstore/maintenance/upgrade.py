@@ -1,8 +1,9 @@
 """Converting a format 1 store to format 2, in steps each of which leaves a store every
 reader of format 2 reads whole.
 
-Runs inside gc (``gc.collect``), under the exclusive gc lock, so no writer holds uncommitted
-blobs. The order, and why it is safe to stop anywhere (a kill or a power cut):
+Runs inside gc (``gc.collect``), holding the gc lock as a create does (so none of the trees
+it writes is deleted before its manifest names them). The order, and why it is safe to stop
+anywhere (a kill or a power cut):
 
 1. The FORMAT marker says 2 (an atomic, durable replace): a version that reads format 1 only
    refuses the store from then on, instead of mistaking format 2 packs for garbage.

@@ -217,13 +217,14 @@ class PackSet:
         with self._lock:
             self._settled |= pack_ids
 
-    def announce_deletions(self) -> None:
-        """Start a new pack log before the first pack is deleted (once per refresh): every
-        process then lists the packs again at its next refresh, instead of counting on a
-        deleted one. Called under the exclusive gc lock; raises if the log cannot be
-        started again (nothing may be deleted then)."""
+    def announce_deletions(self, *, again: bool = False) -> None:
+        """Start a new pack log before the first pack is deleted (once per refresh, or again
+        with ``again``: a deletion made in a later hold of the lock, after other processes
+        may have followed the first new log): every process then lists the packs again at
+        its next refresh, instead of counting on a deleted one. Called under the exclusive
+        gc lock; raises if the log cannot be started again (nothing may be deleted then)."""
         with self._lock:
-            if self._log is not None and not self._log_restarted:
+            if self._log is not None and (again or not self._log_restarted):
                 self._log.restart()
                 self._log_restarted = True
 

@@ -19,7 +19,8 @@ from operator import attrgetter
 from snapstore.backend.seam import Backend, Handle, Kind, Lock, Version
 from snapstore.errors import ConcurrentWriteError
 from snapstore.format.names import dir_name
-from snapstore.repo.catalog import Catalog, ManifestFile
+from snapstore.repo.catalog import Catalog, ManifestFile, manifest_name
+from snapstore.repo.gcjournal import GcJournal
 from snapstore.repo.heads import Head, HeadStore
 
 
@@ -82,6 +83,7 @@ class SessionChange:
         """Install ``data`` (a manifest numbered ``seq``, from ``next_seq``) as the snapshot
         ``name``; True if it replaced one. ``Repository.commit_snapshot`` is its one caller."""
         self._start()
+        self._sessions.gc_journal.note(manifest_name(session, name))
         replaced = self._sessions.catalog.commit(session, name, data)
         head = self._built_head()
         self.head = head.committed(seq, name, checkpoint=checkpoint, backup=backup)
@@ -105,6 +107,7 @@ class SessionChange:
         header: a format conversion), which the head does not see. No new snapshot, so not
         through ``Repository.commit_snapshot`` (its docstring says why)."""
         self._start()
+        self._sessions.gc_journal.note(object_name)
         self._sessions.backend.write(Handle(Kind.MANIFEST, object_name), data)
         self._in_doubt = False
 
@@ -130,6 +133,7 @@ class Sessions:
         self.catalog = catalog
         self.before_change = before_change
         self.heads = HeadStore(backend)
+        self.gc_journal = GcJournal(backend)
 
     def lock(self, session: str) -> Lock:
         """The lock of a session."""

@@ -68,7 +68,7 @@ def test_gc_logs_the_packs_it_deletes_and_the_temp_files_it_removes(
     assert report.packs_deleted == 1
     messages = [(r.name, r.levelno, r.getMessage()) for r in caplog.records]
     assert any(
-        name == "snapstore.maintenance.packgc"
+        name == "snapstore.maintenance.gcsteps"
         and level == logging.INFO
         and "deleted pack" in message
         for name, level, message in messages

@@ -85,7 +85,7 @@ def test_reads_work_and_writes_raise_read_only_store_error(reader: ReadOnlyAcces
         ("put_state", None),
         ("delete", None),
         ("sweep", None),
-        ("gc", "gc-intent"),
+        ("gc", "gc-run"),
     ]:
         kind, is_permission_error, message = result[name]
         assert (kind, is_permission_error) == ("ReadOnlyStoreError", True), name

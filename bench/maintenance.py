@@ -1,0 +1,230 @@
+"""Benchmark what maintenance costs a bridge: how long a create waits while ``gc`` or
+``sweep(keep_last=10)`` runs on a large store, and whether gc's time grows linearly with the
+packs it reads.
+
+    .venv/bin/python bench/maintenance.py                     # 10,000 snapshots, ~2-4 minutes
+    .venv/bin/python bench/maintenance.py --snapshots 50000 --sessions 500
+    .venv/bin/python bench/maintenance.py --quick             # a smoke test, seconds
+
+It builds a store of ``--snapshots`` checkpoints spread over ``--sessions`` sessions (one
+file edited before each, automatic folding off, so each create leaves a pack of its own, as
+a store does before anything merges its packs), copies it, and on each copy runs, in this
+process, ``gc`` or ``sweep(keep_last=10)`` while a second process checkpoints a session of
+its own in a loop. It reports that process's create times (p50/p99/max) during each
+operation against the same loop with no maintenance running, measured in the same run; and
+``gc``'s time per pack on a store of a quarter of the size and on the full one (a ratio near
+1 is linear). Ratios only: timings on a shared machine are noisy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from snapstore import SnapStore
+
+PROJECT_FILES = 20
+CREATOR = r"""
+import json, sys, time
+from pathlib import Path
+from snapstore import SnapStore
+
+root, project, out, stop = (Path(arg) for arg in sys.argv[1:5])
+store = SnapStore(root, fold_threshold=0)
+samples = []
+n = 0
+while not stop.exists():
+    (project / "edited.txt").write_text(f"edit {n}\n")
+    started = time.time()
+    try:
+        store.create("creator", None, ["edited.txt"], base_dir=project)
+        error = None
+    except Exception as exc:  # a LockTimeout is a result here, not a crash
+        error = type(exc).__name__
+    samples.append([started, time.time() - started, error])
+    n += 1
+    time.sleep(0.002)
+out.write_text(json.dumps(samples))
+"""
+
+
+def make_project(project: Path) -> None:
+    for index in range(PROJECT_FILES):
+        (project / f"f{index}.txt").write_text(f"file {index}\n" * 20)
+
+
+def build(root: Path, project: Path, snapshots: int, sessions: int) -> float:
+    """A store of ``snapshots`` checkpoints round-robin over ``sessions``; seconds taken."""
+    started = time.perf_counter()
+    store = SnapStore(root, durable=False, fold_threshold=0)
+    paths = [f"f{index}.txt" for index in range(PROJECT_FILES)]
+    for n in range(snapshots):
+        edited = n % PROJECT_FILES
+        (project / paths[edited]).write_text(f"version {n}\n" * 20)
+        chosen = [paths[(edited + k) % PROJECT_FILES] for k in range(5)]
+        store.create(f"s{n % sessions:05d}", None, chosen, base_dir=project)
+    store.close()
+    return time.perf_counter() - started
+
+
+def pack_count(root: Path) -> int:
+    return sum(1 for name in os.listdir(root / "packs") if name.endswith(".pack"))
+
+
+def ms(seconds: float) -> float:
+    return round(seconds * 1000, 2)
+
+
+def summary(waits: list[float], errors: int) -> dict[str, Any]:
+    if not waits:
+        return {"creates": 0, "errors": errors}
+    ordered = sorted(waits)
+    return {
+        "creates": len(waits),
+        "errors": errors,
+        "p50_ms": ms(statistics.median(ordered)),
+        "p99_ms": ms(ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]),
+        "max_ms": ms(ordered[-1]),
+    }
+
+
+def with_creator(root: Path, work: Path, operation: Any, idle_seconds: float) -> dict[str, Any]:
+    """Run ``operation`` (or, if None, sleep ``idle_seconds``) while a second process creates
+    checkpoints in a loop; the creates that started while it ran, and its own time."""
+    project = work / "creator-project"
+    project.mkdir(exist_ok=True)
+    out, stop = work / "creator.json", work / "creator.stop"
+    for path in (out, stop):
+        path.unlink(missing_ok=True)
+    script = [sys.executable, "-c", CREATOR, str(root), str(project), str(out), str(stop)]
+    child = subprocess.Popen(script)
+    time.sleep(1.0)  # the child imports and makes its first creates
+    started = time.time()
+    result = operation() if operation is not None else time.sleep(idle_seconds)
+    ended = time.time()
+    time.sleep(0.2)
+    stop.touch()
+    child.wait(timeout=600)
+    samples = json.loads(out.read_text())
+    during = [s for s in samples if started <= s[0] <= ended]
+    waits = [s[1] for s in during if s[2] is None]
+    found = summary(waits, sum(1 for s in during if s[2] is not None))
+    found["seconds"] = round(ended - started, 2)
+    found["result"] = result
+    return found
+
+
+def gc_time(root: Path) -> dict[str, Any]:
+    packs = pack_count(root)
+    store = SnapStore(root, fold_threshold=0)
+    started = time.perf_counter()
+    report = store.gc()
+    seconds = time.perf_counter() - started
+    store.close()
+    return {"packs": packs, "seconds": round(seconds, 3), "skipped": report.skipped}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--snapshots", type=int, default=10_000)
+    parser.add_argument("--sessions", type=int, default=100)
+    parser.add_argument("--quick", action="store_true", help="400 snapshots in 8 sessions")
+    parser.add_argument("--work", type=Path, help="a directory for the stores (default: temp)")
+    parser.add_argument("--out", type=Path, help="write the results as JSON here")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.snapshots, args.sessions = 400, 8
+    work = Path(tempfile.mkdtemp(dir=args.work, prefix="maintenance-bench-"))
+    try:
+        result = run(work, args.snapshots, args.sessions)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print(report(result))
+    if args.out:
+        args.out.write_text(json.dumps(result, indent=2))
+    return 0
+
+
+def run(work: Path, snapshots: int, sessions: int) -> dict[str, Any]:
+    project = work / "project"
+    project.mkdir()
+    make_project(project)
+    small, full = work / "small", work / "full"
+    build_seconds = build(small, project, max(1, snapshots // 4), sessions)
+    build_seconds += build(full, project, snapshots, sessions)
+    copies = {name: work / name for name in ("for-gc", "for-sweep", "for-gc-alone")}
+    for copy in copies.values():
+        shutil.copytree(full, copy, symlinks=True)
+    gc_store = SnapStore(copies["for-gc"], fold_threshold=0)
+    sweep_store = SnapStore(copies["for-sweep"], fold_threshold=0)
+    during_gc = with_creator(copies["for-gc"], work, lambda: _gc_summary(gc_store), 0)
+    during_sweep = with_creator(
+        copies["for-sweep"], work, lambda: len(sweep_store.sweep(keep_last=10).deleted), 0
+    )
+    idle = with_creator(full, work, None, max(2.0, during_gc["seconds"]))
+    gc_store.close()
+    sweep_store.close()
+    small_gc, full_gc = gc_time(small), gc_time(copies["for-gc-alone"])
+    per_pack = [item["seconds"] / max(1, item["packs"]) for item in (small_gc, full_gc)]
+    return {
+        "snapshots": snapshots,
+        "sessions": sessions,
+        "build_seconds": round(build_seconds, 1),
+        "idle": idle,
+        "during_gc": during_gc,
+        "during_sweep": during_sweep,
+        "gc_small": small_gc,
+        "gc_full": full_gc,
+        "gc_per_pack_ratio": round(per_pack[1] / per_pack[0], 2) if per_pack[0] else None,
+    }
+
+
+def _gc_summary(store: SnapStore) -> dict[str, Any]:
+    report = store.gc()
+    return {
+        "skipped": report.skipped,
+        "packs_deleted": report.packs_deleted,
+        "packs_written": report.packs_written,
+    }
+
+
+def report(result: dict[str, Any]) -> str:
+    lines = [
+        f"store: {result['snapshots']} snapshots in {result['sessions']} sessions "
+        f"(built in {result['build_seconds']} s)",
+        "creates of another process's session (p50 / p99 / max, errors):",
+    ]
+    idle = result["idle"]
+    for label, key in (
+        ("no maintenance", "idle"),
+        ("during gc", "during_gc"),
+        ("during sweep", "during_sweep"),
+    ):
+        item = result[key]
+        if not item.get("creates"):
+            lines.append(f"  {label:<15} no create completed ({item['errors']} errors)")
+            continue
+        ratio = item["max_ms"] / idle["max_ms"] if idle.get("max_ms") else float("nan")
+        lines.append(
+            f"  {label:<15} {item['p50_ms']} / {item['p99_ms']} / {item['max_ms']} ms, "
+            f"{item['errors']} errors, {item['creates']} creates in {item['seconds']} s "
+            f"(max {ratio:.1f}x no maintenance)"
+        )
+    for key in ("gc_small", "gc_full"):
+        item = result[key]
+        lines.append(f"gc alone, {item['packs']} packs: {item['seconds']} s")
+    lines.append(f"gc time per pack, full / quarter store: {result['gc_per_pack_ratio']}x")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
