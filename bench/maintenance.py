@@ -9,8 +9,9 @@ packs it reads.
 It builds a store of ``--snapshots`` checkpoints spread over ``--sessions`` sessions (one
 file edited before each, automatic folding off, so each create leaves a pack of its own, as
 a store does before anything merges its packs), copies it, and on each copy runs, in this
-process, ``gc`` or ``sweep(keep_last=10)`` while a second process checkpoints a session of
-its own in a loop. It reports that process's create times (p50/p99/max) during each
+process, ``gc`` or ``sweep(keep_last=10)`` while a second process checkpoints in a loop into
+the first session of the store (the first the sweep deletes from: a bridge whose own session
+is being swept). It reports that process's create times (p50/p99/max) during each
 operation against the same loop with no maintenance running, measured in the same run; and
 ``gc``'s time per pack on a store of a quarter of the size and on the full one (a ratio near
 1 is linear). Ratios only: timings on a shared machine are noisy.
@@ -33,6 +34,8 @@ from typing import Any
 from snapstore import SnapStore
 
 PROJECT_FILES = 20
+IDLE_SECONDS = 20.0
+"""The creates with no maintenance run for as long as gc did, at most this long."""
 CREATOR = r"""
 import json, sys, time
 from pathlib import Path
@@ -46,7 +49,7 @@ while not stop.exists():
     (project / "edited.txt").write_text(f"edit {n}\n")
     started = time.time()
     try:
-        store.create("creator", None, ["edited.txt"], base_dir=project)
+        store.create("s00000", None, ["edited.txt"], base_dir=project)
         error = None
     except Exception as exc:  # a LockTimeout is a result here, not a crash
         error = type(exc).__name__
@@ -167,13 +170,19 @@ def run(work: Path, snapshots: int, sessions: int) -> dict[str, Any]:
     gc_store = SnapStore(copies["for-gc"], fold_threshold=0)
     sweep_store = SnapStore(copies["for-sweep"], fold_threshold=0)
     during_gc = with_creator(copies["for-gc"], work, lambda: _gc_summary(gc_store), 0)
+    print(f"during gc: {during_gc}", flush=True)
     during_sweep = with_creator(
         copies["for-sweep"], work, lambda: len(sweep_store.sweep(keep_last=10).deleted), 0
     )
-    idle = with_creator(full, work, None, max(2.0, during_gc["seconds"]))
+    print(f"during sweep: {during_sweep}", flush=True)
+    idle = with_creator(full, work, None, min(IDLE_SECONDS, max(3.0, during_gc["seconds"])))
+    print(f"no maintenance: {idle}", flush=True)
     gc_store.close()
     sweep_store.close()
-    small_gc, full_gc = gc_time(small), gc_time(copies["for-gc-alone"])
+    small_gc = gc_time(small)
+    print(f"gc alone, quarter store: {small_gc}", flush=True)
+    full_gc = gc_time(copies["for-gc-alone"])
+    print(f"gc alone, full store: {full_gc}", flush=True)
     per_pack = [item["seconds"] / max(1, item["packs"]) for item in (small_gc, full_gc)]
     return {
         "snapshots": snapshots,
@@ -201,7 +210,7 @@ def report(result: dict[str, Any]) -> str:
     lines = [
         f"store: {result['snapshots']} snapshots in {result['sessions']} sessions "
         f"(built in {result['build_seconds']} s)",
-        "creates of another process's session (p50 / p99 / max, errors):",
+        "creates by another process into session s00000 (p50 / p99 / max, errors):",
     ]
     idle = result["idle"]
     for label, key in (

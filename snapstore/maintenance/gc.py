@@ -5,14 +5,14 @@ A gc runs alone (``locks/gc-run``, held exclusively throughout; a second gc find
 and is skipped, before it announces itself to anyone), in three parts:
 
 1. **Open** (the gc lock exclusive, announced through gc-intent while it waits; a short
-   hold): see every pack, mark the store as the current format, start noting commits
-   (``gcjournal``), remove stale temp objects and note the packs no index names (no writer
-   is half-way while the lock is held).
+   hold): mark the store as the current format, start noting commits (``gcjournal``) and
+   remove stale temp objects (no writer is half-way while the lock is held).
 2. **Mark and copy** (the gc lock shared, as a create holds it: creates go on, nothing is
-   deleted): convert what is left of format 1 (``upgrade``), mark from every manifest on
-   disk (``reachable``), and copy the live blobs of the packs worth rewriting into new
-   packs (``packgc``). A corrupt manifest, or one whose trees cannot be read, stops here:
-   its references are unknown, so nothing is deleted.
+   deleted): list every pack, note those no index names, convert what is left of format 1
+   (``upgrade``), mark from every manifest on disk (``reachable``), and copy the live blobs
+   of the packs worth rewriting into new packs (``packgc``). A corrupt manifest, or one
+   whose trees cannot be read, stops here: its references are unknown, so nothing is
+   deleted.
 3. **Delete** in short steps, each under the gc lock held exclusively for a bounded amount
    of work, each first marking what was committed since (``gcsteps``).
 
@@ -103,6 +103,7 @@ class _Collection:
         self.stepped = repo.sessions.gc_journal.supported
         self.token: str | None = None
         self.marks = Marks()
+        self.orphans: list[str] = []
 
     def _exclusive(self) -> contextlib.AbstractContextManager[None]:
         if self.stepped:
@@ -132,13 +133,13 @@ class _Collection:
                 self._collect()
 
     def _collect(self) -> None:
-        orphans = self._open()
+        self._open()
         with self._between_steps():
             found = self._mark_and_copy()
         if found is None:
             return
         garbage, work = found
-        work.orphans = orphans
+        work.orphans = self.orphans
         if self.dry_run:
             self._measure(garbage, work)
             return
@@ -153,24 +154,28 @@ class _Collection:
         if not done.problems:
             self.repo.catalog.tidy()
 
-    def _open(self) -> list[str]:
-        """The opening hold (see the module docstring); the packs no index names."""
+    def _open(self) -> None:
+        """The opening hold (see the module docstring)."""
         repo = self.repo
         hold = self._exclusive() if self.stepped else contextlib.nullcontext()
         with hold:
-            repo.blobs.refresh(full=True)
             if not self.dry_run:
                 repo.require_current_format()
                 if self.stepped:
                     self.token = repo.sessions.gc_journal.start()
             self.report.temp_files_removed = clean_temp(repo.backend, self.dry_run)
-            orphans = repo.blobs.packs.orphans()
-            if orphans and not self.dry_run:
-                repo.blobs.packs.settle_listing(orphans[0])
-            return orphans
+            if not self.stepped:
+                self.orphans = self._orphans()
+
+    def _orphans(self) -> list[str]:
+        """The packs no index names, found with a full view of the packs."""
+        self.repo.blobs.refresh(full=True)
+        return self.repo.blobs.packs.orphans()
 
     def _mark_and_copy(self) -> tuple[list[bytes], packgc.PackWork] | None:
         repo, report = self.repo, self.report
+        if self.stepped:
+            self.orphans = self._orphans()  # candidates: checked again before deletion
         if not self.dry_run:
             conversion = convert_manifests(repo)
             report.manifests_converted = conversion.converted

@@ -8,9 +8,9 @@ commit notes its manifest while a gc runs) and then deletes only what is still u
 - a loose blob, if no mark names it now;
 - a pack, if every blob of it marked now is also in a pack that stays (one gc keeps, or one
   it wrote); a pack that fails this is kept, and so is one the plan dropped later on;
-- a loose blob packed by this gc, and a pack no index names: always (the first is in a
-  published pack, the second was found under the exclusive lock, so no writer was
-  publishing it).
+- a loose blob packed by this gc: always (it is in a published pack);
+- a pack no index names, if it still has none (found while writers ran, it may have been
+  being published; under the exclusive lock no writer is half-way).
 
 A pack is taken out of the store as a fold step does: a new pack log (in every step that
 drops a pack: a process that followed the previous step's log must list the packs again),
@@ -83,17 +83,16 @@ class NewCommits:
         references are then unknown, and nothing more may be deleted)."""
         if self.token is None:
             return None
-        names = self.repo.sessions.gc_journal.noted(self.token, self.seen)
-        if not names:
-            return None
-        self.repo.blobs.refresh()
-        for name in names:
+        for name in self.repo.sessions.gc_journal.noted(self.token, self.seen):
             try:
                 manifest = self.repo.catalog.read_named(name)
             except (FileNotFoundError, NotADirectoryError):
                 continue  # the commit failed, or the snapshot is gone again
             except CorruptManifestError as error:
                 return f"a snapshot committed during gc cannot be read: {error}"
+            if mark_manifest(self.repo, manifest, marks) is None:
+                continue
+            self.repo.blobs.refresh()  # its trees may be in packs this view has not seen
             problem = mark_manifest(self.repo, manifest, marks)
             if problem is not None:
                 return problem
@@ -119,6 +118,7 @@ class Steps:
         self.garbage = list(garbage)
         self.packed_loose = list(work.packed_loose)
         self.orphans = list(work.orphans)
+        self.orphans_settled = False
         self.drop = list(work.drop)
         going = {index.pack_id for index in work.drop}
         self.going = set(going)
@@ -164,8 +164,7 @@ class Steps:
             if self._can_drop(index):
                 batch.append(index)
         if batch:
-            self.repo.blobs.packs.announce_deletions(again=True)
-            self.repo.blobs.packs.unindex_folded([index.pack_id for index in batch])
+            self.repo.blobs.packs.unindex([index.pack_id for index in batch])
             unindexed += [index.pack_id for index in batch]
             self._count_dropped(batch)
 
@@ -181,7 +180,15 @@ class Steps:
             self.result.bytes_freed += self.repo.blobs.loose.delete(digest)
 
     def _delete_orphan(self, pack_id: str) -> None:
-        freed = self.repo.blobs.packs.delete_orphan(pack_id)
+        """Delete a pack that had no index when gc listed the packs, if it still has none
+        (a writer may have been publishing it then; under the lock none is)."""
+        packs = self.repo.blobs.packs
+        if packs.backend_has_index(pack_id):
+            return
+        if not self.orphans_settled:
+            packs.settle_listing(pack_id)
+            self.orphans_settled = True
+        freed = packs.delete_orphan(pack_id)
         if freed:
             self.result.bytes_freed += freed
             logger.info("deleted pack %s, which no index names", pack_id)

@@ -330,19 +330,6 @@ class PackSet:
                 )
         return problems
 
-    def delete(self, pack_id: str) -> None:
-        """Remove a pack: its index first, durably (so no index ever names a missing pack),
-        then the pack. Called under the exclusive gc lock only."""
-        self.announce_deletions()
-        with self._lock:
-            self._indexes.pop(pack_id, None)
-            self._rebuild()
-        self.cache.forget(pack_id)
-        with contextlib.suppress(FileNotFoundError):
-            self.backend.delete(Handle(Kind.INDEX, pack_id))
-        with contextlib.suppress(FileNotFoundError):
-            self.backend.delete(Handle(Kind.PACK, pack_id), durable=False)
-
     def unindex_folded(self, pack_ids: list[str]) -> None:
         """Take packs whose every blob another pack holds (folded into it) out of the store:
         start a new pack log, then unlink their indexes. Called under the exclusive gc lock
@@ -358,6 +345,17 @@ class PackSet:
             with contextlib.suppress(FileNotFoundError):
                 self.backend.delete(Handle(Kind.INDEX, pack_id), durable=False)
 
+    def unindex(self, pack_ids: list[str]) -> None:
+        """``unindex_folded`` for one of many holds of the exclusive gc lock (a gc step): a
+        new pack log each time, and this process's view is left as it is, to be listed
+        again at its next refresh like every other process's (so a step costs what it
+        deletes, not a rebuild of the whole view)."""
+        self.announce_deletions(again=True)
+        for pack_id in pack_ids:
+            self.cache.forget(pack_id)
+            with contextlib.suppress(FileNotFoundError):
+                self.backend.delete(Handle(Kind.INDEX, pack_id), durable=False)
+
     def remove_unindexed(self, pack_ids: list[str]) -> None:
         """Delete packs whose indexes ``unindex_folded`` unlinked: one flush of ``packs/``
         first (no index may outlive its pack in a power cut), then the packs."""
@@ -366,6 +364,14 @@ class PackSet:
         for pack_id in pack_ids:
             with contextlib.suppress(FileNotFoundError):
                 self.backend.delete(Handle(Kind.PACK, pack_id), durable=False)
+
+    def backend_has_index(self, pack_id: str) -> bool:
+        """Whether the pack's index is in the store now (whatever this view says)."""
+        try:
+            self.backend.stat(Handle(Kind.INDEX, pack_id))
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+        return True
 
     def size_of(self, pack_id: str) -> int:
         """A pack's size (0 if it is gone)."""

@@ -37,7 +37,7 @@ def test_verbose_shows_what_gc_deleted(cli: Cli, project: Path, where: str) -> N
     _garbage_pack(cli, project)
     result = cli.run("-v", "gc") if where == "before" else cli.run("gc", "-v")
     assert result.code == 0, result
-    assert "info snapstore.maintenance.packgc: deleted pack " in result.stderr
+    assert "info snapstore.maintenance.gcsteps: deleted pack " in result.stderr
     assert "unreferenced" in result.stderr
     assert "debug " not in result.stderr
     assert result.stdout.startswith("freed ")
