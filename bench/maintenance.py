@@ -201,6 +201,7 @@ def _gc_summary(store: SnapStore) -> dict[str, Any]:
     report = store.gc()
     return {
         "skipped": report.skipped,
+        "reason": report.reason,
         "packs_deleted": report.packs_deleted,
         "packs_written": report.packs_written,
     }

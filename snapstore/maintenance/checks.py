@@ -49,7 +49,11 @@ def mark_manifest(
 def referenced(repo: Repository, *, validate: bool = False) -> tuple[Marks, list[str], int]:
     """What committed manifests reference, the manifests that may hide more (corrupt, or
     with trees that cannot be read; with ``validate``, also those a full read refuses), and
-    how many manifests there are. Blobs must be in use (the gc lock held) and refreshed."""
+    how many manifests there are. Blobs must be in use (the gc lock held) and refreshed.
+
+    Creates may commit while this runs (gc marks holding the gc lock shared): a manifest
+    whose trees are not found is marked again after the view of the packs is brought up to
+    date, and counts as damaged only if that fails too."""
     marks = Marks()
     corrupt: list[str] = []
     count = 0
@@ -59,6 +63,9 @@ def referenced(repo: Repository, *, validate: bool = False) -> tuple[Marks, list
             corrupt.append(str(manifest))
             continue
         problem = mark_manifest(repo, manifest, marks, validate=validate)
+        if problem is not None:
+            repo.blobs.refresh()  # its trees may be in a pack published since
+            problem = mark_manifest(repo, manifest, marks, validate=validate)
         if problem is not None:
             corrupt.append(problem)
     logger.debug("manifests reference %d blobs; %d are corrupt", len(marks.sizes), len(corrupt))

@@ -159,14 +159,17 @@ class Steps:
         while self.orphans and budget.take():
             self._delete_orphan(self.orphans.pop())
         batch: list[PackIndex] = []
+        packs = self.repo.blobs.packs
         while self.drop and budget.take():
             index = self.drop.pop()
-            if self._can_drop(index):
-                batch.append(index)
-        if batch:
-            self.repo.blobs.packs.unindex([index.pack_id for index in batch])
-            unindexed += [index.pack_id for index in batch]
-            self._count_dropped(batch)
+            if not self._can_drop(index):
+                continue
+            if not batch:
+                packs.announce_deletions(again=True)
+            packs.unindex([index.pack_id], announce=False)
+            batch.append(index)
+        unindexed += [index.pack_id for index in batch]
+        self._count_dropped(batch)
 
     def _delete_garbage(self, digest: bytes) -> None:
         if digest in self.marks.sizes:

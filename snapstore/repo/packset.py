@@ -90,6 +90,9 @@ class PackSet:
         self._listed_since_refresh = False
         self._log_restarted = False
         self._settled: set[str] = set()
+        self._where_partial = False
+        """Whether ``_where`` may lack a digest some pack in the view holds (``unindex``
+        removed the digests of the packs it dropped): the next listing rebuilds it."""
         self.follow_log = True
         """Whether a refresh may follow the pack log: False while the store's marker names a
         format before 3, whose writers (an older version) delete packs without starting a
@@ -186,8 +189,9 @@ class PackSet:
         for pack_id in indexed & (set(self._indexes) - packed):
             del self._indexes[pack_id]
             self._broken[pack_id] = f"pack {pack_id} is missing (its index is there)"
-        if set(self._indexes) != before or not self._loaded:
+        if set(self._indexes) != before or not self._loaded or self._where_partial:
             self._rebuild()
+            self._where_partial = False
         self._loaded = True
 
     def _rebuild(self) -> None:
@@ -227,6 +231,8 @@ class PackSet:
             if self._log is not None and (again or not self._log_restarted):
                 self._log.restart()
                 self._log_restarted = True
+                if again:
+                    _, self._position = self._log.read(None)
 
     def _ensure_loaded(self) -> None:
         if not self._loaded:
@@ -345,12 +351,25 @@ class PackSet:
             with contextlib.suppress(FileNotFoundError):
                 self.backend.delete(Handle(Kind.INDEX, pack_id), durable=False)
 
-    def unindex(self, pack_ids: list[str]) -> None:
+    def unindex(self, pack_ids: list[str], *, announce: bool = True) -> None:
         """``unindex_folded`` for one of many holds of the exclusive gc lock (a gc step): a
-        new pack log each time, and this process's view is left as it is, to be listed
-        again at its next refresh like every other process's (so a step costs what it
-        deletes, not a rebuild of the whole view)."""
-        self.announce_deletions(again=True)
+        new pack log each time (without ``announce``, the caller started it in this hold),
+        which this process then follows from its start (every other process lists the
+        packs at its next refresh), and the packs leave this view at the cost of their own
+        entries, not a rebuild of the whole view: a digest also held by a pack that stays
+        is missing from it until the next listing (a create stores it again, a read lists
+        the packs first)."""
+        if announce:
+            self.announce_deletions(again=True)
+        with self._lock:
+            for pack_id in pack_ids:
+                index = self._indexes.pop(pack_id, None)
+                if index is None:
+                    continue
+                for digest in index.entries:
+                    if self._where.get(digest) is index:
+                        del self._where[digest]
+                self._where_partial = True
         for pack_id in pack_ids:
             self.cache.forget(pack_id)
             with contextlib.suppress(FileNotFoundError):
