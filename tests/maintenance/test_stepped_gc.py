@@ -12,6 +12,7 @@ import pytest
 
 from snapstore import SnapStore
 from snapstore.errors import MissingBlobError
+from snapstore.internals import repository
 from snapstore.maintenance import gcsteps, packgc
 from snapstore.maintenance.fold import drop_sources, write_merged
 from snapstore.maintenance.foldpolicy import FoldPolicy
@@ -287,7 +288,7 @@ def test_a_fold_deletes_nothing_while_a_gc_runs(
         _write(base, f"version {n}\n".encode())
         store.create("s", f"n{n}", ["."], base_dir=base)
     folder = SnapStore(root, fold_threshold=0)
-    fold = write_merged(folder.repo, FoldPolicy(threshold=2))
+    fold = write_merged(repository(folder), FoldPolicy(threshold=2))
     assert fold is not None
     dropped: list[bool] = []
     original = PackSet.remove_unindexed
@@ -295,13 +296,13 @@ def test_a_fold_deletes_nothing_while_a_gc_runs(
     def fold_between_steps(self: Any, pack_ids: list[str]) -> None:
         original(self, pack_ids)
         if not dropped:
-            dropped.append(drop_sources(folder.repo, fold))
+            dropped.append(drop_sources(repository(folder), fold))
 
     monkeypatch.setattr(PackSet, "remove_unindexed", fold_between_steps)
     assert not store.gc().problems
     assert dropped == [False]
     monkeypatch.setattr(PackSet, "remove_unindexed", original)
-    assert drop_sources(folder.repo, fold)  # after the gc: done, or no longer needed
+    assert drop_sources(repository(folder), fold)  # after the gc: done, or no longer needed
     fresh = SnapStore(root)
     for n in range(4):
         assert fresh.read("s", f"n{n}", "file.bin") == f"version {n}\n".encode()
