@@ -68,28 +68,24 @@ def collect(repo: Repository, *, dry_run: bool) -> GcReport:
 def exclusive_soon(repo: Repository) -> Iterator[None]:
     """Hold the gc lock exclusively for one step. Announced on gc-intent, it waits at most
     ``STEP_WAIT`` for the holders in progress (new creates wait behind the announcement
-    meanwhile); if they hold on, it lets go for as long, so the creates waiting go through,
-    and tries again, each time waiting twice as long (so holds longer than a step, such as a
-    restore's, cannot starve it), until the lock timeout (LockTimeout)."""
-    deadline = time.monotonic() + repo.gc_lock.timeout
-    wait = STEP_WAIT
-    while True:
-        with contextlib.ExitStack() as held:
-            with repo.gc_intent.exclusive():
-                try:
-                    left = max(0.0, deadline - time.monotonic())
-                    held.enter_context(repo.gc_lock.exclusive(timeout=min(wait, left)))
-                except LockTimeout:
-                    if time.monotonic() >= deadline:
-                        raise
-                    acquired = False
-                else:
-                    acquired = True
-            if acquired:
-                yield
-                return
-        time.sleep(STEP_WAIT)
-        wait *= 2
+    meanwhile); if they hold on (a restore, a long read), it lets go for as long, so the
+    creates waiting go through, then waits for the holders of that moment until the lock
+    timeout (LockTimeout), as an announced gc always did: a stream of creates cannot starve
+    it."""
+    acquired = False
+    with contextlib.ExitStack() as held:
+        with repo.gc_intent.exclusive():
+            try:
+                held.enter_context(repo.gc_lock.exclusive(timeout=STEP_WAIT))
+                acquired = True
+            except LockTimeout:
+                pass
+        if acquired:
+            yield
+            return
+    time.sleep(STEP_WAIT)
+    with exclusive_with_intent(repo.gc_lock, repo.gc_intent):
+        yield
 
 
 class _Collection:

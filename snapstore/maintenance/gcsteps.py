@@ -83,16 +83,16 @@ class NewCommits:
         references are then unknown, and nothing more may be deleted)."""
         if self.token is None:
             return None
-        for name in self.repo.sessions.gc_journal.noted(self.token, self.seen):
+        names = self.repo.sessions.gc_journal.noted(self.token, self.seen)
+        if names:
+            self.repo.blobs.refresh()  # follows the pack log this gc started: the new packs
+        for name in names:
             try:
                 manifest = self.repo.catalog.read_named(name)
             except (FileNotFoundError, NotADirectoryError):
                 continue  # the commit failed, or the snapshot is gone again
             except CorruptManifestError as error:
                 return f"a snapshot committed during gc cannot be read: {error}"
-            if mark_manifest(self.repo, manifest, marks) is None:
-                continue
-            self.repo.blobs.refresh()  # its trees may be in packs this view has not seen
             problem = mark_manifest(self.repo, manifest, marks)
             if problem is not None:
                 return problem
