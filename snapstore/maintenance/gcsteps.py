@@ -26,6 +26,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 
+from snapstore.backend.seam import Handle, Kind
 from snapstore.errors import CorruptManifestError, MissingBlobError
 from snapstore.format.packfile import PackIndex
 from snapstore.logs import get_logger
@@ -166,7 +167,7 @@ class Steps:
                 continue
             if not batch:
                 packs.announce_deletions(again=True)
-            packs.unindex([index.pack_id], announce=False)
+            packs.unindex(index.pack_id)
             batch.append(index)
         unindexed += [index.pack_id for index in batch]
         self._count_dropped(batch)
@@ -186,7 +187,8 @@ class Steps:
         """Delete a pack that had no index when gc listed the packs, if it still has none
         (a writer may have been publishing it then; under the lock none is)."""
         packs = self.repo.blobs.packs
-        if packs.backend_has_index(pack_id):
+        with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+            self.repo.backend.stat(Handle(Kind.INDEX, pack_id))
             return
         if not self.orphans_settled:
             packs.settle_listing(pack_id)

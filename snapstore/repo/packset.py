@@ -91,8 +91,7 @@ class PackSet:
         self._log_restarted = False
         self._settled: set[str] = set()
         self._where_partial = False
-        """Whether ``_where`` may lack a digest some pack in the view holds (``unindex``
-        removed the digests of the packs it dropped): the next listing rebuilds it."""
+        """``_where`` may lack a digest of the view (``unindex``): the next listing rebuilds."""
         self.follow_log = True
         """Whether a refresh may follow the pack log: False while the store's marker names a
         format before 3, whose writers (an older version) delete packs without starting a
@@ -222,11 +221,11 @@ class PackSet:
             self._settled |= pack_ids
 
     def announce_deletions(self, *, again: bool = False) -> None:
-        """Start a new pack log before the first pack is deleted (once per refresh, or again
-        with ``again``: a deletion made in a later hold of the lock, after other processes
-        may have followed the first new log): every process then lists the packs again at
-        its next refresh, instead of counting on a deleted one. Called under the exclusive
-        gc lock; raises if the log cannot be started again (nothing may be deleted then)."""
+        """Start a new pack log before the first pack is deleted (once per refresh; with
+        ``again``, in every hold of the lock, and this process follows it): every process
+        then lists the packs again at its next refresh, instead of counting on a deleted
+        one. Called under the exclusive gc lock; raises if the log cannot be started again
+        (nothing may be deleted then)."""
         with self._lock:
             if self._log is not None and (again or not self._log_restarted):
                 self._log.restart()
@@ -351,29 +350,19 @@ class PackSet:
             with contextlib.suppress(FileNotFoundError):
                 self.backend.delete(Handle(Kind.INDEX, pack_id), durable=False)
 
-    def unindex(self, pack_ids: list[str], *, announce: bool = True) -> None:
-        """``unindex_folded`` for one of many holds of the exclusive gc lock (a gc step): a
-        new pack log each time (without ``announce``, the caller started it in this hold),
-        which this process then follows from its start (every other process lists the
-        packs at its next refresh), and the packs leave this view at the cost of their own
-        entries, not a rebuild of the whole view: a digest also held by a pack that stays
-        is missing from it until the next listing (a create stores it again, a read lists
-        the packs first)."""
-        if announce:
-            self.announce_deletions(again=True)
+    def unindex(self, pack_id: str) -> None:
+        """``unindex_folded`` for a gc step, after ``announce_deletions(again=True)``: the
+        pack leaves this view at the cost of its own entries (a digest also held by a pack
+        that stays is missing until the next listing: a read lists the packs first)."""
         with self._lock:
-            for pack_id in pack_ids:
-                index = self._indexes.pop(pack_id, None)
-                if index is None:
-                    continue
-                for digest in index.entries:
-                    if self._where.get(digest) is index:
-                        del self._where[digest]
-                self._where_partial = True
-        for pack_id in pack_ids:
-            self.cache.forget(pack_id)
-            with contextlib.suppress(FileNotFoundError):
-                self.backend.delete(Handle(Kind.INDEX, pack_id), durable=False)
+            index = self._indexes.pop(pack_id, None)
+            for digest in index.entries if index is not None else ():
+                if self._where.get(digest) is index:
+                    del self._where[digest]
+            self._where_partial = True
+        self.cache.forget(pack_id)
+        with contextlib.suppress(FileNotFoundError):
+            self.backend.delete(Handle(Kind.INDEX, pack_id), durable=False)
 
     def remove_unindexed(self, pack_ids: list[str]) -> None:
         """Delete packs whose indexes ``unindex_folded`` unlinked: one flush of ``packs/``
@@ -383,14 +372,6 @@ class PackSet:
         for pack_id in pack_ids:
             with contextlib.suppress(FileNotFoundError):
                 self.backend.delete(Handle(Kind.PACK, pack_id), durable=False)
-
-    def backend_has_index(self, pack_id: str) -> bool:
-        """Whether the pack's index is in the store now (whatever this view says)."""
-        try:
-            self.backend.stat(Handle(Kind.INDEX, pack_id))
-        except (FileNotFoundError, NotADirectoryError):
-            return False
-        return True
 
     def size_of(self, pack_id: str) -> int:
         """A pack's size (0 if it is gone)."""
