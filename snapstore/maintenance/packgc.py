@@ -55,17 +55,6 @@ class PackGcPlan:
         ]
 
 
-@dataclass
-class PackGcResult:
-    """What a pack gc did."""
-
-    blobs_deleted: int = 0
-    bytes_freed: int = 0
-    packs_deleted: int = 0
-    packs_written: int = 0
-    problems: list[str] = field(default_factory=list)
-
-
 def plan(indexes: list[PackIndex], referenced: set[bytes]) -> PackGcPlan:
     """Delete packs with no referenced blob; rewrite format 1 packs and those whose
     unreferenced bytes exceed ``REWRITE_GARBAGE_SHARE``; merge the smallest of the others as
