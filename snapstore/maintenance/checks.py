@@ -65,11 +65,28 @@ def referenced(repo: Repository, *, validate: bool = False) -> tuple[Marks, list
         problem = mark_manifest(repo, manifest, marks, validate=validate)
         if problem is not None:
             repo.blobs.refresh()  # its trees may be in a pack published since
-            problem = mark_manifest(repo, manifest, marks, validate=validate)
+            problem = _mark_again(repo, manifest, marks, validate=validate)
         if problem is not None:
             corrupt.append(problem)
     logger.debug("manifests reference %d blobs; %d are corrupt", len(marks.sizes), len(corrupt))
     return marks, corrupt, count
+
+
+def _mark_again(
+    repo: Repository, manifest: Manifest, marks: Marks, *, validate: bool
+) -> str | None:
+    """``mark_manifest`` from scratch (the trees a failed attempt marked would otherwise be
+    skipped, and the damage below them not seen again); what it marks joins ``marks`` only
+    if it succeeds."""
+    fresh = Marks()
+    problem = mark_manifest(repo, manifest, fresh, validate=validate)
+    if problem is None:
+        marks.sizes.update(fresh.sizes)
+        marks.trees |= fresh.trees
+        marks.maps |= fresh.maps
+        for digest, path in fresh.paths.items():
+            marks.paths.setdefault(digest, path)
+    return problem
 
 
 def clean_temp(backend: Backend, dry_run: bool) -> int:
