@@ -54,7 +54,7 @@ def collect(repo: Repository, *, dry_run: bool) -> GcReport:
             if journal.supported:
                 wait = min(RUN_LOCK_WAIT, journal.run_lock.timeout)
                 running.enter_context(journal.run_lock.exclusive(timeout=wait))
-            _Collection(repo, report, running, dry_run=dry_run).run()
+            _Collection(repo, report, dry_run=dry_run).run()
     except LockTimeout as error:
         report.skipped = report.locked = True
         report.reason = f"the store is busy: {error}"
@@ -89,11 +89,10 @@ def exclusive_soon(repo: Repository) -> Iterator[None]:
 
 
 class _Collection:
-    def __init__(
-        self, repo: Repository, report: GcReport, running: contextlib.ExitStack, *, dry_run: bool
-    ) -> None:
+    """One gc of ``repo``, filling ``report`` (see the module docstring)."""
+
+    def __init__(self, repo: Repository, report: GcReport, *, dry_run: bool) -> None:
         self.repo = repo
-        self.running = running
         self.report = report
         self.dry_run = dry_run
         self.stepped = repo.sessions.gc_journal.supported
