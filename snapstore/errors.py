@@ -157,3 +157,23 @@ class ConcurrentWriteError(SnapstoreError, OSError):
 class LeaseLostError(SnapstoreError, OSError):
     """A lock held on an object store as a lease was lost (not renewed in time, or taken
     over by another host after it expired): this process stops writing under it."""
+
+
+class EncryptionError(SnapstoreError):
+    """An encrypted store cannot be opened or its keys changed as asked (the ``encryption``
+    extra is missing, its config is unknown, a store exists already unencrypted...)."""
+
+
+class PasswordRequiredError(EncryptionError, PermissionError):
+    """The store is encrypted and no password (or key file) was given."""
+
+
+class WrongPasswordError(EncryptionError, PermissionError):
+    """The password given opens none of the encrypted store's keys."""
+
+
+class KeyNotFoundError(EncryptionError, KeyError):
+    """No key of the encrypted store has the id given."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""

@@ -49,7 +49,9 @@ class SnapStore(RestoringMethods, UpkeepMethods):
     part-way (see ``restore``). Use it as a context manager, or call ``close``, to release
     open files at once (and wait for a fold step in progress); a store dropped without
     either releases them when it is collected, once no thread uses it and its fold step
-    has finished.
+    has finished. ``password`` or ``key_file`` (a file whose first line is the password)
+    opens an encrypted store, and makes a new store encrypted; ``encrypt=True`` insists on
+    one (docs/encryption.md).
     """
 
     def create(

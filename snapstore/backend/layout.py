@@ -133,7 +133,7 @@ def check_format(root: str, text: str) -> None:
     words = text.split()
     if len(words) < 3 or words[:2] != ["snapstore", "format"]:
         raise FormatError(f"{root}/FORMAT is not a snapstore format marker")
-    major = words[2].split(".")[0]
+    major = words[2].split(".")[0].removesuffix("-encrypted")
     if major not in {str(known) for known in READABLE_MAJORS}:
         raise FormatError(
             f"{root} has snapstore format {words[2]}; this version reads formats "
@@ -143,4 +143,4 @@ def check_format(root: str, text: str) -> None:
 
 def marker_major(text: bytes) -> int:
     """The major format a (checked) FORMAT marker names."""
-    return int(text.split()[2].split(b".")[0])
+    return int(text.split()[2].split(b".")[0].removesuffix(b"-encrypted"))

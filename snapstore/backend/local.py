@@ -32,7 +32,7 @@ from snapstore.fs.stamps import version
 
 MAX_OPEN_PACKS = 16
 WRITEBACK_BYTES = 8 << 20
-_READ_ONLY_MODE = {Kind.BLOB, Kind.PACK, Kind.INDEX, Kind.MANIFEST}
+_READ_ONLY_MODE = {Kind.BLOB, Kind.PACK, Kind.INDEX, Kind.MANIFEST, Kind.KEY}
 """Kinds written with mode 0444 (immutable once published)."""
 
 

@@ -22,6 +22,7 @@ _DIRS = {
     Kind.MANIFEST: "sessions",
     Kind.JOURNAL: "journal",
     Kind.CACHE: "cache",
+    Kind.KEY: "keys",
 }
 
 

@@ -8,20 +8,36 @@ import warnings
 from snapstore.backend.filelock import is_untrusted_lock_filesystem
 from snapstore.backend.local import LocalBackend
 from snapstore.backend.s3.client import is_store_url as is_store_url
-from snapstore.backend.seam import Backend
-from snapstore.errors import UnreliableLockWarning
+from snapstore.backend.seam import Backend, Handle, Kind
+from snapstore.backend.secret import Secret
+from snapstore.errors import EncryptionError, PasswordRequiredError, UnreliableLockWarning
 from snapstore.fs.mounts import filesystem_type
 from snapstore.fs.seam import FileSystem
 
+ENCRYPTION_CONFIG = Handle(Kind.KEY, "config")
+"""The object whose presence makes a store encrypted (``keyring.CONFIG``)."""
+
 
 def open_backend(
-    root: str | os.PathLike[str] | Backend, *, fs: FileSystem, durable: bool, lock_timeout: float
+    root: str | os.PathLike[str] | Backend,
+    *,
+    fs: FileSystem,
+    durable: bool,
+    lock_timeout: float,
+    secret: Secret | None = None,
 ) -> Backend:
     """The backend of ``root``: given as is, opened from an ``s3://`` URL, or the local
-    directory. A local directory on a filesystem whose locks other machines may not honour
-    (NFS, SMB, FUSE...) warns with UnreliableLockWarning."""
+    directory; with ``secret``, or for an encrypted store, wrapped in the encrypting layer
+    (``choose_encryption``). A local directory on a filesystem whose locks other machines
+    may not honour (NFS, SMB, FUSE...) warns with UnreliableLockWarning."""
     if not isinstance(root, str | os.PathLike):
         return root
+    return choose_encryption(_plain_backend(root, fs, durable, lock_timeout), secret)
+
+
+def _plain_backend(
+    root: str | os.PathLike[str], fs: FileSystem, durable: bool, lock_timeout: float
+) -> Backend:
     path = os.fspath(root)
     if is_store_url(path):
         return open_object_store(path, lock_timeout=lock_timeout)
@@ -34,6 +50,53 @@ def open_backend(
             stacklevel=3,
         )
     return LocalBackend(path, fs=fs, durable=durable, lock_timeout=lock_timeout)
+
+
+def choose_encryption(backend: Backend, secret: Secret | None) -> Backend:
+    """``backend`` as it is for an unencrypted store, else behind the encrypting layer. An
+    encrypted store without a secret is PasswordRequiredError; a secret makes a new store
+    encrypted; an existing unencrypted store stays as it is (EncryptionError if
+    ``secret.encrypt`` asked for an encrypted one)."""
+    try:
+        backend.stat(ENCRYPTION_CONFIG)
+        encrypted = True
+    except FileNotFoundError:
+        encrypted = False
+    if not encrypted:
+        if secret is None:
+            return backend
+        try:
+            backend.stat(Handle(Kind.MARKER, ""))
+        except FileNotFoundError:
+            return _encrypting(backend, secret)
+        if secret.encrypt:
+            raise EncryptionError(
+                f"the store at {_where(backend)} exists and is not encrypted "
+                "('snapstore encrypt' converts it)"
+            )
+        return backend
+    if secret is None:
+        raise PasswordRequiredError(
+            f"the store at {_where(backend)} is encrypted: give its password "
+            "(SNAPSTORE_PASSWORD, --password-file, --password-command)"
+        )
+    return _encrypting(backend, secret)
+
+
+def _where(backend: Backend) -> str:
+    return backend.properties.local_root or backend.describe(Handle(Kind.MARKER, ""))
+
+
+def _encrypting(backend: Backend, secret: Secret) -> Backend:
+    """The encrypting layer over ``backend`` (its ciphers imported only now)."""
+    try:
+        from snapstore.backend.encrypted import EncryptedBackend
+    except ImportError as error:
+        raise EncryptionError(
+            f"encrypted stores need the 'cryptography' package: pip install "
+            f"'snapstore[encryption]' ({error})"
+        ) from None
+    return EncryptedBackend(backend, secret)
 
 
 def open_object_store(url: str, *, lock_timeout: float) -> Backend:

@@ -36,6 +36,8 @@ class Kind(enum.Enum):
     MANIFEST = "manifest"
     JOURNAL = "journal"
     CACHE = "cache"
+    KEY = "key"
+    """An encrypted store's config and wrapped keys (docs/encryption.md), kept in the clear."""
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Self
 
 from snapstore.backend.opening import open_backend
 from snapstore.backend.seam import Backend
+from snapstore.backend.secret import Secret
 from snapstore.errors import InvalidValueError
 from snapstore.fs.seam import LOCAL, FileSystem
 from snapstore.maintenance.autofold import AutoFold
@@ -41,13 +42,19 @@ class StoreBase:
         undo_depth: int = DEFAULT_UNDO_DEPTH,
         create: bool = True,
         fold_threshold: int | None = None,
+        password: str | bytes | None = None,
+        key_file: str | os.PathLike[str] | None = None,
+        encrypt: bool = False,
     ) -> None:
         if isinstance(undo_depth, bool) or not isinstance(undo_depth, int) or undo_depth < 1:
             raise InvalidValueError(f"undo_depth must be a positive int, got {undo_depth!r}")
         self._durable = durable
         self._undo_depth = undo_depth
         self._fs = fs or LOCAL
-        backend = open_backend(root, fs=self._fs, durable=durable, lock_timeout=lock_timeout)
+        secret = Secret.given(password, key_file, encrypt=encrypt)
+        backend = open_backend(
+            root, fs=self._fs, durable=durable, lock_timeout=lock_timeout, secret=secret
+        )
         self._repository = Repository(backend, create=create)
         self._autofold = AutoFold(self._repository, fold_policy(fold_threshold))
         self._restore_job: RestoreJob | None = None

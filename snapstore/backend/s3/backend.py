@@ -167,8 +167,8 @@ class S3Backend:
             return self.local.infos(kind, prefix)
         if kind in IMMUTABLE:
             return self.memo.infos(kind, prefix)
-        if kind is Kind.MANIFEST:
-            base = self.prefix + "sessions/"
+        if kind in (Kind.MANIFEST, Kind.KEY):
+            base = self.prefix + ("sessions/" if kind is Kind.MANIFEST else "keys/")
             return {key[len(base) :]: info for key, info in self.objects.list(base + prefix)}
         return {}
 

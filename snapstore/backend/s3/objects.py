@@ -67,6 +67,8 @@ class BucketObjects:
             return f"{self.prefix}packs/{name}.idx"
         if kind is Kind.MANIFEST:
             return f"{self.prefix}sessions/{name}"
+        if kind is Kind.KEY:
+            return f"{self.prefix}keys/{name}"
         raise ValueError(f"{kind} objects are kept on this host, not in the bucket")
 
     def describe(self, handle: Handle) -> str:

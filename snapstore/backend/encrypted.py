@@ -1,0 +1,443 @@
+"""An encrypted store: a backend that seals every object and name on its way to another one.
+
+``EncryptedBackend`` wraps any backend (a local directory, a bucket): the repository above it
+sees plaintext objects under their usual names, the backend below it only sealed bodies
+(``sealing.ObjectCipher``) under sealed names (``sealing.NameCipher``), except the format
+marker and the key objects (``keyring``), which must be read before any key is known, and the
+names of packs and their indexes, which are random. Locks of sessions and targets get sealed
+names too. Everything above the seam (locks, leases, journals, caches, the restore machinery)
+works unchanged, and every host-local file it keeps (journals, caches) is sealed as well.
+A changed byte anywhere fails authentication and is reported as the typed error of the object's
+kind (CorruptManifestError, CorruptPackError, CorruptBlobError, a damaged journal or cache).
+See docs/encryption.md.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import OrderedDict
+from collections.abc import Hashable, Iterator
+from dataclasses import replace
+
+from snapstore.backend import keyring
+from snapstore.backend.packlog import PackLog
+from snapstore.backend.sealing import (
+    HEADER_BYTES,
+    SEALED_SEGMENT,
+    SEGMENT_BYTES,
+    NameCipher,
+    ObjectCipher,
+    SealError,
+    plain_size,
+    sealed_size,
+    segment_span,
+    sub_key,
+)
+from snapstore.backend.seam import Backend, Handle, Kind, Lock, ObjectInfo, StagedObject, Version
+from snapstore.backend.secret import Secret
+from snapstore.errors import (
+    ConcurrentWriteError,
+    CorruptBlobError,
+    CorruptManifestError,
+    CorruptPackError,
+    EncryptionError,
+)
+from snapstore.format.hashing import CHUNK_BYTES, new_hasher
+from snapstore.fs.reading import UnfitFileError
+from snapstore.logs import get_logger
+
+ENCRYPTED_MARKER = b"snapstore format 3-encrypted\n"
+"""The marker of an encrypted store: versions that know no encryption refuse it."""
+PLAIN_MARKER = b"snapstore format 3\n"
+_CLEAR_BODIES = frozenset({Kind.MARKER, Kind.KEY})
+_CLEAR_NAMES = frozenset({Kind.MARKER, Kind.KEY, Kind.PACK, Kind.INDEX})
+_IMMUTABLE = frozenset({Kind.PACK, Kind.INDEX, Kind.BLOB})
+_PREFIX_MEMO = 4096
+
+logger = get_logger(__name__)
+
+
+class EncryptedBackend:
+    """The store on ``inner``, sealed with the master key ``secret`` opens (see the module
+    docstring). ``open`` makes a new encrypted store, or unlocks an existing one."""
+
+    def __init__(self, inner: Backend, secret: Secret) -> None:
+        self.inner = inner
+        self.secret = secret
+        self.properties = inner.properties
+        self.key_id = ""
+        self._objects: ObjectCipher | None = None
+        self._names: NameCipher | None = None
+        self._prefixes: OrderedDict[Handle, bytes] = OrderedDict()
+
+    # ------------------------------------------------------------------ keys
+
+    def open(self, *, create: bool) -> bool:
+        writable = self.inner.open(create=create)
+        if keyring.is_encrypted(self.inner):
+            ident = keyring.store_id(self.inner)
+            master, self.key_id = keyring.unlock(self.inner, ident, self.secret.password())
+        else:
+            master = self._make_encrypted()
+        self._install(master)
+        return writable
+
+    def _make_encrypted(self) -> bytes:
+        """Turn the empty store just made into an encrypted one; its master key."""
+        if self.inner.names(Kind.MANIFEST) or self.inner.names(Kind.PACK):
+            raise EncryptionError(
+                f"the store at {self.where} holds unencrypted data; it cannot be opened "
+                "with a password"
+            )
+        master = os.urandom(keyring.MASTER_BYTES)
+        ident = keyring.create_config(self.inner)
+        self.key_id = keyring.add_key(self.inner, ident, master, self.secret.password())
+        self.inner.write(Handle(Kind.MARKER, ""), ENCRYPTED_MARKER)
+        logger.info("made the store at %s an encrypted store", self.where)
+        return master
+
+    def _install(self, master: bytes) -> None:
+        self._objects = ObjectCipher(sub_key(master, "object data", 32))
+        self._names = NameCipher(
+            sub_key(master, "object names", 64), sub_key(master, "blob shards", 32)
+        )
+
+    @property
+    def where(self) -> str:
+        """The store, as messages name it."""
+        return self.inner.properties.local_root or self.inner.describe(Handle(Kind.MARKER, ""))
+
+    @property
+    def cipher(self) -> ObjectCipher:
+        if self._objects is None:
+            raise EncryptionError("the encrypted store is not open")
+        return self._objects
+
+    @property
+    def name_cipher(self) -> NameCipher:
+        if self._names is None:
+            raise EncryptionError("the encrypted store is not open")
+        return self._names
+
+    def add_password(self, password: bytes) -> str:
+        """Add a key for ``password``; its id."""
+        ident = keyring.store_id(self.inner)
+        master, _ = keyring.unlock(self.inner, ident, self.secret.password())
+        return keyring.add_key(self.inner, ident, master, password)
+
+    def list_keys(self) -> list[keyring.KeyInfo]:
+        """The store's keys."""
+        return keyring.list_keys(self.inner)
+
+    def remove_key(self, key_id: str) -> None:
+        """Remove key ``key_id`` (never the one this process opened the store with)."""
+        keyring.remove_key(self.inner, key_id, current=self.key_id)
+
+    # ------------------------------------------------------------------ names
+
+    def stored_name(self, kind: Kind, name: str) -> str:
+        """The name an object of ``kind`` called ``name`` has below."""
+        if kind in _CLEAR_NAMES:
+            return name
+        names = self.name_cipher
+        if kind is Kind.BLOB:
+            return names.shard(name[:2]) + names.seal(kind.value, name)
+        return "/".join(names.seal(kind.value, part) for part in name.split("/"))
+
+    def plain_name(self, kind: Kind, stored: str) -> str | None:
+        """The name of the object stored as ``stored`` (None: no name sealed by this store)."""
+        if kind in _CLEAR_NAMES:
+            return stored
+        names = self.name_cipher
+        if kind is Kind.BLOB:
+            name = names.open(kind.value, stored[2:])
+            return name if name is not None and names.shard(name[:2]) == stored[:2] else None
+        parts = [names.open(kind.value, part) for part in stored.split("/")]
+        if any(part is None for part in parts):
+            logger.warning("%s: not an object of this store, left out", stored)
+            return None
+        return "/".join(part for part in parts if part is not None)
+
+    def _below(self, handle: Handle) -> Handle:
+        return Handle(handle.kind, self.stored_name(handle.kind, handle.name))
+
+    def _listing_prefix(self, kind: Kind, prefix: str) -> str | None:
+        """The stored prefix listing ``prefix`` lists under (None: list every object)."""
+        if kind in _CLEAR_NAMES:
+            return prefix
+        if kind is Kind.BLOB:
+            return self.name_cipher.shard(prefix[:2]) if len(prefix) >= 2 else None
+        head, slash, _ = prefix.rpartition("/")
+        return self.stored_name(kind, head) + "/" if slash else None
+
+    # ------------------------------------------------------------------ reading
+
+    def _corrupt(self, handle: Handle, error: Exception) -> Exception:
+        """The typed error a sealed object failing to open means, by its kind."""
+        where = f"{self.inner.describe(self._below(handle))}: {error}"
+        if handle.kind is Kind.MANIFEST:
+            return CorruptManifestError(where)
+        if handle.kind in (Kind.PACK, Kind.INDEX):
+            return CorruptPackError(where)
+        if handle.kind is Kind.JOURNAL:
+            return UnfitFileError(where)
+        return CorruptBlobError(where)
+
+    def _plain_info(self, handle: Handle, info: ObjectInfo) -> ObjectInfo:
+        if handle.kind in _CLEAR_BODIES:
+            return info
+        return replace(info, size=plain_size(info.size))
+
+    def stat(self, handle: Handle) -> ObjectInfo:
+        return self._plain_info(handle, self.inner.stat(self._below(handle)))
+
+    def read(self, handle: Handle, *, max_bytes: int) -> tuple[bytes, ObjectInfo]:
+        below = self._below(handle)
+        if handle.kind is Kind.MARKER:
+            data, info = self.inner.read(below, max_bytes=max_bytes)
+            return (PLAIN_MARKER if data == ENCRYPTED_MARKER else data), info
+        if handle.kind in _CLEAR_BODIES:
+            return self.inner.read(below, max_bytes=max_bytes)
+        data, info = self.inner.read(below, max_bytes=sealed_size(max_bytes))
+        try:
+            plain = self.cipher.open(handle.kind.value, handle.name, data)
+        except SealError as error:
+            if handle.kind is Kind.CACHE:
+                return b"", self._plain_info(handle, info)
+            raise self._corrupt(handle, error) from None
+        return plain, self._plain_info(handle, info)
+
+    def read_head(self, handle: Handle, length: int) -> tuple[bytes, ObjectInfo]:
+        below = self._below(handle)
+        if handle.kind in _CLEAR_BODIES:
+            return self.inner.read_head(below, length)
+        first, _, span = segment_span(0, length)
+        data, info = self.inner.read_head(below, HEADER_BYTES + span)
+        try:
+            prefix = self.cipher.prefix_of(data)
+            plain = self.cipher.open_segments(
+                prefix,
+                first,
+                data[HEADER_BYTES:],
+                handle.kind.value,
+                handle.name,
+                whole=len(data) >= info.size,
+            )
+        except SealError as error:
+            raise self._corrupt(handle, error) from None
+        return plain[:length], self._plain_info(handle, info)
+
+    def _prefix(self, below: Handle, *, fresh: bool) -> bytes:
+        """The random prefix of a stored object (remembered for objects never rewritten)."""
+        if not fresh and below in self._prefixes:
+            self._prefixes.move_to_end(below)
+            return self._prefixes[below]
+        header = self.inner.read_range(below, 0, HEADER_BYTES)
+        if not header:
+            raise FileNotFoundError(self.inner.describe(below))
+        prefix = self.cipher.prefix_of(header)
+        if below.kind in _IMMUTABLE:
+            self._prefixes[below] = prefix
+            while len(self._prefixes) > _PREFIX_MEMO:
+                self._prefixes.popitem(last=False)
+        return prefix
+
+    def read_range(self, handle: Handle, offset: int, length: int) -> bytes:
+        below = self._below(handle)
+        if handle.kind in _CLEAR_BODIES:
+            return self.inner.read_range(below, offset, length)
+        if length <= 0:
+            return b""
+        first, stored_offset, span = segment_span(offset, length)
+        for fresh in (False, True):
+            try:
+                prefix = self._prefix(below, fresh=fresh)
+                sealed = self.inner.read_range(below, stored_offset, span)
+                if not sealed:
+                    return b""
+                plain = self.cipher.open_segments(
+                    prefix, first, sealed, handle.kind.value, handle.name, whole=False
+                )
+            except SealError as error:
+                if fresh:
+                    raise self._corrupt(handle, error) from None
+                continue
+            start = offset - first * SEGMENT_BYTES
+            return plain[start : start + length]
+        raise AssertionError("unreachable")
+
+    def chunks(self, handle: Handle, chunk_bytes: int) -> Iterator[bytes]:
+        below = self._below(handle)
+        if handle.kind in _CLEAR_BODIES:
+            yield from self.inner.chunks(below, chunk_bytes)
+            return
+        try:
+            for plain in self._open_stream(handle, below):
+                for start in range(0, len(plain), chunk_bytes):
+                    yield plain[start : start + chunk_bytes]
+        except SealError as error:
+            raise self._corrupt(handle, error) from None
+
+    def _open_stream(self, handle: Handle, below: Handle) -> Iterator[bytes]:
+        """An object's plaintext, one segment at a time, each authenticated before it goes."""
+        kind, name = handle.kind.value, handle.name
+        pending = b""
+        prefix: bytes | None = None
+        number = 0
+        for chunk in self.inner.chunks(below, max(CHUNK_BYTES, SEALED_SEGMENT)):
+            pending += chunk
+            if prefix is None:
+                if len(pending) < HEADER_BYTES:
+                    continue
+                prefix, pending = self.cipher.prefix_of(pending), pending[HEADER_BYTES:]
+            full = (len(pending) - 1) // SEALED_SEGMENT
+            if full > 0:
+                cut = full * SEALED_SEGMENT
+                yield self.cipher.open_segments(
+                    prefix, number, pending[:cut], kind, name, whole=False
+                )
+                pending, number = pending[cut:], number + full
+        if prefix is None:
+            raise SealError("not an encrypted object")
+        yield self.cipher.open_segments(prefix, number, pending, kind, name, whole=True)
+
+    # ------------------------------------------------------------------ writing
+
+    def stage(self, kind: Kind, size_hint: int = 0) -> StagedObject:
+        inner = self.inner.stage(kind, sealed_size(size_hint) if size_hint else 0)
+        if kind in _CLEAR_BODIES:
+            return inner
+        return SealedStage(self, kind, inner)
+
+    def write(self, handle: Handle, data: bytes, *, durable: bool = True) -> None:
+        below = self._below(handle)
+        if handle.kind is Kind.MARKER:
+            self.inner.write(below, ENCRYPTED_MARKER, durable=durable)
+        elif handle.kind in _CLEAR_BODIES:
+            self.inner.write(below, data, durable=durable)
+        else:
+            sealed = self.cipher.seal(handle.kind.value, handle.name, data)
+            self.inner.write(below, sealed, durable=durable)
+
+    def holds_blob(self, name: str) -> bool:
+        """True if the blob stored as ``name`` opens and hashes to it (another writer stored
+        the same file: its bytes are sealed under another prefix, but they are the same)."""
+        hasher = new_hasher()
+        try:
+            for chunk in self.chunks(Handle(Kind.BLOB, name), CHUNK_BYTES):
+                hasher.update(chunk)
+        except (OSError, CorruptBlobError):
+            return False
+        return bool(hasher.hexdigest() == name)
+
+    def delete(
+        self, handle: Handle, *, durable: bool = True, version: Version | None = None
+    ) -> None:
+        self._prefixes.pop(self._below(handle), None)
+        self.inner.delete(self._below(handle), durable=durable, version=version)
+
+    def note_existing(self, handle: Handle) -> None:
+        self.inner.note_existing(self._below(handle))
+
+    # ------------------------------------------------------------------ listing
+
+    def infos(self, kind: Kind, prefix: str = "") -> dict[str, ObjectInfo | None]:
+        below = self._listing_prefix(kind, prefix)
+        found: dict[str, ObjectInfo | None] = {}
+        for stored, info in self.inner.infos(kind, below or "").items():
+            name = self.plain_name(kind, stored)
+            if name is not None and name.startswith(prefix):
+                found[name] = None if info is None else self._plain_info(Handle(kind, name), info)
+        return found
+
+    def names(self, kind: Kind, prefix: str = "") -> list[str]:
+        below = self._listing_prefix(kind, prefix)
+        found = (self.plain_name(kind, stored) for stored in self.inner.names(kind, below or ""))
+        return sorted(name for name in found if name is not None and name.startswith(prefix))
+
+    def listing_stamp(self, kind: Kind, prefix: str) -> Hashable | None:
+        below = self._listing_prefix(kind, prefix)
+        return None if below is None else self.inner.listing_stamp(kind, below)
+
+    def pack_log(self) -> PackLog | None:
+        return self.inner.pack_log()
+
+    # ------------------------------------------------------------------ the rest
+
+    def lock(self, name: str, label: str | None = None) -> Lock:
+        group, slash, rest = name.partition("/")
+        if slash:
+            name = f"{group}/{self.name_cipher.seal('lock', rest)}"
+        return self.inner.lock(name, label)
+
+    def flush(self) -> None:
+        self.inner.flush()
+
+    def tidy(self) -> None:
+        self.inner.tidy()
+
+    def stale_temps(self) -> list[str]:
+        return self.inner.stale_temps()
+
+    def remove_stale_temps(self) -> int:
+        return self.inner.remove_stale_temps()
+
+    def describe(self, handle: Handle) -> str:
+        return self.inner.describe(self._below(handle))
+
+    def now_ns(self) -> int:
+        return self.inner.now_ns()
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+class SealedStage:
+    """An object of ``kind`` being written through an encrypted backend: full segments are
+    sealed as they fill, the last one (which binds the object's name) at ``commit``."""
+
+    def __init__(self, backend: EncryptedBackend, kind: Kind, inner: StagedObject) -> None:
+        self.backend = backend
+        self.kind = kind
+        self.inner = inner
+        self.size = 0
+        self._start()
+
+    def _start(self) -> None:
+        header, self._prefix = self.backend.cipher.header()
+        self.inner.write(header)
+        self._number = 0
+        self._pending = b""
+        self.size = 0
+
+    def write(self, data: bytes | memoryview) -> None:
+        self.size += len(data)
+        pending = self._pending + bytes(data)
+        full = len(pending) // SEGMENT_BYTES
+        cipher, kind = self.backend.cipher, self.kind.value
+        for index in range(full):
+            piece = pending[index * SEGMENT_BYTES : (index + 1) * SEGMENT_BYTES]
+            self.inner.write(
+                cipher.seal_segment(self._prefix, self._number, piece, kind, "", final=False)
+            )
+            self._number += 1
+        self._pending = pending[full * SEGMENT_BYTES :]
+
+    def restart(self) -> None:
+        self.inner.restart()
+        self._start()
+
+    def commit(self, name: str, *, name_durable: bool = False) -> None:
+        last = self.backend.cipher.seal_segment(
+            self._prefix, self._number, self._pending, self.kind.value, name, final=True
+        )
+        self.inner.write(last)
+        try:
+            self.inner.commit(self.backend.stored_name(self.kind, name), name_durable=name_durable)
+        except ConcurrentWriteError:
+            if self.kind is Kind.BLOB and self.backend.holds_blob(name):
+                return
+            raise
+
+    def abort(self) -> None:
+        self.inner.abort()

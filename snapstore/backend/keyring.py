@@ -1,0 +1,222 @@
+"""The keys of an encrypted store: its config, and the master key wrapped once per password.
+
+``keys/config`` (JSON, in the clear) names the store's id and its ciphers. Each
+``keys/<id>`` (JSON, in the clear) holds the 64-byte master key sealed with AES-256-GCM under
+a key derived from one password by Argon2id, with the parameters and salt it used: any of
+the store's passwords opens it, and adding or removing a password never touches the data.
+Key objects are immutable: changing a password adds a new key, then removes the old one.
+See docs/encryption.md.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import socket
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.hazmat.primitives.kdf.argon2 import Argon2id
+
+from snapstore.backend.seam import Backend, Handle, Kind
+from snapstore.errors import EncryptionError, KeyNotFoundError, WrongPasswordError
+
+CONFIG = Handle(Kind.KEY, "config")
+MASTER_BYTES = 64
+MAX_KEY_OBJECT_BYTES = 64 << 10
+KEY_ID = re.compile(r"[0-9a-f]{16}")
+CIPHER = "aes-256-gcm"
+NAMES = "aes-siv"
+
+
+@dataclass(frozen=True)
+class KdfParams:
+    """Argon2id's cost: memory in KiB, passes, lanes. The default is RFC 9106's second
+    recommended setting (64 MiB, 3 passes, 4 lanes); ``SNAPSTORE_KDF`` (``m=KIB,t=N,p=N``)
+    chooses others for new keys."""
+
+    memory_kib: int = 64 * 1024
+    iterations: int = 3
+    lanes: int = 4
+
+    @classmethod
+    def from_env(cls) -> KdfParams:
+        """The parameters for new keys: ``$SNAPSTORE_KDF`` if set, else the default."""
+        text = os.environ.get("SNAPSTORE_KDF", "").strip()
+        if not text:
+            return cls()
+        try:
+            fields = dict(part.split("=", 1) for part in text.split(","))
+            params = cls(int(fields["m"]), int(fields["t"]), int(fields["p"]))
+        except (KeyError, ValueError):
+            raise EncryptionError(f"SNAPSTORE_KDF must read m=KIB,t=N,p=N, not {text!r}") from None
+        if params.lanes < 1 or params.iterations < 1 or params.memory_kib < 8 * params.lanes:
+            raise EncryptionError(f"SNAPSTORE_KDF {text!r} is below Argon2id's minimum")
+        return params
+
+    def derive(self, password: bytes, salt: bytes) -> bytes:
+        """The 32-byte key ``password`` and ``salt`` give (takes the KDF's time)."""
+        kdf = Argon2id(
+            salt=salt,
+            length=32,
+            iterations=self.iterations,
+            lanes=self.lanes,
+            memory_cost=self.memory_kib,
+        )
+        return kdf.derive(password)
+
+
+@dataclass(frozen=True)
+class KeyInfo:
+    """One password's key, as ``key list`` shows it."""
+
+    id: str
+    created: str
+    host: str
+    kdf: str
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def _wrap_data(store_id: str, key_id: str) -> bytes:
+    return f"snapstore key\0{store_id}\0{key_id}".encode()
+
+
+def read_json(backend: Backend, handle: Handle) -> dict[str, Any]:
+    """A key object's JSON (EncryptionError if it is not one)."""
+    data, _ = backend.read(handle, max_bytes=MAX_KEY_OBJECT_BYTES)
+    try:
+        value = json.loads(data)
+    except ValueError:
+        raise EncryptionError(f"{backend.describe(handle)} is not a key object") from None
+    if not isinstance(value, dict):
+        raise EncryptionError(f"{backend.describe(handle)} is not a key object")
+    return value
+
+
+def is_encrypted(backend: Backend) -> bool:
+    """True if the store has an encryption config (it was made encrypted)."""
+    try:
+        backend.stat(CONFIG)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def store_id(backend: Backend) -> str:
+    """The store's id, from its config (EncryptionError if the config is not one we know)."""
+    config = read_json(backend, CONFIG)
+    if config.get("version") != 1 or config.get("cipher") != CIPHER:
+        raise EncryptionError(f"{backend.describe(CONFIG)}: unknown encryption {config!r}")
+    ident = config.get("id")
+    if not isinstance(ident, str) or not KEY_ID.fullmatch(ident):
+        raise EncryptionError(f"{backend.describe(CONFIG)} holds no valid store id")
+    return ident
+
+
+def create_config(backend: Backend) -> str:
+    """Write a new store's config; its id."""
+    ident = os.urandom(8).hex()
+    config = {"version": 1, "id": ident, "cipher": CIPHER, "names": NAMES, "kdf": "argon2id"}
+    backend.write(CONFIG, json.dumps(config, indent=1).encode())
+    return ident
+
+
+def add_key(backend: Backend, ident: str, master: bytes, password: bytes) -> str:
+    """Store ``master`` wrapped under ``password``; the new key's id."""
+    params = KdfParams.from_env()
+    key_id = os.urandom(8).hex()
+    salt, nonce = os.urandom(16), os.urandom(12)
+    wrapped = AESGCM(params.derive(password, salt)).encrypt(
+        nonce, master, _wrap_data(ident, key_id)
+    )
+    document = {
+        "version": 1,
+        "kdf": "argon2id",
+        "memory_kib": params.memory_kib,
+        "iterations": params.iterations,
+        "lanes": params.lanes,
+        "salt": _b64(salt),
+        "nonce": _b64(nonce),
+        "wrapped": _b64(wrapped),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "host": socket.gethostname(),
+    }
+    backend.write(Handle(Kind.KEY, key_id), json.dumps(document, indent=1).encode())
+    return key_id
+
+
+def key_ids(backend: Backend) -> list[str]:
+    """The ids of the store's keys."""
+    return [name for name in backend.names(Kind.KEY) if KEY_ID.fullmatch(name)]
+
+
+def _unwrap(document: dict[str, Any], ident: str, key_id: str, password: bytes) -> bytes | None:
+    """The master key if ``password`` opens this key, else None (malformed: None too)."""
+    try:
+        params = KdfParams(
+            int(document["memory_kib"]), int(document["iterations"]), int(document["lanes"])
+        )
+        salt = base64.b64decode(document["salt"], validate=True)
+        nonce = base64.b64decode(document["nonce"], validate=True)
+        wrapped = base64.b64decode(document["wrapped"], validate=True)
+        if document.get("kdf") != "argon2id" or len(nonce) != 12:
+            return None
+        kek = params.derive(password, salt)
+        master = AESGCM(kek).decrypt(nonce, wrapped, _wrap_data(ident, key_id))
+    except (KeyError, TypeError, ValueError, InvalidTag):
+        return None
+    return master if len(master) == MASTER_BYTES else None
+
+
+def unlock(backend: Backend, ident: str, password: bytes) -> tuple[bytes, str]:
+    """The master key and the id of the key ``password`` opens (WrongPasswordError if none)."""
+    for key_id in key_ids(backend):
+        try:
+            document = read_json(backend, Handle(Kind.KEY, key_id))
+        except (FileNotFoundError, EncryptionError):
+            continue
+        master = _unwrap(document, ident, key_id, password)
+        if master is not None:
+            return master, key_id
+    raise WrongPasswordError(
+        f"the password opens none of the keys of the encrypted store at "
+        f"{backend.describe(CONFIG).removesuffix('/keys/config')}"
+    )
+
+
+def list_keys(backend: Backend) -> list[KeyInfo]:
+    """The store's keys, oldest first."""
+    found = []
+    for key_id in key_ids(backend):
+        try:
+            document = read_json(backend, Handle(Kind.KEY, key_id))
+        except (FileNotFoundError, EncryptionError):
+            continue
+        kdf = (
+            f"argon2id m={document.get('memory_kib')} t={document.get('iterations')} "
+            f"p={document.get('lanes')}"
+        )
+        found.append(
+            KeyInfo(key_id, str(document.get("created", "")), str(document.get("host", "")), kdf)
+        )
+    return sorted(found, key=lambda info: (info.created, info.id))
+
+
+def remove_key(backend: Backend, key_id: str, *, current: str) -> None:
+    """Remove key ``key_id``; never the one this process opened the store with, nor the last."""
+    ids = key_ids(backend)
+    if key_id not in ids:
+        raise KeyNotFoundError(f"no key {key_id!r} in this store")
+    if key_id == current:
+        raise EncryptionError(
+            "refusing to remove the key this password opens (use another password to remove it)"
+        )
+    backend.delete(Handle(Kind.KEY, key_id))
