@@ -66,6 +66,7 @@ class EncryptedBackend:
         self.secret = secret
         self.properties = inner.properties
         self.key_id = ""
+        self._master = b""
         self._objects: ObjectCipher | None = None
         self._names: NameCipher | None = None
         self._prefixes: OrderedDict[Handle, bytes] = OrderedDict()
@@ -97,6 +98,7 @@ class EncryptedBackend:
         return master
 
     def _install(self, master: bytes) -> None:
+        self._master = master
         self._objects = ObjectCipher(sub_key(master, "object data", 32))
         self._names = NameCipher(
             sub_key(master, "object names", 64), sub_key(master, "blob shards", 32)
@@ -121,9 +123,9 @@ class EncryptedBackend:
 
     def add_password(self, password: bytes) -> str:
         """Add a key for ``password``; its id."""
-        ident = keyring.store_id(self.inner)
-        master, _ = keyring.unlock(self.inner, ident, self.secret.password())
-        return keyring.add_key(self.inner, ident, master, password)
+        if not self._master:
+            raise EncryptionError("the encrypted store is not open")
+        return keyring.add_key(self.inner, keyring.store_id(self.inner), self._master, password)
 
     def list_keys(self) -> list[keyring.KeyInfo]:
         """The store's keys."""
@@ -296,7 +298,7 @@ class EncryptedBackend:
                 yield self.cipher.open_segments(
                     prefix, number, pending[:cut], kind, name, whole=False
                 )
-                pending, number = pending[cut:], number + full
+                number += full
         if prefix is None:
             raise SealError("not an encrypted object")
         yield self.cipher.open_segments(prefix, number, pending, kind, name, whole=True)

@@ -24,6 +24,11 @@ from snapstore.frontend.exitcodes import ExitCode, exit_code_for
 
 COMMANDS: tuple[CommandSpec, ...] = (
     CommandSpec(
+        "init",
+        "snapstore.cli.keys:init",
+        "Make a new store (--encrypt: an encrypted one).",
+    ),
+    CommandSpec(
         "create",
         "snapstore.cli.snapshots:create",
         "Checkpoint PATHS (files or directories) as a snapshot of SESSION.",
@@ -117,6 +122,11 @@ COMMANDS: tuple[CommandSpec, ...] = (
         "checkpoint",
         "snapstore.cli.checkpoints:checkpoint_group",
         "List, inspect and reset resume checkpoints.",
+    ),
+    CommandSpec(
+        "key",
+        "snapstore.cli.keys:key_group",
+        "Add, list, remove and change the passwords of an encrypted store.",
     ),
     CommandSpec(
         "serve",

@@ -49,9 +49,21 @@ class Settings:
     debug: bool = False
     verbose: int = 0
     root_given: bool = False
+    password_file: str | None = None
+    password_command: str | None = None
+    _password: bytes | None = field(default=None, repr=False)
     _store: SnapStore | None = field(default=None, repr=False)
 
-    def store(self, *, create: bool = False) -> SnapStore:
+    def password(self) -> bytes | None:
+        """The password of an encrypted store, from where ``cli.passwords`` looks (asked
+        once per run: a password command runs once)."""
+        if self._password is None:
+            from snapstore.cli.passwords import find_password
+
+            self._password = find_password(self.password_file, self.password_command) or b""
+        return self._password or None
+
+    def store(self, *, create: bool = False, encrypt: bool = False) -> SnapStore:
         """The store at ``root``; only commands that write new data may ``create`` it (a
         command that only reads never makes a store, locally or in object storage)."""
         if self._store is None:
@@ -59,15 +71,21 @@ class Settings:
             from snapstore.store import SnapStore
 
             try:
-                self._store = SnapStore(self.root, lock_timeout=self.lock_timeout, create=create)
+                self._store = SnapStore(
+                    self.root,
+                    lock_timeout=self.lock_timeout,
+                    create=create,
+                    password=self.password(),
+                    encrypt=encrypt,
+                )
             except StoreNotFoundError:
                 raise StoreNotFound(self.root) from None
         return self._store
 
-    def writable_store(self, why: str, *, create: bool = False) -> SnapStore:
+    def writable_store(self, why: str, *, create: bool = False, encrypt: bool = False) -> SnapStore:
         """The store, for a command that writes into it before any exclusive lock would tell
         (``why``): a read-only store fails now, not half-way through."""
-        store = self.store(create=create)
+        store = self.store(create=create, encrypt=encrypt)
         if store.read_only:
             raise ReadOnlyStoreError(f"the store at {self.root} is read-only for you: {why}")
         return store

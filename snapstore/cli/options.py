@@ -53,6 +53,14 @@ def _set_lock_timeout(ctx: click.Context, _param: click.Parameter, value: float 
         _settings(ctx).lock_timeout = value
 
 
+def _set_text(name: str) -> Callable[[click.Context, click.Parameter, str | None], None]:
+    def callback(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+        if value is not None:
+            setattr(_settings(ctx), name, value)
+
+    return callback
+
+
 def _set_flag(name: str) -> Callable[[click.Context, click.Parameter, bool], None]:
     def callback(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
         if value:
@@ -86,6 +94,21 @@ def global_parameters(*, top: bool) -> list[click.Parameter]:
             show_default="$SNAPSTORE_ROOT, else ./.snapstore" if top else False,
             callback=_set_root,
             help="The store's directory, or s3://BUCKET/PREFIX for object storage.",
+            **common,
+        ),
+        click.Option(
+            ["--password-file"],
+            metavar="FILE",
+            callback=_set_text("password_file"),
+            help="Read an encrypted store's password from FILE's first line "
+            "(else $SNAPSTORE_PASSWORD_FILE, $SNAPSTORE_PASSWORD).",
+            **common,
+        ),
+        click.Option(
+            ["--password-command"],
+            metavar="COMMAND",
+            callback=_set_text("password_command"),
+            help="Run COMMAND (no shell) and use the first line it prints as the password.",
             **common,
         ),
         click.Option(

@@ -47,7 +47,12 @@ def serve(settings: Settings, allow: tuple[Path, ...]) -> int:
     """
     from snapstore.service.server import run
 
-    return run(settings.root, lock_timeout=settings.lock_timeout, allow=list(allow))
+    return run(
+        settings.root,
+        lock_timeout=settings.lock_timeout,
+        allow=list(allow),
+        password=settings.password(),
+    )
 
 
 @click.command()
@@ -70,4 +75,9 @@ def mcp(settings: Settings, allow: tuple[Path, ...]) -> int:
         raise click.ClickException(MCP_EXTRA_MISSING) from None
     from snapstore.service.mcp import run
 
-    return run(settings.root, lock_timeout=settings.lock_timeout, allow=list(allow))
+    return run(
+        settings.root,
+        lock_timeout=settings.lock_timeout,
+        allow=list(allow),
+        password=settings.password(),
+    )

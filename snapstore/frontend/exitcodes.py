@@ -39,6 +39,9 @@ class ExitCode(IntEnum):
     a path ``create --missing error`` was given does not."""
     EXISTS = 15
     """What was to be created exists already (``create --no-replace``)."""
+    PASSWORD = 16
+    """The store is encrypted and no password was given, the password opens none of its
+    keys, or a password source (file, command) gave none."""
 
 
 @functools.cache
@@ -56,12 +59,15 @@ def _codes() -> tuple[tuple[tuple[type[BaseException], ...], ExitCode], ...]:
         LockTimeout,
         MissingBlobError,
         MissingPathError,
+        PasswordRequiredError,
         PathNotInSnapshotError,
         SnapshotExistsError,
         SnapshotNotFound,
+        WrongPasswordError,
     )
 
     return (
+        ((PasswordRequiredError, WrongPasswordError), ExitCode.PASSWORD),
         ((LockTimeout,), ExitCode.LOCKED),
         ((InvalidNameError, InvalidValueError), ExitCode.USAGE),
         (

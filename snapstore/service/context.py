@@ -27,12 +27,14 @@ class Service:
         *,
         lock_timeout: float = 30.0,
         allowed: AllowedDirectories | None = None,
+        password: bytes | None = None,
     ) -> None:
         text = os.fspath(root)
         self.allowed = allowed
         """The directories calls may read or write (None: anywhere)."""
         self.root = text if is_store_url(text) else os.path.abspath(text)
         self.lock_timeout = lock_timeout
+        self._password = password
         self._store: SnapStore | None = None
         self._opening = threading.Lock()
         self._watches: WatchSet | None = None
@@ -49,7 +51,12 @@ class Service:
             from snapstore.errors import StoreNotFoundError
 
             try:
-                self._store = SnapStore(self.root, lock_timeout=self.lock_timeout, create=create)
+                self._store = SnapStore(
+                    self.root,
+                    lock_timeout=self.lock_timeout,
+                    create=create,
+                    password=self._password,
+                )
             except StoreNotFoundError:
                 raise StoreNotFound(
                     f"no store at '{self.root}' (start the server with --root DIR, or call "

@@ -286,6 +286,7 @@ def run(
     *,
     lock_timeout: float = 30.0,
     allow: Sequence[str | os.PathLike[str]] = (),
+    password: bytes | None = None,
 ) -> int:
     """Serve MCP on stdin/stdout until the client disconnects; the exit code (0). The tools
     work only inside the working directory and the ``allow`` directories."""
@@ -296,7 +297,7 @@ def run(
             "the project directory (the host's cwd setting), or in an empty one with --allow",
             allowed.directories[0],
         )
-    service = Service(root, lock_timeout=lock_timeout)
+    service = Service(root, lock_timeout=lock_timeout, password=password)
     try:
         anyio.run(build_server(service, allowed).run_stdio_async)
     finally:

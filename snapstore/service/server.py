@@ -286,6 +286,7 @@ def run(
     *,
     lock_timeout: float = 30.0,
     allow: Sequence[str | os.PathLike[str]] = (),
+    password: bytes | None = None,
 ) -> int:
     """Serve on this process's stdin and stdout until end of input; the exit code (0).
 
@@ -300,7 +301,7 @@ def run(
     reader = open(0, "rb", closefd=False)  # noqa: SIM115 - stdin stays open until exit
     connection = Connection(reader, out_fd)
     allowed = AllowedDirectories(allow) if allow else None
-    service = Service(root, lock_timeout=lock_timeout, allowed=allowed)
+    service = Service(root, lock_timeout=lock_timeout, password=password, allowed=allowed)
     try:
         return Server(service, connection).serve()
     finally:

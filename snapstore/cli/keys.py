@@ -1,0 +1,132 @@
+"""Commands that make a store and manage an encrypted store's passwords: init and key."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import click
+
+from snapstore.cli.context import Settings, pass_settings
+from snapstore.cli.exitcodes import ExitCode
+from snapstore.cli.output import align_rows
+from snapstore.cli.passwords import read_password_file
+
+if TYPE_CHECKING:
+    from snapstore.backend.encrypted import EncryptedBackend
+
+
+class NotEncrypted(click.ClickException):
+    """A key command on a store that is not encrypted."""
+
+    exit_code = ExitCode.USAGE
+
+
+@click.command()
+@click.option(
+    "--encrypt",
+    is_flag=True,
+    help="Make the new store encrypted, with the password from --password-file, "
+    "--password-command, $SNAPSTORE_PASSWORD_FILE or $SNAPSTORE_PASSWORD.",
+)
+@pass_settings
+def init(settings: Settings, encrypt: bool) -> None:
+    """Make a new store at --root (an existing one is left as it is).
+
+    With --encrypt, everything the store keeps is encrypted and authenticated, and only its
+    passwords open it (docs/encryption.md).
+    """
+    if encrypt and settings.password() is None:
+        raise click.UsageError(
+            "--encrypt needs a password: --password-file, --password-command, "
+            "SNAPSTORE_PASSWORD_FILE or SNAPSTORE_PASSWORD"
+        )
+    store = settings.writable_store("init makes the store", create=True, encrypt=encrypt)
+    encrypted = _encrypted_backend(settings) is not None
+    settings.emit(
+        {"root": str(store.root), "encrypted": encrypted},
+        [f"{'encrypted ' if encrypted else ''}store at {store.root}"],
+        info=True,
+    )
+
+
+def _encrypted_backend(settings: Settings) -> EncryptedBackend | None:
+    from snapstore.backend.encrypted import EncryptedBackend
+
+    backend = settings.store().backend
+    return backend if isinstance(backend, EncryptedBackend) else None
+
+
+def _require_encrypted(settings: Settings) -> EncryptedBackend:
+    backend = _encrypted_backend(settings)
+    if backend is None:
+        raise NotEncrypted(f"the store at {settings.root} is not encrypted: it has no keys")
+    return backend
+
+
+new_password_option = click.option(
+    "--new-password-file",
+    metavar="FILE",
+    required=True,
+    help="Read the new password from FILE's first line.",
+)
+
+
+@click.group("key")
+def key_group() -> None:
+    """Add, list, remove and change the passwords of an encrypted store."""
+
+
+@key_group.command("add")
+@new_password_option
+@pass_settings
+def add(settings: Settings, new_password_file: str) -> None:
+    """Add a password: a new key wrapping the store's master key."""
+    new = read_password_file(new_password_file, "new password file")
+    key_id = _require_encrypted(settings).add_password(new)
+    settings.emit({"id": key_id}, [f"added key {key_id}"], info=True)
+
+
+@key_group.command("list")
+@pass_settings
+def list_keys(settings: Settings) -> None:
+    """List the store's keys (* marks the one the password given opens)."""
+    backend = _require_encrypted(settings)
+    keys = backend.list_keys()
+    documents = [
+        {
+            "id": key.id,
+            "current": key.id == backend.key_id,
+            "created": key.created,
+            "host": key.host,
+            "kdf": key.kdf,
+        }
+        for key in keys
+    ]
+    rows = [
+        ["*" if key.id == backend.key_id else " ", key.id, key.created, key.host, key.kdf]
+        for key in keys
+    ]
+    settings.emit({"keys": documents}, align_rows([[" ", "ID", "CREATED", "HOST", "KDF"], *rows]))
+
+
+@key_group.command("remove")
+@click.argument("key_id", metavar="ID")
+@pass_settings
+def remove(settings: Settings, key_id: str) -> None:
+    """Remove key ID (not the one the password given opens: use another password)."""
+    _require_encrypted(settings).remove_key(key_id)
+    settings.emit({"removed": key_id}, [f"removed key {key_id}"], info=True)
+
+
+@key_group.command("passwd")
+@new_password_option
+@pass_settings
+def passwd(settings: Settings, new_password_file: str) -> None:
+    """Change the password given: add a key for the new one, then remove the old key."""
+    new = read_password_file(new_password_file, "new password file")
+    backend = _require_encrypted(settings)
+    old = backend.key_id
+    key_id = backend.add_password(new)
+    backend.key_id = key_id
+    backend.remove_key(old)
+    settings.emit({"id": key_id, "removed": old}, [f"key {old} replaced by {key_id}"], info=True)
