@@ -76,8 +76,8 @@ class EncryptedBackend:
     def open(self, *, create: bool) -> bool:
         writable = self.inner.open(create=create)
         if keyring.is_encrypted(self.inner):
-            ident = keyring.store_id(self.inner)
-            master, self.key_id = keyring.unlock(self.inner, ident, self.secret.password())
+            config = keyring.read_config(self.inner)
+            master, self.key_id = keyring.unlock(self.inner, config, self.secret.password())
         else:
             master = self._make_encrypted()
         self._install(master)
@@ -91,8 +91,8 @@ class EncryptedBackend:
                 "with a password"
             )
         master = os.urandom(keyring.MASTER_BYTES)
-        ident = keyring.create_config(self.inner)
-        self.key_id = keyring.add_key(self.inner, ident, master, self.secret.password())
+        config = keyring.create_config(self.inner)
+        self.key_id = keyring.add_key(self.inner, config, master, self.secret.password())
         self.inner.write(Handle(Kind.MARKER, ""), ENCRYPTED_MARKER)
         logger.info("made the store at %s an encrypted store", self.where)
         return master
@@ -125,7 +125,8 @@ class EncryptedBackend:
         """Add a key for ``password``; its id."""
         if not self._master:
             raise EncryptionError("the encrypted store is not open")
-        return keyring.add_key(self.inner, keyring.store_id(self.inner), self._master, password)
+        config = keyring.read_config(self.inner)
+        return keyring.add_key(self.inner, config, self._master, password)
 
     def list_keys(self) -> list[keyring.KeyInfo]:
         """The store's keys."""

@@ -85,8 +85,13 @@ def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
 
 
-def _wrap_data(store_id: str, key_id: str) -> bytes:
-    return f"snapstore key\0{store_id}\0{key_id}".encode()
+def _wrap_data(config: bytes, key_id: str, document: dict[str, Any]) -> bytes:
+    """What a wrapped key authenticates besides the master key: the store's config as
+    stored, the key's id, and every other field of the key object (a changed byte in either
+    object makes the key open with no password)."""
+    fields = {name: value for name, value in document.items() if name != "wrapped"}
+    canonical = json.dumps(fields, sort_keys=True, separators=(",", ":"))
+    return b"snapstore key\0" + config + b"\0" + f"{key_id}\0{canonical}".encode()
 
 
 def read_json(backend: Backend, handle: Handle) -> dict[str, Any]:
@@ -110,34 +115,41 @@ def is_encrypted(backend: Backend) -> bool:
     return True
 
 
-def store_id(backend: Backend) -> str:
-    """The store's id, from its config (EncryptionError if the config is not one we know)."""
-    config = read_json(backend, CONFIG)
-    if config.get("version") != 1 or config.get("cipher") != CIPHER:
+def read_config(backend: Backend) -> bytes:
+    """The store's config as stored (EncryptionError if it is not one this version knows)."""
+    data, _ = backend.read(CONFIG, max_bytes=MAX_KEY_OBJECT_BYTES)
+    try:
+        config = json.loads(data)
+    except ValueError:
+        raise EncryptionError(f"{backend.describe(CONFIG)} is not an encryption config") from None
+    known = {"version": 1, "cipher": CIPHER, "names": NAMES, "kdf": "argon2id"}
+    if not isinstance(config, dict) or any(config.get(k) != v for k, v in known.items()):
         raise EncryptionError(f"{backend.describe(CONFIG)}: unknown encryption {config!r}")
-    ident = config.get("id")
-    if not isinstance(ident, str) or not KEY_ID.fullmatch(ident):
+    if not isinstance(config.get("id"), str) or not KEY_ID.fullmatch(config["id"]):
         raise EncryptionError(f"{backend.describe(CONFIG)} holds no valid store id")
-    return ident
+    return data
 
 
-def create_config(backend: Backend) -> str:
-    """Write a new store's config; its id."""
-    ident = os.urandom(8).hex()
-    config = {"version": 1, "id": ident, "cipher": CIPHER, "names": NAMES, "kdf": "argon2id"}
-    backend.write(CONFIG, json.dumps(config, indent=1).encode())
-    return ident
+def create_config(backend: Backend) -> bytes:
+    """Write a new store's config; its bytes."""
+    config = {
+        "version": 1,
+        "id": os.urandom(8).hex(),
+        "cipher": CIPHER,
+        "names": NAMES,
+        "kdf": "argon2id",
+    }
+    data = json.dumps(config, indent=1).encode()
+    backend.write(CONFIG, data)
+    return data
 
 
-def add_key(backend: Backend, ident: str, master: bytes, password: bytes) -> str:
+def add_key(backend: Backend, config: bytes, master: bytes, password: bytes) -> str:
     """Store ``master`` wrapped under ``password``; the new key's id."""
     params = KdfParams.from_env()
     key_id = os.urandom(8).hex()
     salt, nonce = os.urandom(16), os.urandom(12)
-    wrapped = AESGCM(params.derive(password, salt)).encrypt(
-        nonce, master, _wrap_data(ident, key_id)
-    )
-    document = {
+    document: dict[str, Any] = {
         "version": 1,
         "kdf": "argon2id",
         "memory_kib": params.memory_kib,
@@ -145,10 +157,13 @@ def add_key(backend: Backend, ident: str, master: bytes, password: bytes) -> str
         "lanes": params.lanes,
         "salt": _b64(salt),
         "nonce": _b64(nonce),
-        "wrapped": _b64(wrapped),
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "host": socket.gethostname(),
     }
+    wrapped = AESGCM(params.derive(password, salt)).encrypt(
+        nonce, master, _wrap_data(config, key_id, document)
+    )
+    document["wrapped"] = _b64(wrapped)
     backend.write(Handle(Kind.KEY, key_id), json.dumps(document, indent=1).encode())
     return key_id
 
@@ -158,7 +173,7 @@ def key_ids(backend: Backend) -> list[str]:
     return [name for name in backend.names(Kind.KEY) if KEY_ID.fullmatch(name)]
 
 
-def _unwrap(document: dict[str, Any], ident: str, key_id: str, password: bytes) -> bytes | None:
+def _unwrap(document: dict[str, Any], config: bytes, key_id: str, password: bytes) -> bytes | None:
     """The master key if ``password`` opens this key, else None (malformed: None too)."""
     try:
         params = KdfParams(
@@ -170,20 +185,20 @@ def _unwrap(document: dict[str, Any], ident: str, key_id: str, password: bytes) 
         if document.get("kdf") != "argon2id" or len(nonce) != 12:
             return None
         kek = params.derive(password, salt)
-        master = AESGCM(kek).decrypt(nonce, wrapped, _wrap_data(ident, key_id))
+        master = AESGCM(kek).decrypt(nonce, wrapped, _wrap_data(config, key_id, document))
     except (KeyError, TypeError, ValueError, InvalidTag):
         return None
     return master if len(master) == MASTER_BYTES else None
 
 
-def unlock(backend: Backend, ident: str, password: bytes) -> tuple[bytes, str]:
+def unlock(backend: Backend, config: bytes, password: bytes) -> tuple[bytes, str]:
     """The master key and the id of the key ``password`` opens (WrongPasswordError if none)."""
     for key_id in key_ids(backend):
         try:
             document = read_json(backend, Handle(Kind.KEY, key_id))
         except (FileNotFoundError, EncryptionError):
             continue
-        master = _unwrap(document, ident, key_id, password)
+        master = _unwrap(document, config, key_id, password)
         if master is not None:
             return master, key_id
     raise WrongPasswordError(
