@@ -296,9 +296,8 @@ class EncryptedBackend:
             full = (len(pending) - 1) // SEALED_SEGMENT
             if full > 0:
                 cut = full * SEALED_SEGMENT
-                yield self.cipher.open_segments(
-                    prefix, number, pending[:cut], kind, name, whole=False
-                )
+                sealed, pending = pending[:cut], pending[cut:]
+                yield self.cipher.open_segments(prefix, number, sealed, kind, name, whole=False)
                 number += full
         if prefix is None:
             raise SealError("not an encrypted object")

@@ -35,7 +35,7 @@ class ExitCode(IntEnum):
     DAMAGED = 13
     """The store's committed data is damaged (corrupt or missing manifests, blobs, packs)."""
     NOT_FOUND = 14
-    """The snapshot, session, path in a snapshot, or checkpoint asked for does not exist, or
+    """The snapshot, session, path in a snapshot, checkpoint or key asked for does not exist, or
     a path ``create --missing error`` was given does not."""
     EXISTS = 15
     """What was to be created exists already (``create --no-replace``)."""
@@ -56,6 +56,7 @@ def _codes() -> tuple[tuple[tuple[type[BaseException], ...], ExitCode], ...]:
         CorruptManifestError,
         InvalidNameError,
         InvalidValueError,
+        KeyNotFoundError,
         LockTimeout,
         MissingBlobError,
         MissingPathError,
@@ -71,7 +72,13 @@ def _codes() -> tuple[tuple[tuple[type[BaseException], ...], ExitCode], ...]:
         ((LockTimeout,), ExitCode.LOCKED),
         ((InvalidNameError, InvalidValueError), ExitCode.USAGE),
         (
-            (SnapshotNotFound, PathNotInSnapshotError, CheckpointNotFound, MissingPathError),
+            (
+                SnapshotNotFound,
+                PathNotInSnapshotError,
+                CheckpointNotFound,
+                MissingPathError,
+                KeyNotFoundError,
+            ),
             ExitCode.NOT_FOUND,
         ),
         ((SnapshotExistsError,), ExitCode.EXISTS),
