@@ -124,6 +124,11 @@ COMMANDS: tuple[CommandSpec, ...] = (
         "List, inspect and reset resume checkpoints.",
     ),
     CommandSpec(
+        "encrypt",
+        "snapstore.cli.keys:encrypt",
+        "Copy this unencrypted store into a new encrypted store at --to.",
+    ),
+    CommandSpec(
         "key",
         "snapstore.cli.keys:key_group",
         "Add, list, remove and change the passwords of an encrypted store.",

@@ -130,3 +130,50 @@ def passwd(settings: Settings, new_password_file: str) -> None:
     backend.key_id = key_id
     backend.remove_key(old)
     settings.emit({"id": key_id, "removed": old}, [f"key {old} replaced by {key_id}"], info=True)
+
+
+@click.command()
+@click.option(
+    "--to",
+    "destination",
+    required=True,
+    metavar="DIR|URL",
+    help="Where the encrypted copy goes: a new store, or one a stopped run began.",
+)
+@pass_settings
+def encrypt(settings: Settings, destination: str) -> None:
+    """Copy the unencrypted store at --root into a new encrypted store at --to.
+
+    The password of the new store comes from --password-file, --password-command,
+    SNAPSTORE_PASSWORD_FILE or SNAPSTORE_PASSWORD. The store at --root is only read (under
+    its gc lock: no create or restore runs on it meanwhile) and is left as it is; a run that
+    is stopped is taken up by the next. Point your tools at --to, then remove the old store.
+    """
+    from snapstore import SnapStore
+    from snapstore.maintenance.encrypt import copy_into_encrypted
+
+    password = settings.password()
+    if password is None:
+        raise click.UsageError(
+            "encrypt needs the new store's password: --password-file, --password-command, "
+            "SNAPSTORE_PASSWORD_FILE or SNAPSTORE_PASSWORD"
+        )
+    source = settings.store()
+    if _encrypted_backend(settings) is not None:
+        raise NotEncrypted(f"the store at {settings.root} is encrypted already")
+    with SnapStore(
+        destination, lock_timeout=settings.lock_timeout, password=password, encrypt=True
+    ) as target:
+        report = copy_into_encrypted(source.repo, target.backend)
+    settings.emit(
+        {
+            "destination": destination,
+            "copied": report.copied,
+            "present": report.present,
+            "bytes_copied": report.bytes_copied,
+        },
+        [
+            f"encrypted copy at {destination}: {report.copied} objects copied "
+            f"({report.present} there already)"
+        ],
+    )

@@ -1,0 +1,85 @@
+"""Copying an unencrypted store into an encrypted one (``snapstore encrypt --to``).
+
+A store's object names all change when it is encrypted (they are sealed), so it is not
+rewritten in place: its objects are copied, through the encrypting layer, into a new
+encrypted store, and the old one is left as it was, to be removed by its owner once the new
+one is in use. Safe to stop anywhere (a kill, a power cut): the source is only read; in the
+destination, blobs, packs and their indexes are copied before any manifest (so no manifest
+there names what is not), each object whole or not at all (staged, or an atomic write); a
+run that is stopped is taken up by the next, which copies only what is missing. The source's
+gc lock is held, exclusive, for the whole copy: no create, restore or gc runs on it
+meanwhile, so what is copied is one consistent store. Caches and heads are not copied (each
+is rebuilt); a store with a restore in progress (a journal) is refused.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from snapstore.backend.layout import FORMAT_MAJOR
+from snapstore.backend.seam import Backend, Handle, Kind
+from snapstore.errors import EncryptionError
+from snapstore.format.hashing import CHUNK_BYTES
+from snapstore.format.manifest import MAX_MANIFEST_BYTES
+from snapstore.logs import get_logger
+from snapstore.repo.repository import Repository
+
+COPIED_KINDS = (Kind.BLOB, Kind.PACK, Kind.INDEX, Kind.MANIFEST)
+"""In this order: what a manifest names is there before it is."""
+MAX_INDEX_BYTES = 1 << 30
+
+logger = get_logger(__name__)
+
+
+@dataclass
+class CopyReport:
+    """What a copy into an encrypted store did."""
+
+    copied: int = 0
+    """Objects copied by this run."""
+    present: int = 0
+    """Objects the destination held already (copied by an earlier run that was stopped)."""
+    bytes_copied: int = 0
+
+
+def copy_into_encrypted(source: Repository, destination: Backend) -> CopyReport:
+    """Copy every blob, pack, index and manifest of ``source`` into ``destination`` (an
+    encrypted store's backend) that is not there yet; see the module docstring."""
+    if source.format_major < FORMAT_MAJOR:
+        raise EncryptionError("the store is of an older format: run 'snapstore upgrade' first")
+    if source.backend.names(Kind.JOURNAL):
+        raise EncryptionError(
+            "a restore into the store is in progress (or was killed): "
+            "let it finish, or open the store to recover it, first"
+        )
+    report = CopyReport()
+    with source.gc_lock.exclusive():
+        for kind in COPIED_KINDS:
+            present = set(destination.names(kind))
+            for name in source.backend.names(kind):
+                if name in present:
+                    report.present += 1
+                    continue
+                report.bytes_copied += _copy(source.backend, destination, Handle(kind, name))
+                report.copied += 1
+            destination.flush()
+    logger.info("copied %d objects (%d there already)", report.copied, report.present)
+    return report
+
+
+def _copy(source: Backend, destination: Backend, handle: Handle) -> int:
+    """Copy one object whole; its size."""
+    if handle.kind in (Kind.MANIFEST, Kind.INDEX):
+        limit = MAX_MANIFEST_BYTES if handle.kind is Kind.MANIFEST else MAX_INDEX_BYTES
+        data, _ = source.read(handle, max_bytes=limit)
+        destination.write(handle, data)
+        return len(data)
+    staged = destination.stage(handle.kind, source.stat(handle).size)
+    try:
+        for chunk in source.chunks(handle, CHUNK_BYTES):
+            staged.write(chunk)
+        staged.commit(handle.name)
+    except BaseException:
+        staged.abort()
+        raise
+    return staged.size
