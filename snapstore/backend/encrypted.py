@@ -21,6 +21,8 @@ from dataclasses import replace
 
 from snapstore.backend import keyring
 from snapstore.backend.packlog import PackLog
+from snapstore.backend.sealednames import listing_prefix, plain_name, stored_name
+from snapstore.backend.sealedstage import SealedStage
 from snapstore.backend.sealing import (
     HEADER_BYTES,
     SEALED_SEGMENT,
@@ -36,7 +38,6 @@ from snapstore.backend.sealing import (
 from snapstore.backend.seam import Backend, Handle, Kind, Lock, ObjectInfo, StagedObject, Version
 from snapstore.backend.secret import Secret
 from snapstore.errors import (
-    ConcurrentWriteError,
     CorruptBlobError,
     CorruptManifestError,
     CorruptPackError,
@@ -50,7 +51,6 @@ ENCRYPTED_MARKER = b"snapstore format 3-encrypted\n"
 """The marker of an encrypted store: versions that know no encryption refuse it."""
 PLAIN_MARKER = b"snapstore format 3\n"
 _CLEAR_BODIES = frozenset({Kind.MARKER, Kind.KEY})
-_CLEAR_NAMES = frozenset({Kind.MARKER, Kind.KEY, Kind.PACK, Kind.INDEX})
 _IMMUTABLE = frozenset({Kind.PACK, Kind.INDEX, Kind.BLOB})
 _PREFIX_MEMO = 4096
 
@@ -140,38 +140,10 @@ class EncryptedBackend:
 
     def stored_name(self, kind: Kind, name: str) -> str:
         """The name an object of ``kind`` called ``name`` has below."""
-        if kind in _CLEAR_NAMES:
-            return name
-        names = self.name_cipher
-        if kind is Kind.BLOB:
-            return names.shard(name[:2]) + names.seal(kind.value, name)
-        return "/".join(names.seal(kind.value, part) for part in name.split("/"))
-
-    def plain_name(self, kind: Kind, stored: str) -> str | None:
-        """The name of the object stored as ``stored`` (None: no name sealed by this store)."""
-        if kind in _CLEAR_NAMES:
-            return stored
-        names = self.name_cipher
-        if kind is Kind.BLOB:
-            name = names.open(kind.value, stored[2:])
-            return name if name is not None and names.shard(name[:2]) == stored[:2] else None
-        parts = [names.open(kind.value, part) for part in stored.split("/")]
-        if any(part is None for part in parts):
-            logger.warning("%s: not an object of this store, left out", stored)
-            return None
-        return "/".join(part for part in parts if part is not None)
+        return stored_name(self.name_cipher, kind, name)
 
     def _below(self, handle: Handle) -> Handle:
-        return Handle(handle.kind, self.stored_name(handle.kind, handle.name))
-
-    def _listing_prefix(self, kind: Kind, prefix: str) -> str | None:
-        """The stored prefix listing ``prefix`` lists under (None: list every object)."""
-        if kind in _CLEAR_NAMES:
-            return prefix
-        if kind is Kind.BLOB:
-            return self.name_cipher.shard(prefix[:2]) if len(prefix) >= 2 else None
-        head, slash, _ = prefix.rpartition("/")
-        return self.stored_name(kind, head) + "/" if slash else None
+        return Handle(handle.kind, stored_name(self.name_cipher, handle.kind, handle.name))
 
     # ------------------------------------------------------------------ reading
 
@@ -344,21 +316,24 @@ class EncryptedBackend:
     # ------------------------------------------------------------------ listing
 
     def infos(self, kind: Kind, prefix: str = "") -> dict[str, ObjectInfo | None]:
-        below = self._listing_prefix(kind, prefix)
+        below = listing_prefix(self.name_cipher, kind, prefix)
         found: dict[str, ObjectInfo | None] = {}
         for stored, info in self.inner.infos(kind, below or "").items():
-            name = self.plain_name(kind, stored)
+            name = plain_name(self.name_cipher, kind, stored)
             if name is not None and name.startswith(prefix):
                 found[name] = None if info is None else self._plain_info(Handle(kind, name), info)
         return found
 
     def names(self, kind: Kind, prefix: str = "") -> list[str]:
-        below = self._listing_prefix(kind, prefix)
-        found = (self.plain_name(kind, stored) for stored in self.inner.names(kind, below or ""))
+        below = listing_prefix(self.name_cipher, kind, prefix)
+        found = (
+            plain_name(self.name_cipher, kind, stored)
+            for stored in self.inner.names(kind, below or "")
+        )
         return sorted(name for name in found if name is not None and name.startswith(prefix))
 
     def listing_stamp(self, kind: Kind, prefix: str) -> Hashable | None:
-        below = self._listing_prefix(kind, prefix)
+        below = listing_prefix(self.name_cipher, kind, prefix)
         return None if below is None else self.inner.listing_stamp(kind, below)
 
     def pack_log(self) -> PackLog | None:
@@ -392,54 +367,3 @@ class EncryptedBackend:
 
     def close(self) -> None:
         self.inner.close()
-
-
-class SealedStage:
-    """An object of ``kind`` being written through an encrypted backend: full segments are
-    sealed as they fill, the last one (which binds the object's name) at ``commit``."""
-
-    def __init__(self, backend: EncryptedBackend, kind: Kind, inner: StagedObject) -> None:
-        self.backend = backend
-        self.kind = kind
-        self.inner = inner
-        self.size = 0
-        self._start()
-
-    def _start(self) -> None:
-        header, self._prefix = self.backend.cipher.header()
-        self.inner.write(header)
-        self._number = 0
-        self._pending = b""
-        self.size = 0
-
-    def write(self, data: bytes | memoryview) -> None:
-        self.size += len(data)
-        pending = self._pending + bytes(data)
-        full = len(pending) // SEGMENT_BYTES
-        cipher, kind = self.backend.cipher, self.kind.value
-        for index in range(full):
-            piece = pending[index * SEGMENT_BYTES : (index + 1) * SEGMENT_BYTES]
-            self.inner.write(
-                cipher.seal_segment(self._prefix, self._number, piece, kind, "", final=False)
-            )
-            self._number += 1
-        self._pending = pending[full * SEGMENT_BYTES :]
-
-    def restart(self) -> None:
-        self.inner.restart()
-        self._start()
-
-    def commit(self, name: str, *, name_durable: bool = False) -> None:
-        last = self.backend.cipher.seal_segment(
-            self._prefix, self._number, self._pending, self.kind.value, name, final=True
-        )
-        self.inner.write(last)
-        try:
-            self.inner.commit(self.backend.stored_name(self.kind, name), name_durable=name_durable)
-        except ConcurrentWriteError:
-            if self.kind is Kind.BLOB and self.backend.holds_blob(name):
-                return
-            raise
-
-    def abort(self) -> None:
-        self.inner.abort()
