@@ -53,14 +53,21 @@ class Secret:
             return self.value
         assert self.key_file is not None
         try:
-            with open(self.key_file, "rb") as file:
-                data = file.read(MAX_PASSWORD_FILE_BYTES + 1)
+            return read_password_file(self.key_file)
         except OSError as error:
             raise EncryptionError(f"cannot read the key file {self.key_file}: {error}") from None
-        password = first_line(data)
-        if not password:
-            raise EncryptionError(f"the key file {self.key_file} holds no password")
-        return password
+        except ValueError:
+            raise EncryptionError(f"the key file {self.key_file} holds no password") from None
+
+
+def read_password_file(path: str) -> bytes:
+    """The password in the file at ``path``: its first line (OSError if it cannot be read,
+    ValueError if that line is empty)."""
+    with open(path, "rb") as file:
+        password = first_line(file.read(MAX_PASSWORD_FILE_BYTES + 1))
+    if not password:
+        raise ValueError(f"{path} holds no password")
+    return password
 
 
 def first_line(data: bytes) -> bytes:

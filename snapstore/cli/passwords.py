@@ -14,7 +14,8 @@ import subprocess
 
 import click
 
-from snapstore.backend.secret import MAX_PASSWORD_FILE_BYTES, first_line
+from snapstore.backend import secret
+from snapstore.backend.secret import first_line
 from snapstore.cli.exitcodes import ExitCode
 
 COMMAND_TIMEOUT = 120.0
@@ -30,14 +31,11 @@ def read_password_file(path: str, what: str = "password file") -> bytes:
     """The first line of the file at ``path`` (PasswordSourceError if it cannot be read or
     holds no password)."""
     try:
-        with open(path, "rb") as file:
-            data = file.read(MAX_PASSWORD_FILE_BYTES + 1)
+        return secret.read_password_file(path)
     except OSError as error:
         raise PasswordSourceError(f"cannot read the {what} {path}: {error.strerror}") from None
-    password = first_line(data)
-    if not password:
-        raise PasswordSourceError(f"the {what} {path} holds no password")
-    return password
+    except ValueError:
+        raise PasswordSourceError(f"the {what} {path} holds no password") from None
 
 
 def run_password_command(command: str) -> bytes:
