@@ -75,11 +75,15 @@ class EncryptedBackend:
 
     def open(self, *, create: bool) -> bool:
         writable = self.inner.open(create=create)
-        if keyring.is_encrypted(self.inner):
-            config = keyring.read_config(self.inner)
-            master, self.key_id = keyring.unlock(self.inner, config, self.secret.password())
-        else:
-            master = self._make_encrypted()
+        if not keyring.is_encrypted(self.inner):
+            # Under the gc lock: of processes making the same new store at once, one writes
+            # its config and first key, and the others open the store it made.
+            with self.inner.lock("gc").exclusive():
+                if not keyring.is_encrypted(self.inner):
+                    self._install(self._make_encrypted())
+                    return writable
+        config = keyring.read_config(self.inner)
+        master, self.key_id = keyring.unlock(self.inner, config, self.secret.password())
         self._install(master)
         return writable
 

@@ -142,3 +142,45 @@ def test_the_library_takes_a_key_file(tmp_path: Path) -> None:
         SnapStore(tmp_path / "store", password="from a file\n")
     with pytest.raises(PasswordRequiredError):
         SnapStore(tmp_path / "store")
+
+
+def test_processes_making_one_encrypted_store_at_once_share_its_key(tmp_path: Path) -> None:
+    """Several bridges started at once on a new root, with the same password: one makes
+    the store's key, the others open it; every snapshot any of them took opens."""
+    (tmp_path / "work").mkdir()
+    (tmp_path / "work" / "a.txt").write_text("alpha")
+    cli = Cli(tmp_path)
+    env = {"SNAPSTORE_PASSWORD": "shared"}
+    import subprocess
+
+    from helpers.cli import cli_env
+
+    processes = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "snapstore",
+                "--root",
+                str(cli.root),
+                "create",
+                f"s{number}",
+                "--base",
+                "work",
+                "-n",
+                "n",
+                ".",
+            ],
+            cwd=tmp_path,
+            env=cli_env(env),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        for number in range(4)
+    ]
+    for process in processes:
+        assert process.wait(120) == 0, process.stderr.read() if process.stderr else ""
+    keys = cli.run("--json", "key", "list", env=env).json()["keys"]
+    assert len(keys) == 1
+    listed = cli.run("--json", "list", env=env).json()["snapshots"]
+    assert sorted(item["session"] for item in listed) == ["s0", "s1", "s2", "s3"]
