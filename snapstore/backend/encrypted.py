@@ -95,8 +95,12 @@ class EncryptedBackend:
                 "with a password"
             )
         master = os.urandom(keyring.MASTER_BYTES)
-        config = keyring.create_config(self.inner)
+        config = keyring.new_config()
+        orphans = keyring.key_ids(self.inner)
         self.key_id = keyring.add_key(self.inner, config, master, self.secret.password())
+        for key_id in orphans:
+            self.inner.delete(Handle(Kind.KEY, key_id))
+        self.inner.write(keyring.CONFIG, config)
         self.inner.write(Handle(Kind.MARKER, ""), ENCRYPTED_MARKER)
         logger.info("made the store at %s an encrypted store", self.where)
         return master

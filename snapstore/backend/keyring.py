@@ -130,8 +130,8 @@ def read_config(backend: Backend) -> bytes:
     return data
 
 
-def create_config(backend: Backend) -> bytes:
-    """Write a new store's config; its bytes."""
+def new_config() -> bytes:
+    """A new store's config (written by ``write_config`` once its first key is stored)."""
     config = {
         "version": 1,
         "id": os.urandom(8).hex(),
@@ -139,9 +139,7 @@ def create_config(backend: Backend) -> bytes:
         "names": NAMES,
         "kdf": "argon2id",
     }
-    data = json.dumps(config, indent=1).encode()
-    backend.write(CONFIG, data)
-    return data
+    return json.dumps(config, indent=1).encode()
 
 
 def add_key(backend: Backend, config: bytes, master: bytes, password: bytes) -> str:

@@ -54,9 +54,9 @@ def _plain_backend(
 
 def choose_encryption(backend: Backend, secret: Secret | None) -> Backend:
     """``backend`` as it is for an unencrypted store, else behind the encrypting layer. An
-    encrypted store without a secret is PasswordRequiredError; a secret makes a new store
-    encrypted; an existing unencrypted store stays as it is (EncryptionError if
-    ``secret.encrypt`` asked for an encrypted one)."""
+    encrypted store without a secret is PasswordRequiredError; a secret makes a new (or
+    still empty) store encrypted; an unencrypted store that holds anything stays as it is
+    (EncryptionError if ``secret.encrypt`` asked for an encrypted one)."""
     try:
         backend.stat(ENCRYPTION_CONFIG)
         encrypted = True
@@ -65,9 +65,7 @@ def choose_encryption(backend: Backend, secret: Secret | None) -> Backend:
     if not encrypted:
         if secret is None:
             return backend
-        try:
-            backend.stat(Handle(Kind.MARKER, ""))
-        except FileNotFoundError:
+        if _holds_nothing(backend):
             return _encrypting(backend, secret)
         if secret.encrypt:
             raise EncryptionError(
@@ -81,6 +79,16 @@ def choose_encryption(backend: Backend, secret: Secret | None) -> Backend:
             "(SNAPSTORE_PASSWORD, --password-file, --password-command)"
         )
     return _encrypting(backend, secret)
+
+
+def _holds_nothing(backend: Backend) -> bool:
+    """True if there is no store, or one with no snapshot and no pack yet: a store another
+    process is making encrypted right now looks so, before its config is written."""
+    try:
+        backend.stat(Handle(Kind.MARKER, ""))
+    except FileNotFoundError:
+        return True
+    return not backend.names(Kind.MANIFEST) and not backend.names(Kind.PACK)
 
 
 def _where(backend: Backend) -> str:
