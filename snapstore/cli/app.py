@@ -26,7 +26,7 @@ COMMANDS: tuple[CommandSpec, ...] = (
     CommandSpec(
         "init",
         "snapstore.cli.keys:init",
-        "Make a new store (--encrypt: an encrypted one).",
+        "Make a new store at --root (an existing one is left as it is).",
     ),
     CommandSpec(
         "create",
@@ -126,7 +126,7 @@ COMMANDS: tuple[CommandSpec, ...] = (
     CommandSpec(
         "encrypt",
         "snapstore.cli.keys:encrypt",
-        "Copy this unencrypted store into a new encrypted store at --to.",
+        "Copy the unencrypted store at --root into a new encrypted store at --to.",
     ),
     CommandSpec(
         "key",

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 import click
 
-from snapstore.cli.context import Settings, pass_settings
+from snapstore.cli.context import Settings, StoreNotFound, pass_settings
 from snapstore.cli.exitcodes import ExitCode
 from snapstore.cli.output import align_rows
 from snapstore.cli.passwords import read_password_file
@@ -150,6 +151,7 @@ def encrypt(settings: Settings, destination: str) -> None:
     is stopped is taken up by the next. Point your tools at --to, then remove the old store.
     """
     from snapstore import SnapStore
+    from snapstore.errors import PasswordRequiredError, StoreNotFoundError
     from snapstore.maintenance.encrypt import copy_into_encrypted
 
     password = settings.password()
@@ -158,12 +160,20 @@ def encrypt(settings: Settings, destination: str) -> None:
             "encrypt needs the new store's password: --password-file, --password-command, "
             "SNAPSTORE_PASSWORD_FILE or SNAPSTORE_PASSWORD"
         )
-    source = settings.store()
-    if _encrypted_backend(settings) is not None:
-        raise NotEncrypted(f"the store at {settings.root} is encrypted already")
-    with SnapStore(
-        destination, lock_timeout=settings.lock_timeout, password=password, encrypt=True
-    ) as target:
+    if os.path.abspath(str(settings.root)) == os.path.abspath(destination):
+        raise click.UsageError("--to must name another store than --root")
+    try:  # without the password: it would make an empty store encrypted
+        source = SnapStore(settings.root, lock_timeout=settings.lock_timeout, create=False)
+    except PasswordRequiredError:
+        raise NotEncrypted(f"the store at {settings.root} is encrypted already") from None
+    except StoreNotFoundError:
+        raise StoreNotFound(settings.root) from None
+    with (
+        source,
+        SnapStore(
+            destination, lock_timeout=settings.lock_timeout, password=password, encrypt=True
+        ) as target,
+    ):
         report = copy_into_encrypted(source.repo, target.backend)
     settings.emit(
         {
