@@ -108,4 +108,6 @@ def test_encrypt_refuses_an_encrypted_store_and_needs_a_password(tmp_path: Path)
         env=env,
     )
     assert refused.code == 2 and "encrypted already" in refused.stderr
+    same = cli.run("encrypt", "--to", str(cli.root), env=env)
+    assert same.code == 2 and not (cli.root / "keys").exists()
     assert not os.path.exists(tmp_path / "third")

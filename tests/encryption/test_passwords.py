@@ -184,3 +184,34 @@ def test_processes_making_one_encrypted_store_at_once_share_its_key(tmp_path: Pa
     assert len(keys) == 1
     listed = cli.run("--json", "list", env=env).json()["snapshots"]
     assert sorted(item["session"] for item in listed) == ["s0", "s1", "s2", "s3"]
+
+
+def test_a_password_costs_one_key_derivation_per_key_not_per_object(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from snapstore import SnapStore
+    from snapstore.backend import keyring
+    from snapstore.errors import WrongPasswordError
+
+    (tmp_path / "work").mkdir()
+    for number in range(20):
+        (tmp_path / "work" / f"f{number}.txt").write_text(f"file {number}")
+    with SnapStore(tmp_path / "store", password="right", encrypt=True) as store:
+        for number in range(5):
+            store.create("s", f"n{number}", base_dir=str(tmp_path / "work"), paths=["."])
+    derivations = 0
+    real_derive = keyring.KdfParams.derive
+
+    def counted(self: keyring.KdfParams, password: bytes, salt: bytes) -> bytes:
+        nonlocal derivations
+        derivations += 1
+        return real_derive(self, password, salt)
+
+    monkeypatch.setattr(keyring.KdfParams, "derive", counted)
+    with pytest.raises(WrongPasswordError):
+        SnapStore(tmp_path / "store", password="wrong")
+    assert derivations == 1
+    with SnapStore(tmp_path / "store", password="right") as store:
+        for number in range(5):
+            store.restore("s", f"n{number}", target=str(tmp_path / f"out{number}"))
+    assert derivations == 2
