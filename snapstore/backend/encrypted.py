@@ -14,6 +14,7 @@ See docs/encryption.md.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections import OrderedDict
 from collections.abc import Hashable, Iterator
@@ -42,6 +43,7 @@ from snapstore.errors import (
     CorruptManifestError,
     CorruptPackError,
     EncryptionError,
+    FormatError,
 )
 from snapstore.format.hashing import CHUNK_BYTES, new_hasher
 from snapstore.fs.reading import UnfitFileError
@@ -178,7 +180,12 @@ class EncryptedBackend:
         below = self._below(handle)
         if handle.kind is Kind.MARKER:
             data, info = self.inner.read(below, max_bytes=max_bytes)
-            return (PLAIN_MARKER if data == ENCRYPTED_MARKER else data), info
+            if data == PLAIN_MARKER:  # the process that made the store died before marking it
+                with contextlib.suppress(OSError):
+                    self.inner.write(below, ENCRYPTED_MARKER)
+            elif data != ENCRYPTED_MARKER:
+                raise FormatError(f"{self.where}: the format marker of the store is damaged")
+            return PLAIN_MARKER, info
         if handle.kind in _CLEAR_BODIES:
             return self.inner.read(below, max_bytes=max_bytes)
         data, info = self.inner.read(below, max_bytes=sealed_size(max_bytes))
