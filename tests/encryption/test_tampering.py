@@ -185,5 +185,5 @@ def test_a_store_whose_maker_died_before_marking_it_is_marked_at_the_next_open(
     (root / "FORMAT").chmod(0o644)
     (root / "FORMAT").write_bytes(b"snapstore format 3\n")
     with SnapStore(root, password=PASSWORD) as store:
-        assert [info.name for info in store.list("s")] == ["one", "two"]
+        assert [info.name for info in store.list("s")] == ["one", "two", "position"]
     assert (root / "FORMAT").read_bytes() == b"snapstore format 3-encrypted\n"
