@@ -44,6 +44,7 @@ from snapstore.errors import (
     CorruptPackError,
     EncryptionError,
     FormatError,
+    ReadOnlyStoreError,
 )
 from snapstore.format.hashing import CHUNK_BYTES, new_hasher
 from snapstore.fs.reading import UnfitFileError
@@ -78,6 +79,11 @@ class EncryptedBackend:
     def open(self, *, create: bool) -> bool:
         writable = self.inner.open(create=create)
         if not keyring.is_encrypted(self.inner):
+            if not writable:
+                raise ReadOnlyStoreError(
+                    f"the store at {self.where} holds nothing yet, and this process can "
+                    "neither make it encrypted nor open it unencrypted with a password"
+                )
             # Under the gc lock: of processes making the same new store at once, one writes
             # its config and first key, and the others open the store it made.
             with self.inner.lock("gc").exclusive():
