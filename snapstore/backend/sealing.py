@@ -1,9 +1,10 @@
 """The bytes of an encrypted store's objects and names (pure code, no I/O).
 
-An object body is a 12-byte header (the magic ``SSE1`` and an 8-byte random prefix drawn for
+An object body is a 20-byte header (the magic ``SSE1`` and a 16-byte random salt drawn for
 this object) followed by its plaintext cut in segments of ``SEGMENT_BYTES``, each sealed with
-AES-256-GCM: nonce = the object's prefix and the segment's number (4 bytes, big-endian), so
-no nonce is used twice under one key; 16-byte tag each. The last segment is always shorter
+AES-256-GCM under the object's own key (the data key and the salt through keyed BLAKE3) with
+the segment's number as nonce: no nonce is used twice under one key, however many objects a
+store holds; 16-byte tag each. The last segment is always shorter
 than a full one (possibly empty) and its associated data carries the object's name, so a
 truncated object, a segment moved, or an object renamed fails to open. Other segments carry
 the object's kind. Fixed-size segments let a range of a pack be read and authenticated on
@@ -26,7 +27,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM, AESSIV
 
 MAGIC = b"SSE1"
-PREFIX_BYTES = 8
+PREFIX_BYTES = 16
 HEADER_BYTES = len(MAGIC) + PREFIX_BYTES
 SEGMENT_BYTES = 64 << 10
 TAG_BYTES = 16
@@ -58,10 +59,10 @@ def plain_size(stored_size: int) -> int:
     return full * SEGMENT_BYTES + rest - TAG_BYTES
 
 
-def _nonce(prefix: bytes, number: int) -> bytes:
+def _nonce(number: int) -> bytes:
     if number >= MAX_SEGMENTS:
         raise SealError("object too large to seal")
-    return prefix + number.to_bytes(4, "big")
+    return number.to_bytes(12, "big")
 
 
 def _data(kind: str, name: str, final: bool) -> bytes:
@@ -74,10 +75,21 @@ class ObjectCipher:
     """Seals and opens object bodies with one data key."""
 
     def __init__(self, key: bytes) -> None:
-        self._aead = AESGCM(key)
+        self._key = key
+        self._last: tuple[bytes, AESGCM] = (b"", AESGCM(key))
+
+    def _aead(self, prefix: bytes) -> AESGCM:
+        """The cipher of the object whose salt is ``prefix`` (the last one is kept: a pack's
+        segments are sealed or opened one after another)."""
+        last = self._last
+        if last[0] == prefix:
+            return last[1]
+        aead = AESGCM(blake3.blake3(prefix, key=self._key).digest())
+        self._last = (prefix, aead)
+        return aead
 
     def header(self) -> tuple[bytes, bytes]:
-        """A fresh object's header and its random prefix."""
+        """A fresh object's header and its random salt."""
         prefix = os.urandom(PREFIX_BYTES)
         return MAGIC + prefix, prefix
 
@@ -85,7 +97,7 @@ class ObjectCipher:
         self, prefix: bytes, number: int, data: bytes, kind: str, name: str, *, final: bool
     ) -> bytes:
         """Segment ``number`` of an object (``final``: its last one, shorter than a full one)."""
-        return self._aead.encrypt(_nonce(prefix, number), data, _data(kind, name, final))
+        return self._aead(prefix).encrypt(_nonce(number), data, _data(kind, name, final))
 
     def seal(self, kind: str, name: str, data: bytes | memoryview) -> bytes:
         """A whole object's stored bytes."""
@@ -101,7 +113,7 @@ class ObjectCipher:
 
     @staticmethod
     def prefix_of(header: bytes) -> bytes:
-        """The random prefix in an object's header (SealError if it is not one)."""
+        """The random salt in an object's header (SealError if it is not one)."""
         if len(header) < HEADER_BYTES or header[: len(MAGIC)] != MAGIC:
             raise SealError("not an encrypted object")
         return header[len(MAGIC) : HEADER_BYTES]
@@ -113,14 +125,13 @@ class ObjectCipher:
         shorter than a full sealed segment is the object's last one; with ``whole``, the
         pieces run to the object's end, so the last one must be its final segment."""
         out = []
+        aead = self._aead(prefix)
         for start in range(0, max(len(sealed), 1), SEALED_SEGMENT):
             piece = sealed[start : start + SEALED_SEGMENT]
             final = len(piece) < SEALED_SEGMENT
             number = first + start // SEALED_SEGMENT
             try:
-                out.append(
-                    self._aead.decrypt(_nonce(prefix, number), piece, _data(kind, name, final))
-                )
+                out.append(aead.decrypt(_nonce(number), piece, _data(kind, name, final)))
             except (InvalidTag, ValueError):
                 raise SealError(f"segment {number} failed authentication") from None
         if whole and len(sealed) % SEALED_SEGMENT == 0:

@@ -11,7 +11,7 @@ import pytest
 from snapstore.backend.encrypted import EncryptedBackend
 from snapstore.backend.local import LocalBackend
 from snapstore.backend.memory import MemoryBackend
-from snapstore.backend.sealing import SEGMENT_BYTES, plain_size, sealed_size
+from snapstore.backend.sealing import HEADER_BYTES, SEGMENT_BYTES, plain_size, sealed_size
 from snapstore.backend.seam import Backend, Handle, Kind
 from snapstore.backend.secret import Secret
 from snapstore.errors import CorruptBlobError, CorruptManifestError, CorruptPackError
@@ -118,7 +118,7 @@ def test_a_segment_cut_or_swapped_is_detected(
     sealed.write(handle, data)
     below = sealed._below(handle)
     stored = sealed.inner.read(below, max_bytes=1 << 30)[0]
-    header, body = stored[:12], stored[12:]
+    header, body = stored[:HEADER_BYTES], stored[HEADER_BYTES:]
     step = SEGMENT_BYTES + 16
     segments = [body[start : start + step] for start in range(0, len(body), step)]
     variants = [
@@ -162,3 +162,25 @@ def test_lock_names_carry_no_session_name(sealed: EncryptedBackend, inner: Backe
         pass
     names = [path.name for path in Path(inner.root, "locks").rglob("*")]
     assert names and not any("secret" in name for name in names)
+
+
+def test_a_segment_of_another_object_does_not_open(sealed: EncryptedBackend) -> None:
+    """Each object is sealed under its own key (a fresh salt): the same bytes written twice
+    are stored differently, and a segment spliced in from another object fails."""
+    data = _data(3 * SEGMENT_BYTES)
+    first, second = Handle(Kind.PACK, "ab" * 16), Handle(Kind.PACK, "cd" * 16)
+    sealed.write(first, data)
+    sealed.write(second, data)
+    stored = [sealed.inner.read(handle, max_bytes=1 << 30)[0] for handle in (first, second)]
+    assert stored[0] != stored[1]
+    step = SEGMENT_BYTES + 16
+    start = HEADER_BYTES + step
+    spliced = stored[0][:start] + stored[1][start : start + step] + stored[0][start + step :]
+    sealed.inner.delete(first)
+    sealed.inner.write(first, spliced)
+    sealed._prefixes.clear()
+    assert sealed.read_range(first, 0, 100) == data[:100]
+    with pytest.raises(CorruptPackError):
+        sealed.read_range(first, SEGMENT_BYTES, 100)
+    with pytest.raises(CorruptPackError):
+        sealed.read(first, max_bytes=1 << 30)
