@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from snapstore.compare import path_history
 from snapstore.errors import InvalidValueError, PathNotInSnapshotError
 from snapstore.facade.base import DEFAULT_UNDO_DEPTH, Duration, Progress
+from snapstore.facade.keys import KeyMethods
 from snapstore.facade.restoring import RestoringMethods
 from snapstore.facade.upkeep import UpkeepMethods
 from snapstore.format.times import ttl_seconds
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT_UNDO_DEPTH", "SnapStore"]
 
 
-class SnapStore(RestoringMethods, UpkeepMethods):
+class SnapStore(RestoringMethods, UpkeepMethods, KeyMethods):
     """A storage root shared by several processes: snapshots of file sets and resume values.
 
     ``root`` is a directory (created if missing), an object storage URL

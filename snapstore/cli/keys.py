@@ -13,7 +13,7 @@ from snapstore.cli.output import align_rows
 from snapstore.cli.passwords import read_password_file
 
 if TYPE_CHECKING:
-    from snapstore.backend.encrypted import EncryptedBackend
+    from snapstore.store import SnapStore
 
 
 class NotEncrypted(click.ClickException):
@@ -42,7 +42,7 @@ def init(settings: Settings, encrypt: bool) -> None:
             "SNAPSTORE_PASSWORD_FILE or SNAPSTORE_PASSWORD"
         )
     store = settings.writable_store("init makes the store", create=True, encrypt=encrypt)
-    encrypted = _encrypted_backend(settings) is not None
+    encrypted = store.encrypted
     settings.emit(
         {"root": str(store.root), "encrypted": encrypted},
         [f"{'encrypted ' if encrypted else ''}store at {store.root}"],
@@ -50,18 +50,11 @@ def init(settings: Settings, encrypt: bool) -> None:
     )
 
 
-def _encrypted_backend(settings: Settings) -> EncryptedBackend | None:
-    from snapstore.backend.encrypted import EncryptedBackend
-
-    backend = settings.store().backend
-    return backend if isinstance(backend, EncryptedBackend) else None
-
-
-def _require_encrypted(settings: Settings) -> EncryptedBackend:
-    backend = _encrypted_backend(settings)
-    if backend is None:
+def _require_encrypted(settings: Settings) -> SnapStore:
+    store = settings.store()
+    if not store.encrypted:
         raise NotEncrypted(f"the store at {settings.root} is not encrypted: it has no keys")
-    return backend
+    return store
 
 
 new_password_option = click.option(
@@ -91,12 +84,12 @@ def add(settings: Settings, new_password_file: str) -> None:
 @pass_settings
 def list_keys(settings: Settings) -> None:
     """List the store's keys (* marks the one the password given opens)."""
-    backend = _require_encrypted(settings)
-    keys = backend.list_keys()
+    store = _require_encrypted(settings)
+    keys, current = store.list_keys(), store.current_key
     documents = [
         {
             "id": key.id,
-            "current": key.id == backend.key_id,
+            "current": key.id == current,
             "created": key.created,
             "host": key.host,
             "kdf": key.kdf,
@@ -104,8 +97,7 @@ def list_keys(settings: Settings) -> None:
         for key in keys
     ]
     rows = [
-        ["*" if key.id == backend.key_id else " ", key.id, key.created, key.host, key.kdf]
-        for key in keys
+        ["*" if key.id == current else " ", key.id, key.created, key.host, key.kdf] for key in keys
     ]
     settings.emit({"keys": documents}, align_rows([[" ", "ID", "CREATED", "HOST", "KDF"], *rows]))
 
@@ -125,11 +117,7 @@ def remove(settings: Settings, key_id: str) -> None:
 def passwd(settings: Settings, new_password_file: str) -> None:
     """Change the password given: add a key for the new one, then remove the old key."""
     new = read_password_file(new_password_file, "new password file")
-    backend = _require_encrypted(settings)
-    old = backend.key_id
-    key_id = backend.add_password(new)
-    backend.key_id = key_id
-    backend.remove_key(old)
+    key_id, old = _require_encrypted(settings).change_password(new)
     settings.emit({"id": key_id, "removed": old}, [f"key {old} replaced by {key_id}"], info=True)
 
 
@@ -152,7 +140,6 @@ def encrypt(settings: Settings, destination: str) -> None:
     """
     from snapstore import SnapStore
     from snapstore.errors import PasswordRequiredError, StoreNotFoundError
-    from snapstore.maintenance.encrypt import copy_into_encrypted
 
     password = settings.password()
     if password is None:
@@ -174,7 +161,7 @@ def encrypt(settings: Settings, destination: str) -> None:
             destination, lock_timeout=settings.lock_timeout, password=password, encrypt=True
         ) as target,
     ):
-        report = copy_into_encrypted(source.repo, target.backend)
+        report = source.copy_into(target)
     settings.emit(
         {
             "destination": destination,

@@ -83,11 +83,11 @@ def test_a_stopped_copy_is_taken_up_by_the_next_run(
         SnapStore(tmp_path / "sealed", password="pw", encrypt=True) as target,
     ):
         with pytest.raises(OSError):
-            encrypt_module.copy_into_encrypted(source.repo, target.backend)
+            source.copy_into(target)
         assert target.list() == []  # no manifest before everything it names
     monkeypatch.setattr(encrypt_module, "_copy", real_copy)
     with SnapStore(cli.root) as source, SnapStore(tmp_path / "sealed", password="pw") as target:
-        report = encrypt_module.copy_into_encrypted(source.repo, target.backend)
+        report = source.copy_into(target)
     assert report.present == 3 and report.copied > 0
     _same_store(cli.root, tmp_path / "sealed", markers, tmp_path)
 

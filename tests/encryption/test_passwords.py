@@ -215,3 +215,31 @@ def test_a_password_costs_one_key_derivation_per_key_not_per_object(
         for number in range(5):
             store.restore("s", f"n{number}", target=str(tmp_path / f"out{number}"))
     assert derivations == 2
+
+
+def test_the_library_manages_passwords(tmp_path: Path) -> None:
+    from snapstore import EncryptionError, KeyNotFoundError, SnapStore, WrongPasswordError
+
+    with SnapStore(tmp_path / "plain") as plain:
+        assert not plain.encrypted
+        with pytest.raises(EncryptionError):
+            plain.list_keys()
+    with SnapStore(tmp_path / "store", password="one", encrypt=True) as store:
+        assert store.encrypted
+        first = store.current_key
+        second = store.add_password("two")
+        assert [key.id for key in store.list_keys()] == [first, second]
+        with pytest.raises(EncryptionError):
+            store.remove_key(first)  # the key this store was opened with
+        with pytest.raises(KeyNotFoundError):
+            store.remove_key("0" * 16)
+    with SnapStore(tmp_path / "store", password="two") as store:
+        assert store.current_key == second
+        store.remove_key(first)
+        new, removed = store.change_password("three")
+        assert removed == second and [key.id for key in store.list_keys()] == [new]
+    for gone in ("one", "two"):
+        with pytest.raises(WrongPasswordError):
+            SnapStore(tmp_path / "store", password=gone)
+    with SnapStore(tmp_path / "store", password="three") as store:
+        assert store.current_key == new
