@@ -78,4 +78,5 @@ def test_the_documented_exit_code_names_are_the_shared_ones() -> None:
         "DAMAGED": 13,
         "NOT_FOUND": 14,
         "EXISTS": 15,
+        "PASSWORD": 16,
     }

@@ -10,7 +10,7 @@ import pytest
 from snapstore import SnapStore
 from snapstore.internals import autofold, journals, repository
 
-PROPERTIES = {"root", "read_only", "format_version"}
+PROPERTIES = {"root", "read_only", "format_version", "encrypted", "current_key"}
 
 
 def test_a_store_has_no_public_attribute_but_its_methods_and_properties(
@@ -31,6 +31,7 @@ def test_the_properties_are_read_only(store: SnapStore) -> None:
 def test_the_properties_tell_the_store(store: SnapStore, root: Path) -> None:
     assert store.root == str(root)
     assert store.read_only is False
+    assert store.encrypted is False
     assert store.format_version == repository(store).format_major
     assert repr(store) == f"SnapStore({str(root)!r})"
 
