@@ -99,8 +99,8 @@ class EncryptedBackend:
         """Turn the empty store just made into an encrypted one; its master key."""
         if self.inner.names(Kind.MANIFEST) or self.inner.names(Kind.PACK):
             raise EncryptionError(
-                f"the store at {self.where} holds unencrypted data; it cannot be opened "
-                "with a password"
+                f"the store at {self.where} holds data but no encryption config (keys/config "
+                "is missing, or the store is not encrypted): refusing to open it with a password"
             )
         master = os.urandom(keyring.MASTER_BYTES)
         config = keyring.new_config()
@@ -137,12 +137,22 @@ class EncryptedBackend:
             raise EncryptionError("the encrypted store is not open")
         return self._names
 
+    def key_lock(self) -> contextlib.AbstractContextManager[None]:
+        """The lock every change of the keys holds (the gc lock, exclusive): a change reads
+        the keys there under it, so two at once never leave the store without a key."""
+        return self.inner.lock("gc").exclusive()
+
     def add_password(self, password: bytes) -> str:
         """Add a key for ``password``; its id."""
         if not self._master:
             raise EncryptionError("the encrypted store is not open")
-        config = keyring.read_config(self.inner)
-        return keyring.add_key(self.inner, config, self._master, password)
+        with self.key_lock():
+            if self.key_id not in keyring.key_ids(self.inner):
+                raise EncryptionError(
+                    f"the key this password opened ({self.key_id}) was removed meanwhile"
+                )
+            config = keyring.read_config(self.inner)
+            return keyring.add_key(self.inner, config, self._master, password)
 
     def list_keys(self) -> list[keyring.KeyInfo]:
         """The store's keys."""
@@ -150,7 +160,21 @@ class EncryptedBackend:
 
     def remove_key(self, key_id: str) -> None:
         """Remove key ``key_id`` (never the one this process opened the store with)."""
-        keyring.remove_key(self.inner, key_id, current=self.key_id)
+        with self.key_lock():
+            keyring.remove_key(self.inner, key_id, current=self.key_id)
+
+    def change_password(self, password: bytes) -> tuple[str, str]:
+        """Replace the key this process opened the store with by one for ``password``:
+        (the new key's id, the old one's)."""
+        with self.key_lock():
+            old = self.key_id
+            if old not in keyring.key_ids(self.inner):
+                raise EncryptionError(f"the key this password opened ({old}) was removed meanwhile")
+            config = keyring.read_config(self.inner)
+            new = keyring.add_key(self.inner, config, self._master, password)
+            self.key_id = new
+            keyring.remove_key(self.inner, old, current=new)
+        return new, old
 
     # ------------------------------------------------------------------ names
 

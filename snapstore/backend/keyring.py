@@ -25,12 +25,22 @@ from cryptography.hazmat.primitives.kdf.argon2 import Argon2id
 
 from snapstore.backend.seam import Backend, Handle, Kind
 from snapstore.errors import EncryptionError, KeyNotFoundError, WrongPasswordError
+from snapstore.logs import get_logger
+
+logger = get_logger(__name__)
 
 CONFIG = Handle(Kind.KEY, "config")
 MASTER_BYTES = 64
 MAX_KEY_OBJECT_BYTES = 64 << 10
 KEY_ID = re.compile(r"[0-9a-f]{16}")
 CIPHER = "aes-256-gcm"
+MAX_MEMORY_KIB = 4 << 20
+MAX_ITERATIONS = 64
+MAX_LANES = 64
+BOUNDS_TEXT = "m from 8 per lane to 4194304 KiB, t and p from 1 to 64"
+MAX_KEYS_TRIED = 32
+"""Keys a password is tried against when a store is opened (a store with more refuses to
+try the rest: each costs a key derivation)."""
 NAMES = "aes-siv"
 
 
@@ -55,9 +65,20 @@ class KdfParams:
             params = cls(int(fields["m"]), int(fields["t"]), int(fields["p"]))
         except (KeyError, ValueError):
             raise EncryptionError(f"SNAPSTORE_KDF must read m=KIB,t=N,p=N, not {text!r}") from None
-        if params.lanes < 1 or params.iterations < 1 or params.memory_kib < 8 * params.lanes:
-            raise EncryptionError(f"SNAPSTORE_KDF {text!r} is below Argon2id's minimum")
+        if not params.in_bounds():
+            raise EncryptionError(f"SNAPSTORE_KDF {text!r} is out of bounds ({BOUNDS_TEXT})")
         return params
+
+    def in_bounds(self) -> bool:
+        """True for parameters this version derives with: Argon2id's minimum memory (8 KiB
+        per lane) up to 4 GiB, 1 to 64 passes, 1 to 64 lanes. A key naming others (a damaged
+        or planted key object) is never tried: no key object can make opening exhaust
+        memory or time before anything is authenticated."""
+        return (
+            1 <= self.lanes <= MAX_LANES
+            and 1 <= self.iterations <= MAX_ITERATIONS
+            and 8 * self.lanes <= self.memory_kib <= MAX_MEMORY_KIB
+        )
 
     def derive(self, password: bytes, salt: bytes) -> bytes:
         """The 32-byte key ``password`` and ``salt`` give (takes the KDF's time)."""
@@ -180,7 +201,8 @@ def _unwrap(document: dict[str, Any], config: bytes, key_id: str, password: byte
         salt = base64.b64decode(document["salt"], validate=True)
         nonce = base64.b64decode(document["nonce"], validate=True)
         wrapped = base64.b64decode(document["wrapped"], validate=True)
-        if document.get("kdf") != "argon2id" or len(nonce) != 12:
+        if document.get("kdf") != "argon2id" or len(nonce) != 12 or not params.in_bounds():
+            logger.warning("key %s: not a key this version can try, skipped", key_id)
             return None
         kek = params.derive(password, salt)
         master = AESGCM(kek).decrypt(nonce, wrapped, _wrap_data(config, key_id, document))
@@ -191,7 +213,10 @@ def _unwrap(document: dict[str, Any], config: bytes, key_id: str, password: byte
 
 def unlock(backend: Backend, config: bytes, password: bytes) -> tuple[bytes, str]:
     """The master key and the id of the key ``password`` opens (WrongPasswordError if none)."""
-    for key_id in key_ids(backend):
+    ids = key_ids(backend)
+    if len(ids) > MAX_KEYS_TRIED:
+        logger.warning("the store has %d keys; trying the first %d", len(ids), MAX_KEYS_TRIED)
+    for key_id in ids[:MAX_KEYS_TRIED]:
         try:
             document = read_json(backend, Handle(Kind.KEY, key_id))
         except (FileNotFoundError, EncryptionError):
@@ -224,12 +249,19 @@ def list_keys(backend: Backend) -> list[KeyInfo]:
 
 
 def remove_key(backend: Backend, key_id: str, *, current: str) -> None:
-    """Remove key ``key_id``; never the one this process opened the store with, nor the last."""
+    """Remove key ``key_id``; never the one this process opened the store with, nor the last.
+    The caller holds the store's key lock (``EncryptedBackend.key_lock``), so the keys
+    listed here are the keys there: two removals at once never leave a store with none."""
     ids = key_ids(backend)
     if key_id not in ids:
         raise KeyNotFoundError(f"no key {key_id!r} in this store")
     if key_id == current:
         raise EncryptionError(
             "refusing to remove the key this password opens (use another password to remove it)"
+        )
+    if current not in ids:
+        raise EncryptionError(
+            f"the key this password opened ({current}) was removed meanwhile: open the store "
+            "again with a password it still has"
         )
     backend.delete(Handle(Kind.KEY, key_id))

@@ -142,5 +142,10 @@ def check_format(root: str, text: str) -> None:
 
 
 def marker_major(text: bytes) -> int:
-    """The major format a (checked) FORMAT marker names."""
-    return int(text.split()[2].split(b".")[0].removesuffix(b"-encrypted"))
+    """The major format a (checked) FORMAT marker names. An encrypted store's marker is
+    read only through the encrypting layer (which shows the plain one): here it is a
+    FormatError, so that a backend opened without it never writes into the store."""
+    word = text.split()[2].split(b".")[0]
+    if word.endswith(b"-encrypted"):
+        raise FormatError("the store is encrypted: open it with its password")
+    return int(word)

@@ -6,12 +6,14 @@ import os
 import warnings
 
 from snapstore.backend.filelock import is_untrusted_lock_filesystem
+from snapstore.backend.layout import MARKER_MAX_BYTES
 from snapstore.backend.local import LocalBackend
 from snapstore.backend.s3.client import is_store_url as is_store_url
 from snapstore.backend.seam import Backend, Handle, Kind
 from snapstore.backend.secret import Secret
 from snapstore.errors import EncryptionError, PasswordRequiredError, UnreliableLockWarning
 from snapstore.fs.mounts import filesystem_type
+from snapstore.fs.reading import UnfitFileError
 from snapstore.fs.seam import FileSystem
 
 ENCRYPTION_CONFIG = Handle(Kind.KEY, "config")
@@ -53,41 +55,52 @@ def _plain_backend(
 
 
 def choose_encryption(backend: Backend, secret: Secret | None) -> Backend:
-    """``backend`` as it is for an unencrypted store, else behind the encrypting layer. An
-    encrypted store without a secret is PasswordRequiredError; a secret makes a new (or
-    still empty) store encrypted; an unencrypted store that holds anything stays as it is
-    (EncryptionError if ``secret.encrypt`` asked for an encrypted one)."""
-    try:
-        backend.stat(ENCRYPTION_CONFIG)
-        encrypted = True
-    except FileNotFoundError:
-        encrypted = False
+    """``backend`` as it is for an unencrypted store, else behind the encrypting layer.
+
+    A store is encrypted if its marker says so, or if it has a config (a process making it
+    encrypted writes the config, then the marker). An encrypted store without a secret is
+    PasswordRequiredError. A secret makes a new (or still empty) store encrypted; given for
+    an unencrypted store that holds anything, it is an EncryptionError: a password means
+    the caller counts on encryption, and a store that lost its config and marker must not
+    be written in the clear."""
+    marker = _marker(backend)
+    encrypted = marker is not None and marker.rstrip().endswith(b"-encrypted")
     if not encrypted:
+        try:
+            backend.stat(ENCRYPTION_CONFIG)
+            encrypted = True
+        except FileNotFoundError:
+            encrypted = False
+    if encrypted:
         if secret is None:
-            return backend
-        if _holds_nothing(backend):
-            return _encrypting(backend, secret)
-        if secret.encrypt:
-            raise EncryptionError(
-                f"the store at {_where(backend)} exists and is not encrypted "
-                "('snapstore encrypt' converts it)"
+            raise PasswordRequiredError(
+                f"the store at {_where(backend)} is encrypted: give its password "
+                "(SNAPSTORE_PASSWORD, --password-file, --password-command)"
             )
-        return backend
+        return _encrypting(backend, secret)
     if secret is None:
-        raise PasswordRequiredError(
-            f"the store at {_where(backend)} is encrypted: give its password "
-            "(SNAPSTORE_PASSWORD, --password-file, --password-command)"
-        )
-    return _encrypting(backend, secret)
+        return backend
+    if marker is None or _holds_nothing(backend):
+        return _encrypting(backend, secret)
+    raise EncryptionError(
+        f"the store at {_where(backend)} is not encrypted, and a password was given: unset "
+        "the password to use it as it is, or copy it into an encrypted store "
+        "('snapstore encrypt --to')"
+    )
+
+
+def _marker(backend: Backend) -> bytes | None:
+    """The store's format marker, or None where there is none (yet)."""
+    try:
+        data, _ = backend.read(Handle(Kind.MARKER, ""), max_bytes=MARKER_MAX_BYTES)
+    except (FileNotFoundError, UnfitFileError):
+        return None
+    return data
 
 
 def _holds_nothing(backend: Backend) -> bool:
-    """True if there is no store, or one with no snapshot and no pack yet: a store another
-    process is making encrypted right now looks so, before its config is written."""
-    try:
-        backend.stat(Handle(Kind.MARKER, ""))
-    except FileNotFoundError:
-        return True
+    """True for a store with no snapshot and no pack yet: a store another process is making
+    encrypted right now looks so, before its config is written."""
     return not backend.names(Kind.MANIFEST) and not backend.names(Kind.PACK)
 
 

@@ -65,13 +65,8 @@ class KeyMethods(StoreBase):
     def change_password(self, password: str | bytes) -> tuple[str, str]:
         """Replace the password this store was opened with: a key for ``password`` is
         added, then the old one removed. Returns (new key id, removed key id)."""
-        backend = self._keyring()
         self._repository.check_writable("change the password")
-        old = backend.key_id
-        new = backend.add_password(_password(password))
-        backend.key_id = new
-        backend.remove_key(old)
-        return new, old
+        return self._keyring().change_password(_password(password))
 
     def copy_into(self, destination: KeyMethods) -> CopyReport:
         """Copy this unencrypted store into the encrypted store ``destination``: every blob,

@@ -112,11 +112,13 @@ def test_an_unencrypted_store_stays_as_it_is(tmp_path: Path) -> None:
     (tmp_path / "work" / "a.txt").write_text("alpha")
     assert cli.run("init").code == 0
     assert cli.run("create", "s", "--base", "work", "-n", "n1", ".").code == 0
-    # A password set in the environment for other stores changes nothing here.
-    assert _lists(cli, env={"SNAPSTORE_PASSWORD": "first"}) == 0
+    # A password given for it is refused: whoever gives one counts on encryption.
+    refused = cli.run("list", env={"SNAPSTORE_PASSWORD": "first"})
+    assert refused.code == 1 and "not encrypted" in refused.stderr
+    assert _lists(cli) == 0
     again = cli.run("init", "--encrypt", env={"SNAPSTORE_PASSWORD": "first"})
     assert again.code != 0 and "not encrypted" in again.stderr
-    assert cli.run("key", "list", env={"SNAPSTORE_PASSWORD": "first"}).code == 2
+    assert cli.run("key", "list").code == 2
     assert not (cli.root / "keys").exists()
 
 
@@ -228,7 +230,7 @@ def test_the_library_manages_passwords(tmp_path: Path) -> None:
         assert store.encrypted
         first = store.current_key
         second = store.add_password("two")
-        assert [key.id for key in store.list_keys()] == [first, second]
+        assert {key.id for key in store.list_keys()} == {first, second}
         with pytest.raises(EncryptionError):
             store.remove_key(first)  # the key this store was opened with
         with pytest.raises(KeyNotFoundError):
