@@ -1,21 +1,16 @@
 """An encrypted store: a backend that seals every object and name on its way to another one.
 
-``EncryptedBackend`` wraps any backend (a local directory, a bucket): the repository above it
-sees plaintext objects under their usual names, the backend below it only sealed bodies
-(``sealing.ObjectCipher``) under sealed names (``sealing.NameCipher``), except the format
-marker and the key objects (``keyring``), which must be read before any key is known, and the
-names of packs and their indexes, which are random. Locks of sessions and targets get sealed
-names too. Everything above the seam (locks, leases, journals, caches, the restore machinery)
-works unchanged, and every host-local file it keeps (journals, caches) is sealed as well.
-A changed byte anywhere fails authentication and is reported as the typed error of the object's
-kind (CorruptManifestError, CorruptPackError, CorruptBlobError, a damaged journal or cache).
-See docs/encryption.md.
+The repository above sees plaintext objects under their usual names; the backend below, only
+sealed bodies (``sealing``) under sealed names (``sealednames``), but for the marker and the
+key objects (``keyring``). Everything above the seam works unchanged, host-local journals
+and caches included. A changed byte is the typed error of the object's kind (CorruptManifest,
+CorruptPack, CorruptBlob, a damaged journal or cache). See docs/encryption.md.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
+import threading
 from collections import OrderedDict
 from collections.abc import Hashable, Iterator
 from dataclasses import replace
@@ -23,7 +18,7 @@ from dataclasses import replace
 from snapstore.backend import keyring
 from snapstore.backend.packlog import PackLog
 from snapstore.backend.sealednames import listing_prefix, plain_name, stored_name
-from snapstore.backend.sealedstage import SealedStage
+from snapstore.backend.sealedstage import SealedStage, holds_blob
 from snapstore.backend.sealing import (
     HEADER_BYTES,
     SEALED_SEGMENT,
@@ -46,9 +41,8 @@ from snapstore.errors import (
     FormatError,
     ReadOnlyStoreError,
 )
-from snapstore.format.hashing import CHUNK_BYTES, new_hasher
+from snapstore.format.hashing import CHUNK_BYTES
 from snapstore.fs.reading import UnfitFileError
-from snapstore.logs import get_logger
 
 ENCRYPTED_MARKER = b"snapstore format 3-encrypted\n"
 """The marker of an encrypted store: versions that know no encryption refuse it."""
@@ -56,8 +50,6 @@ PLAIN_MARKER = b"snapstore format 3\n"
 _CLEAR_BODIES = frozenset({Kind.MARKER, Kind.KEY})
 _IMMUTABLE = frozenset({Kind.PACK, Kind.INDEX, Kind.BLOB})
 _PREFIX_MEMO = 4096
-
-logger = get_logger(__name__)
 
 
 class EncryptedBackend:
@@ -73,6 +65,7 @@ class EncryptedBackend:
         self._objects: ObjectCipher | None = None
         self._names: NameCipher | None = None
         self._prefixes: OrderedDict[Handle, bytes] = OrderedDict()
+        self._prefixes_lock = threading.Lock()
 
     # ------------------------------------------------------------------ keys
 
@@ -97,20 +90,9 @@ class EncryptedBackend:
 
     def _make_encrypted(self) -> bytes:
         """Turn the empty store just made into an encrypted one; its master key."""
-        if self.inner.names(Kind.MANIFEST) or self.inner.names(Kind.PACK):
-            raise EncryptionError(
-                f"the store at {self.where} holds data but no encryption config (keys/config "
-                "is missing, or the store is not encrypted): refusing to open it with a password"
-            )
-        master = os.urandom(keyring.MASTER_BYTES)
-        config = keyring.new_config()
-        orphans = keyring.key_ids(self.inner)
-        self.key_id = keyring.add_key(self.inner, config, master, self.secret.password())
-        for key_id in orphans:
-            self.inner.delete(Handle(Kind.KEY, key_id))
-        self.inner.write(keyring.CONFIG, config)
-        self.inner.write(Handle(Kind.MARKER, ""), ENCRYPTED_MARKER)
-        logger.info("made the store at %s an encrypted store", self.where)
+        master, self.key_id = keyring.make_encrypted(
+            self.inner, self.secret.password(), self.where, ENCRYPTED_MARKER
+        )
         return master
 
     def _install(self, master: bytes) -> None:
@@ -249,17 +231,21 @@ class EncryptedBackend:
 
     def _prefix(self, below: Handle, *, fresh: bool) -> bytes:
         """The random prefix of a stored object (remembered for objects never rewritten)."""
-        if not fresh and below in self._prefixes:
-            self._prefixes.move_to_end(below)
-            return self._prefixes[below]
+        if not fresh:
+            with self._prefixes_lock:
+                known = self._prefixes.get(below)
+                if known is not None:
+                    self._prefixes.move_to_end(below)
+                    return known
         header = self.inner.read_range(below, 0, HEADER_BYTES)
         if not header:
             raise FileNotFoundError(self.inner.describe(below))
         prefix = self.cipher.prefix_of(header)
         if below.kind in _IMMUTABLE:
-            self._prefixes[below] = prefix
-            while len(self._prefixes) > _PREFIX_MEMO:
-                self._prefixes.popitem(last=False)
+            with self._prefixes_lock:
+                self._prefixes[below] = prefix
+                while len(self._prefixes) > _PREFIX_MEMO:
+                    self._prefixes.popitem(last=False)
         return prefix
 
     def read_range(self, handle: Handle, offset: int, length: int) -> bytes:
@@ -326,7 +312,15 @@ class EncryptedBackend:
         inner = self.inner.stage(kind, sealed_size(size_hint) if size_hint else 0)
         if kind in _CLEAR_BODIES:
             return inner
-        return SealedStage(self, kind, inner)
+        return SealedStage(
+            self.cipher,
+            kind,
+            inner,
+            lambda name: self.stored_name(kind, name),
+            lambda name: holds_blob(
+                lambda: self.chunks(Handle(Kind.BLOB, name), CHUNK_BYTES), name
+            ),
+        )
 
     def write(self, handle: Handle, data: bytes, *, durable: bool = True) -> None:
         below = self._below(handle)
@@ -338,21 +332,11 @@ class EncryptedBackend:
             sealed = self.cipher.seal(handle.kind.value, handle.name, data)
             self.inner.write(below, sealed, durable=durable)
 
-    def holds_blob(self, name: str) -> bool:
-        """True if the blob stored as ``name`` opens and hashes to it (another writer stored
-        the same file: its bytes are sealed under another prefix, but they are the same)."""
-        hasher = new_hasher()
-        try:
-            for chunk in self.chunks(Handle(Kind.BLOB, name), CHUNK_BYTES):
-                hasher.update(chunk)
-        except (OSError, CorruptBlobError):
-            return False
-        return bool(hasher.hexdigest() == name)
-
     def delete(
         self, handle: Handle, *, durable: bool = True, version: Version | None = None
     ) -> None:
-        self._prefixes.pop(self._below(handle), None)
+        with self._prefixes_lock:
+            self._prefixes.pop(self._below(handle), None)
         self.inner.delete(self._below(handle), durable=durable, version=version)
 
     def note_existing(self, handle: Handle) -> None:

@@ -163,6 +163,29 @@ def new_config() -> bytes:
     return json.dumps(config, indent=1).encode()
 
 
+def make_encrypted(
+    backend: Backend, password: bytes, where: str, marker: bytes
+) -> tuple[bytes, str]:
+    """Make the empty store on ``backend`` encrypted (its caller holds the gc lock): a new
+    master key, its first key, then the config, then ``marker``. Keys a creation that died
+    before its config left behind are removed. Returns the master key and the key's id."""
+    if backend.names(Kind.MANIFEST) or backend.names(Kind.PACK):
+        raise EncryptionError(
+            f"the store at {where} holds data but no encryption config (keys/config is "
+            "missing, or the store is not encrypted): refusing to open it with a password"
+        )
+    master = os.urandom(MASTER_BYTES)
+    config = new_config()
+    orphans = key_ids(backend)
+    key_id = add_key(backend, config, master, password)
+    for orphan in orphans:
+        backend.delete(Handle(Kind.KEY, orphan))
+    backend.write(CONFIG, config)
+    backend.write(Handle(Kind.MARKER, ""), marker)
+    logger.info("made the store at %s an encrypted store", where)
+    return master, key_id
+
+
 def add_key(backend: Backend, config: bytes, master: bytes, password: bytes) -> str:
     """Store ``master`` wrapped under ``password``; the new key's id."""
     params = KdfParams.from_env()

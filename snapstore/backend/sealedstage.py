@@ -4,29 +4,48 @@ blob, a pack): segments are sealed as they fill, the last one, which binds the n
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable
 
-from snapstore.backend.sealing import SEGMENT_BYTES
+from snapstore.backend.sealing import SEGMENT_BYTES, ObjectCipher
 from snapstore.backend.seam import Kind, StagedObject
-from snapstore.errors import ConcurrentWriteError
+from snapstore.errors import ConcurrentWriteError, CorruptBlobError
+from snapstore.format.hashing import new_hasher
 
-if TYPE_CHECKING:
-    from snapstore.backend.encrypted import EncryptedBackend
+
+def holds_blob(chunks: Callable[[], Iterable[bytes]], name: str) -> bool:
+    """True if the blob ``chunks`` reads (through the encrypting layer) opens and hashes to
+    its name ``name``: another writer stored the same file, sealed under another salt."""
+    hasher = new_hasher()
+    try:
+        for chunk in chunks():
+            hasher.update(chunk)
+    except (OSError, CorruptBlobError):
+        return False
+    return bool(hasher.hexdigest() == name)
 
 
 class SealedStage:
     """An object of ``kind`` being written through an encrypted backend: full segments are
     sealed as they fill, the last one (which binds the object's name) at ``commit``."""
 
-    def __init__(self, backend: EncryptedBackend, kind: Kind, inner: StagedObject) -> None:
-        self.backend = backend
+    def __init__(
+        self,
+        cipher: ObjectCipher,
+        kind: Kind,
+        inner: StagedObject,
+        stored_name: Callable[[str], str],
+        already_there: Callable[[str], bool],
+    ) -> None:
+        self.cipher = cipher
+        self.stored_name = stored_name
+        self.already_there = already_there
         self.kind = kind
         self.inner = inner
         self.size = 0
         self._start()
 
     def _start(self) -> None:
-        header, self._prefix = self.backend.cipher.header()
+        header, self._prefix = self.cipher.header()
         self.inner.write(header)
         self._number = 0
         self._pending = b""
@@ -36,7 +55,7 @@ class SealedStage:
         self.size += len(data)
         pending = self._pending + bytes(data)
         full = len(pending) // SEGMENT_BYTES
-        cipher, kind = self.backend.cipher, self.kind.value
+        cipher, kind = self.cipher, self.kind.value
         for index in range(full):
             piece = pending[index * SEGMENT_BYTES : (index + 1) * SEGMENT_BYTES]
             self.inner.write(
@@ -50,14 +69,14 @@ class SealedStage:
         self._start()
 
     def commit(self, name: str, *, name_durable: bool = False) -> None:
-        last = self.backend.cipher.seal_segment(
+        last = self.cipher.seal_segment(
             self._prefix, self._number, self._pending, self.kind.value, name, final=True
         )
         self.inner.write(last)
         try:
-            self.inner.commit(self.backend.stored_name(self.kind, name), name_durable=name_durable)
+            self.inner.commit(self.stored_name(name), name_durable=name_durable)
         except ConcurrentWriteError:
-            if self.kind is Kind.BLOB and self.backend.holds_blob(name):
+            if self.kind is Kind.BLOB and self.already_there(name):
                 return
             raise
 

@@ -6,7 +6,9 @@ encrypted store, and the old one is left as it was, to be removed by its owner o
 one is in use. Safe to stop anywhere (a kill, a power cut): the source is only read; in the
 destination, blobs, packs and their indexes are copied before any manifest (so no manifest
 there names what is not), each object whole or not at all (staged, or an atomic write); a
-run that is stopped is taken up by the next, which copies only what is missing. The source's
+run that is stopped is taken up by the next, which copies the blobs, packs and indexes
+missing and every manifest again (a state value or snapshot replaced in the source since
+is copied as it is now; one deleted there is deleted in the copy). The source's
 gc lock is held, exclusive, for the whole copy: no create, restore or gc runs on it
 meanwhile, so what is copied is one consistent store. Caches and heads are not copied (each
 is rebuilt); a store with a restore in progress (a journal) is refused.
@@ -47,21 +49,25 @@ def copy_into_encrypted(source: Repository, destination: Backend) -> CopyReport:
     encrypted store's backend) that is not there yet; see the module docstring."""
     if source.format_major < FORMAT_MAJOR:
         raise EncryptionError("the store is of an older format: run 'snapstore upgrade' first")
-    if source.backend.names(Kind.JOURNAL):
-        raise EncryptionError(
-            "a restore into the store is in progress (or was killed): "
-            "let it finish, or open the store to recover it, first"
-        )
     report = CopyReport()
     with source.gc_lock.exclusive():
+        if source.backend.names(Kind.JOURNAL):
+            raise EncryptionError(
+                "a restore into the store is in progress (or was killed): "
+                "let it finish, or open the store to recover it, first"
+            )
         for kind in COPIED_KINDS:
             present = set(destination.names(kind))
-            for name in source.backend.names(kind):
-                if name in present:
+            names = source.backend.names(kind)
+            for name in names:
+                if name in present and kind is not Kind.MANIFEST:
                     report.present += 1
                     continue
                 report.bytes_copied += _copy(source.backend, destination, Handle(kind, name))
                 report.copied += 1
+            if kind is Kind.MANIFEST:
+                for gone in present - set(names):
+                    destination.delete(Handle(kind, gone))
             destination.flush()
     logger.info("copied %d objects (%d there already)", report.copied, report.present)
     return report

@@ -59,7 +59,8 @@ def test_encrypt_copies_a_plain_store_into_an_encrypted_one(tmp_path: Path) -> N
     again = cli.run(
         "--json", "encrypt", "--to", str(tmp_path / "sealed"), env={"SNAPSTORE_PASSWORD": "pw"}
     )
-    assert again.code == 0 and again.json()["copied"] == 0
+    manifests = len(list(cli.root.glob("sessions/*/*/manifest")))
+    assert again.code == 0 and again.json()["copied"] == manifests  # blobs and packs not again
 
 
 def test_a_stopped_copy_is_taken_up_by_the_next_run(
@@ -111,3 +112,20 @@ def test_encrypt_refuses_an_encrypted_store_and_needs_a_password(tmp_path: Path)
     same = cli.run("encrypt", "--to", str(cli.root), env=env)
     assert same.code == 2 and not (cli.root / "keys").exists()
     assert not os.path.exists(tmp_path / "third")
+
+
+def test_a_second_copy_takes_the_source_as_it_is_now(tmp_path: Path) -> None:
+    base = tmp_path / "work"
+    base.mkdir()
+    (base / "a.txt").write_text("alpha")
+    with SnapStore(tmp_path / "plain") as source:
+        source.create("s", "gone", base_dir=str(base), paths=["."])
+        source.put_state("s", "position", 1)
+        with SnapStore(tmp_path / "sealed", password="pw", encrypt=True) as target:
+            source.copy_into(target)
+        source.put_state("s", "position", 2)
+        source.delete("s", "gone")
+        with SnapStore(tmp_path / "sealed", password="pw") as target:
+            source.copy_into(target)
+            assert target.get_state("s", "position") == 2
+            assert [info.name for info in target.list("s")] == ["position"]
