@@ -184,3 +184,48 @@ def test_a_segment_of_another_object_does_not_open(sealed: EncryptedBackend) -> 
         sealed.read_range(first, SEGMENT_BYTES, 100)
     with pytest.raises(CorruptPackError):
         sealed.read(first, max_bytes=1 << 30)
+
+
+class _RefusingStage:
+    """A staged object whose commit finds the name taken (another host stored it first)."""
+
+    def __init__(self, inner: object) -> None:
+        self.inner = inner
+        self.size = 0
+
+    def write(self, data: bytes | memoryview) -> None:
+        self.size += len(data)
+
+    def restart(self) -> None:
+        self.size = 0
+
+    def commit(self, name: str, *, name_durable: bool = False) -> None:
+        from snapstore.errors import ConcurrentWriteError
+
+        raise ConcurrentWriteError(17, f"{name} exists and holds other bytes")
+
+    def abort(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("same", [True, False])
+def test_a_blob_another_host_stored_first_counts_if_it_holds_the_same_bytes(
+    sealed: EncryptedBackend, monkeypatch: pytest.MonkeyPatch, same: bool
+) -> None:
+    """Two hosts storing one file seal it under different salts: the loser of the race finds
+    other bytes there, opens them, and counts on them only if they hash to the name."""
+    import blake3
+
+    from snapstore.errors import ConcurrentWriteError
+
+    data = b"the same file" * 1000
+    name = blake3.blake3(data).hexdigest()
+    sealed.write(Handle(Kind.BLOB, name), data if same else b"other bytes")
+    monkeypatch.setattr(sealed.inner, "stage", lambda kind, size_hint=0: _RefusingStage(None))
+    staged = sealed.stage(Kind.BLOB)
+    staged.write(data)
+    if same:
+        staged.commit(name)
+    else:
+        with pytest.raises(ConcurrentWriteError):
+            staged.commit(name)
