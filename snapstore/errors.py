@@ -116,6 +116,11 @@ class StoreNotFoundError(SnapstoreError, FileNotFoundError):
     """There is no store at the root, and it was opened with ``create=False``."""
 
 
+class ExtentMapTooLargeError(UnreadablePathError):
+    """A file cannot be recorded: its extent map (one row per piece) would be larger than any
+    reader accepts (``MAX_MAP_BYTES``), so storing it would commit an unreadable snapshot."""
+
+
 class FileTooLargeError(SnapstoreError):
     """A file with holes is too large to be read into memory whole (``SnapStore.read``): a
     restore writes it with its holes instead."""

@@ -1,13 +1,15 @@
 """Cutting a large file into content-defined chunks, streaming, without reading its holes.
 
-The file's data is read as ``snapstore.fs.sparse`` reads a file with holes (only where the
-filesystem says there is data, all-zero 4096-byte blocks counting as holes), and each maximal
-run of data blocks is cut by FastCDC (``pyfastcdc``, the 2020 algorithm, in compiled code)
-with the given ``ChunkParams``. A cut depends only on the bytes from the chunk's start, so the
-same bytes give the same chunks wherever they lie: an overwrite changes the chunk it falls in
-(and at most the next), an insertion the chunks around it, and every other chunk is the same
-blob as before. Memory stays bounded whatever the file's size: at most a few ``max`` chunk
-lengths of a run are held at a time.
+The file's data is read where the filesystem says there is data (``SEEK_DATA``/``SEEK_HOLE``,
+widened to 4096-byte blocks); only those real holes are holes: zeros the file holds on disk
+(a preallocated database or disk image) are data, so a restore allocates them again and no
+run is cut into tiny pieces around them. Each maximal run of data is cut by FastCDC
+(``pyfastcdc``, the 2020 algorithm, in compiled code) with the given ``ChunkParams``. A cut
+depends only on the bytes from the chunk's start, so the same bytes give the same chunks
+wherever they lie: an overwrite changes the chunk it falls in (and at most the next), an
+insertion the chunks around it, and every other chunk is the same blob as before. Memory
+stays bounded whatever the file's size: at most a few ``max`` chunk lengths of a run are
+held at a time.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from snapstore.format.extents import (
     encode_chunked_map,
     map_digest,
 )
-from snapstore.fs.sparse import extents_digest, read_pieces
+from snapstore.fs.sparse import extents_digest, read_data
 
 HELD_CHUNKS = 4
 """How many ``max`` chunk lengths of a run are gathered before cutting (the cutter's view)."""
@@ -88,7 +90,7 @@ def read_chunks(
     the pieces of its chunked map. A file that shrinks meanwhile yields fewer (its stat
     shows the change)."""
     run = _RunCutter(params)
-    for offset, data in read_pieces(fd, size):
+    for offset, data in read_data(fd, size):
         yield from run.feed(offset, data)
     yield from run.cut(final=True)
 

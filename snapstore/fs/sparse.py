@@ -99,19 +99,28 @@ def _read_exactly(fd: int, length: int, offset: int) -> bytes:
     return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
-def read_pieces(fd: int, size: int) -> Iterator[tuple[int, bytes]]:
-    """The pieces of the file's extent map, (offset, bytes) in offset order, reading only its
-    data regions, one window of at most ``PIECE_BYTES`` (never crossing a multiple of it) at
-    a time. A file that shrinks meanwhile yields fewer pieces (its stat shows the change)."""
+def read_data(fd: int, size: int) -> Iterator[tuple[int, bytes]]:
+    """The file's data regions (``data_regions``) as they are on disk, zeros and all,
+    (offset, bytes) in offset order, one window of at most ``PIECE_BYTES`` (never crossing a
+    multiple of it) at a time. A file that shrinks meanwhile yields less (its stat shows the
+    change)."""
     for start, end in data_regions(fd, size):
         offset = start
         while offset < end:
             window = min(end, offset - offset % PIECE_BYTES + PIECE_BYTES) - offset
             data = _read_exactly(fd, window, offset)
-            yield from data_blocks(offset, data)
+            if data:
+                yield offset, data
             if len(data) < window:
                 return
             offset += window
+
+
+def read_pieces(fd: int, size: int) -> Iterator[tuple[int, bytes]]:
+    """The pieces of the file's fixed-cut extent map, (offset, bytes) in offset order: its
+    data regions without their all-zero blocks (``data_blocks``)."""
+    for offset, data in read_data(fd, size):
+        yield from data_blocks(offset, data)
 
 
 def extents_digest(fd: int, size: int) -> bytes:

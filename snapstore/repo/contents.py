@@ -23,8 +23,9 @@ from snapstore.repo.loose import BlobSource
 PIECES_AHEAD = 4
 """How many pieces of a mapped file are read ahead of the one being used."""
 MAX_READ_WITH_HOLES = 1 << 30
-"""The largest file with holes ``read_content`` materializes (its holes become zeros in
-memory, so a few kilobytes in the store could otherwise ask for any amount)."""
+"""The most hole bytes ``read_content`` materializes (holes become zeros in memory, so a
+few kilobytes in the store could otherwise ask for any amount). Only hole bytes count:
+whether a file's bytes were stored as one blob or as pieces never changes what reads."""
 
 
 def load_map(blobs: BlobSource, digest: bytes, file_size: int) -> list[Extent]:
@@ -92,16 +93,17 @@ def _read_piece(blobs: BlobSource, extent: Extent) -> bytes:
 
 def read_content(blobs: BlobSource, entry: FileEntry) -> bytes:
     """The file's whole bytes, verified (a file with holes gets zeros in them; its map is
-    checked first, and FileTooLargeError refuses one over ``MAX_READ_WITH_HOLES``)."""
+    checked first, and FileTooLargeError refuses one whose holes add up to more than
+    ``MAX_READ_WITH_HOLES`` bytes)."""
     assert entry.digest is not None
     if not entry.extents:
         return blobs.read(entry.digest, entry.size)
     extents = load_map(blobs, entry.digest, entry.size)
     holes = entry.size - sum(extent.length for extent in extents)
-    if entry.size > MAX_READ_WITH_HOLES and holes > 0:
+    if holes > MAX_READ_WITH_HOLES:
         raise FileTooLargeError(
-            f"{entry.path!r} is a file with holes of {entry.size} bytes, too large to read "
-            f"into memory (at most {MAX_READ_WITH_HOLES}); restore it instead"
+            f"{entry.path!r} is a file of {entry.size} bytes with {holes} bytes of holes, too "
+            f"many to read into memory (at most {MAX_READ_WITH_HOLES}); restore it instead"
         )
     content = bytearray(entry.size)
     for offset, data in _map_pieces(blobs, extents):

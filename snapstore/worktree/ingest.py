@@ -24,10 +24,11 @@ from operator import itemgetter
 
 import blake3
 
-from snapstore.errors import SourceChangedError, UnreadablePathError
+from snapstore.errors import ExtentMapTooLargeError, SourceChangedError, UnreadablePathError
 from snapstore.format.extents import (
     CHUNK_PARAMS,
     CHUNKED_FROM_BYTES,
+    MAX_MAP_BYTES,
     Extent,
     encode_chunked_map,
     encode_map,
@@ -106,18 +107,29 @@ def ingest_file(
             raise UnreadablePathError(f"{path!r} is no longer a regular file")
         before = scanned if scanned is not None else opened
         racy = -1 if racy_from_ns is None else racy_from_ns
-        chunked = before.st_size >= CHUNKED_FROM_BYTES
-        extents = chunked or has_holes(fd, opened)
-        if extents:
-            digest, after = _ingest_extents(batch, fd, path, before, racy, chunked)
+        if _as_extents(fd, before, opened):
+            stored = _ingest_extents(batch, fd, path, before, racy)
         elif is_small(before.st_size):
-            digest, after = _ingest_small(batch, fd, path, before, racy)
+            stored = _ingest_small(batch, fd, path, before, racy)
         else:
-            digest, after = _ingest_large(batch, fd, path, before, racy)
+            stored = _ingest_large(batch, fd, path, before, racy)
     finally:
         os.close(fd)
+    digest, after, extents = stored
     mode = after.st_mode & 0o7777
     return IngestedFile(digest, after.st_size, mode, after.st_mtime_ns, after, extents)
+
+
+_Stored = tuple[bytes, os.stat_result, bool]
+"""A stored file's digest, the stat of the version stored, and whether the digest names an
+extent map."""
+
+
+def _as_extents(fd: int, info: os.stat_result, opened: os.stat_result | None = None) -> bool:
+    """Whether the file, as ``info`` shows it, is stored as an extent map: chunked if it is
+    large enough, else fixed-cut if it has holes (probed with ``opened``, default ``info``).
+    Asked again at each read attempt, so the way always fits the size that attempt saw."""
+    return info.st_size >= CHUNKED_FROM_BYTES or has_holes(fd, opened or info)
 
 
 def _read_from_start(fd: int, size: int) -> bytes:
@@ -136,13 +148,21 @@ def _is_racy(info: os.stat_result, racy_from_ns: int) -> bool:
 
 
 def _ingest_small(
-    batch: BlobBatch, fd: int, path: str, before: os.stat_result, racy_from_ns: int
-) -> tuple[bytes, os.stat_result]:
-    for attempt in range(MAX_READ_ATTEMPTS):
+    batch: BlobBatch,
+    fd: int,
+    path: str,
+    before: os.stat_result,
+    racy_from_ns: int,
+    attempts: int = MAX_READ_ATTEMPTS,
+) -> _Stored:
+    for attempt in range(attempts):
         if attempt:
             before = os.fstat(fd)
+            left = attempts - attempt
+            if _as_extents(fd, before):
+                return _ingest_extents(batch, fd, path, before, racy_from_ns, left)
             if not is_small(before.st_size):
-                return _ingest_large(batch, fd, path, before, racy_from_ns)
+                return _ingest_large(batch, fd, path, before, racy_from_ns, left)
         data = _read_from_start(fd, before.st_size)
         after = os.fstat(fd)
         if not _same_version(before, after) or len(data) != after.st_size:
@@ -156,7 +176,7 @@ def _ingest_small(
         raise _changed(path)
     digest = blake3.blake3(data).digest()
     batch.add(digest, data)
-    return digest, after
+    return digest, after, False
 
 
 def _rehash(fd: int, size: int) -> bytes | None:
@@ -170,15 +190,24 @@ def _rehash(fd: int, size: int) -> bytes | None:
 
 
 def _ingest_large(
-    batch: BlobBatch, fd: int, path: str, before: os.stat_result, racy_from_ns: int
-) -> tuple[bytes, os.stat_result]:
+    batch: BlobBatch,
+    fd: int,
+    path: str,
+    before: os.stat_result,
+    racy_from_ns: int,
+    attempts: int = MAX_READ_ATTEMPTS,
+) -> _Stored:
     writer = batch.storage.writer(before.st_size)
+    left = 0
     try:
-        for attempt in range(MAX_READ_ATTEMPTS):
+        for attempt in range(attempts):
             if attempt:
                 writer.reset()
                 os.lseek(fd, 0, os.SEEK_SET)
                 before = os.fstat(fd)
+                if _as_extents(fd, before):
+                    left = attempts - attempt
+                    break
             while chunk := os.read(fd, CHUNK_BYTES):
                 writer.write(chunk)
             after = os.fstat(fd)
@@ -194,7 +223,10 @@ def _ingest_large(
     except BaseException:
         writer.abort()
         raise
-    return batch.commit_loose(writer), after
+    if left:
+        writer.abort()
+        return _ingest_extents(batch, fd, path, before, racy_from_ns, left)
+    return batch.commit_loose(writer), after, False
 
 
 def _extent_map(batch: BlobBatch | None, fd: int, size: int, chunked: bool) -> bytes:
@@ -218,14 +250,21 @@ def _ingest_extents(
     path: str,
     before: os.stat_result,
     racy_from_ns: int,
-    chunked: bool,
-) -> tuple[bytes, os.stat_result]:
-    """Store a file with holes, or a large file (``chunked``), as the pieces of its extent
-    map, then the map; the map's digest is the file's. Read again, as any file, while it
-    changes."""
-    for attempt in range(MAX_READ_ATTEMPTS):
+    attempts: int = MAX_READ_ATTEMPTS,
+) -> _Stored:
+    """Store a file with holes, or a large file (chunked), as the pieces of its extent map,
+    then the map; the map's digest is the file's. Read again, as any file, while it changes
+    (a version that has become small and whole again is stored as one blob). A map too large
+    for a reader to accept (``MAX_MAP_BYTES``) is never stored: ExtentMapTooLargeError."""
+    for attempt in range(attempts):
         if attempt:
             before = os.fstat(fd)
+            if not _as_extents(fd, before):
+                left = attempts - attempt
+                if is_small(before.st_size):
+                    return _ingest_small(batch, fd, path, before, racy_from_ns, left)
+                return _ingest_large(batch, fd, path, before, racy_from_ns, left)
+        chunked = before.st_size >= CHUNKED_FROM_BYTES
         data = _extent_map(batch, fd, before.st_size, chunked)
         after = os.fstat(fd)
         if not _same_version(before, after):
@@ -238,9 +277,14 @@ def _ingest_extents(
         break
     else:
         raise _changed(path)
+    if len(data) > MAX_MAP_BYTES:
+        raise ExtentMapTooLargeError(
+            f"cannot snapshot {path!r}: its {after.st_size} bytes need an extent map of "
+            f"{len(data)} bytes, over the {MAX_MAP_BYTES} a reader accepts (too many pieces)"
+        )
     digest = map_digest(data)
     batch.add_counted(digest, data, alone=True)
-    return digest, after
+    return digest, after, True
 
 
 def ingest_scan(
