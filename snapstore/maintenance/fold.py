@@ -37,7 +37,7 @@ from snapstore.format.codec import WRITE_LEVEL
 from snapstore.format.packfile import PackIndex
 from snapstore.logs import get_logger
 from snapstore.maintenance.foldpolicy import FoldPolicy
-from snapstore.maintenance.packgc import geometric_merge, read_verified
+from snapstore.maintenance.packgc import geometric_merge, is_lone_map, read_verified
 from snapstore.repo.batch import PackSeries
 from snapstore.repo.packset import Location
 from snapstore.repo.repository import Repository
@@ -126,7 +126,11 @@ def _copy(repo: Repository, chosen: list[PackIndex]) -> Fold:
     try:
         for kind, _, number, offset, digest, index, size in order:
             where = Location(index.pack_id, number, index.blocks[number], offset, size)
-            series.add(digest, read_verified(packs, where, digest), kind)
+            data = read_verified(packs, where, digest)
+            if is_lone_map(where, data):
+                series.add_alone(digest, data, kind)
+            else:
+                series.add(digest, data, kind)
         series.finish()
     finally:
         series.abort()

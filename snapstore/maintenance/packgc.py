@@ -18,9 +18,11 @@ import blake3
 
 from snapstore.errors import CorruptBlobError, MissingBlobError
 from snapstore.format.codec import REPACK_LEVEL
+from snapstore.format.extents import CHUNKED_MAGIC, EXTENT_MAGIC
 from snapstore.format.packfile import (
     KIND_DATA,
     KIND_TREE,
+    RECORD_HEAD,
     PackIndex,
 )
 from snapstore.logs import get_logger
@@ -173,6 +175,16 @@ def _copy_order(
     return sorted(order.values(), key=lambda item: item[:3])
 
 
+MAP_MAGICS = (EXTENT_MAGIC, CHUNKED_MAGIC)
+
+
+def is_lone_map(where: Location, data: bytes) -> bool:
+    """True if the packed blob ``data`` at ``where`` is an extent map that sits alone in its
+    block (as every writer stores one): a copier keeps it alone, so that a create reusing
+    its file never decompresses file data to read it."""
+    return where.block.raw == RECORD_HEAD.size + len(data) and data.startswith(MAP_MAGICS)
+
+
 def read_verified(packs: PackSet, where: Location, digest: bytes) -> bytes:
     """A packed blob's bytes to copy into a new pack, checked against ``digest``
     (CorruptBlobError naming its pack, which is then kept as it is)."""
@@ -206,7 +218,10 @@ def _rewrite(
                 data = storage.loose.read(digest, loose[digest])
             else:
                 data = read_verified(packs, where, digest)
-            series.add(digest, data, kind)
+            if digest in marks.maps:
+                series.add_alone(digest, data, kind)  # as its writer stored it
+            else:
+                series.add(digest, data, kind)
         series.finish()
     finally:
         series.abort()
