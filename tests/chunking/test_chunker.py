@@ -7,6 +7,7 @@ import os
 import random
 from pathlib import Path
 
+import blake3
 import pyfastcdc
 
 from snapstore.format.extents import CHUNK_PARAMS, ChunkParams
@@ -70,3 +71,30 @@ def test_a_file_is_compared_with_a_map_of_either_kind(tmp_path: Path) -> None:
         assert not holds_map(fd, 2 * MIB, bytes(32))
     finally:
         os.close(fd)
+
+
+PINNED_INPUT_DIGEST = "2719cc0431bb3dda"
+PINNED_CUTS = [
+    (0, 307567),
+    (307567, 131269),
+    (438836, 610365),
+    (1049201, 493249),
+    (1542450, 347489),
+    (1889939, 471255),
+    (2361194, 262306),
+    (2623500, 183939),
+    (2807439, 338289),
+]
+
+
+def test_the_cuts_of_a_fixed_input_never_change(tmp_path: Path) -> None:
+    """Chunks are deduplicated by digest across snapshots and sessions, so every release must
+    cut the same bytes at the same offsets: a chunker (or ``pyfastcdc`` release) that moved
+    these cuts would silently store every large file again."""
+    data = random.Random(20261201).randbytes(3 * MIB)
+    assert blake3.blake3(data).hexdigest()[:16] == PINNED_INPUT_DIGEST  # the input itself
+    path = tmp_path / "fixed.bin"
+    path.write_bytes(data)
+    assert ChunkParams(64 * 1024, 256 * 1024, MIB) == CHUNK_PARAMS
+    assert [(offset, len(chunk)) for offset, chunk in _chunks_of(path)] == PINNED_CUTS
+    assert _cuts(data, CHUNK_PARAMS) == PINNED_CUTS
