@@ -219,8 +219,10 @@ class SnapStore(RestoringMethods, UpkeepMethods, KeyMethods):
     ) -> FileSlice:
         """Part of one file of a snapshot: at most ``length`` bytes (None: to the end) from
         ``offset``, with the file's size and whether it is binary (a NUL in its first 8 KiB).
-        The file is read in one streaming pass and verified against its digest; only the part
-        asked for is kept in memory."""
+        A file stored as one blob is read in one streaming pass, verified against its digest;
+        of a file stored as an extent map (a large file, or one with holes) only the pieces
+        holding the part asked for (and the first 8 KiB) are read, each verified. Only those
+        bytes are kept in memory."""
         from snapstore.patch import BINARY_PROBE_BYTES, is_binary
         from snapstore.repo.contents import read_range
 
