@@ -107,12 +107,7 @@ def ingest_file(
             raise UnreadablePathError(f"{path!r} is no longer a regular file")
         before = scanned if scanned is not None else opened
         racy = -1 if racy_from_ns is None else racy_from_ns
-        if _as_extents(fd, before, opened):
-            stored = _ingest_extents(batch, fd, path, before, racy)
-        elif is_small(before.st_size):
-            stored = _ingest_small(batch, fd, path, before, racy)
-        else:
-            stored = _ingest_large(batch, fd, path, before, racy)
+        stored = _ingest_as_seen(batch, fd, path, before, racy, MAX_READ_ATTEMPTS, opened)
     finally:
         os.close(fd)
     digest, after, extents = stored
@@ -127,9 +122,28 @@ extent map."""
 
 def _as_extents(fd: int, info: os.stat_result, opened: os.stat_result | None = None) -> bool:
     """Whether the file, as ``info`` shows it, is stored as an extent map: chunked if it is
-    large enough, else fixed-cut if it has holes (probed with ``opened``, default ``info``).
-    Asked again at each read attempt, so the way always fits the size that attempt saw."""
+    large enough, else fixed-cut if it has holes (probed with ``opened``, default ``info``)."""
     return info.st_size >= CHUNKED_FROM_BYTES or has_holes(fd, opened or info)
+
+
+def _ingest_as_seen(
+    batch: BlobBatch,
+    fd: int,
+    path: str,
+    before: os.stat_result,
+    racy_from_ns: int,
+    attempts: int,
+    opened: os.stat_result | None = None,
+) -> _Stored:
+    """Store the file the way that fits it as ``before`` shows it (an extent map, one blob
+    read whole, or one blob streamed), in at most ``attempts`` reads. A read attempt that
+    finds the file changed so that another way fits hands the attempts left back here, so
+    the way always fits the version that is stored."""
+    if _as_extents(fd, before, opened):
+        return _ingest_extents(batch, fd, path, before, racy_from_ns, attempts)
+    if is_small(before.st_size):
+        return _ingest_small(batch, fd, path, before, racy_from_ns, attempts)
+    return _ingest_large(batch, fd, path, before, racy_from_ns, attempts)
 
 
 def _read_from_start(fd: int, size: int) -> bytes:
@@ -153,16 +167,13 @@ def _ingest_small(
     path: str,
     before: os.stat_result,
     racy_from_ns: int,
-    attempts: int = MAX_READ_ATTEMPTS,
+    attempts: int,
 ) -> _Stored:
     for attempt in range(attempts):
         if attempt:
             before = os.fstat(fd)
-            left = attempts - attempt
-            if _as_extents(fd, before):
-                return _ingest_extents(batch, fd, path, before, racy_from_ns, left)
-            if not is_small(before.st_size):
-                return _ingest_large(batch, fd, path, before, racy_from_ns, left)
+            if _as_extents(fd, before) or not is_small(before.st_size):
+                return _ingest_as_seen(batch, fd, path, before, racy_from_ns, attempts - attempt)
         data = _read_from_start(fd, before.st_size)
         after = os.fstat(fd)
         if not _same_version(before, after) or len(data) != after.st_size:
@@ -195,7 +206,7 @@ def _ingest_large(
     path: str,
     before: os.stat_result,
     racy_from_ns: int,
-    attempts: int = MAX_READ_ATTEMPTS,
+    attempts: int,
 ) -> _Stored:
     writer = batch.storage.writer(before.st_size)
     left = 0
@@ -225,7 +236,7 @@ def _ingest_large(
         raise
     if left:
         writer.abort()
-        return _ingest_extents(batch, fd, path, before, racy_from_ns, left)
+        return _ingest_as_seen(batch, fd, path, before, racy_from_ns, left)
     return batch.commit_loose(writer), after, False
 
 
@@ -250,7 +261,7 @@ def _ingest_extents(
     path: str,
     before: os.stat_result,
     racy_from_ns: int,
-    attempts: int = MAX_READ_ATTEMPTS,
+    attempts: int,
 ) -> _Stored:
     """Store a file with holes, or a large file (chunked), as the pieces of its extent map,
     then the map; the map's digest is the file's. Read again, as any file, while it changes
@@ -260,10 +271,7 @@ def _ingest_extents(
         if attempt:
             before = os.fstat(fd)
             if not _as_extents(fd, before):
-                left = attempts - attempt
-                if is_small(before.st_size):
-                    return _ingest_small(batch, fd, path, before, racy_from_ns, left)
-                return _ingest_large(batch, fd, path, before, racy_from_ns, left)
+                return _ingest_as_seen(batch, fd, path, before, racy_from_ns, attempts - attempt)
         chunked = before.st_size >= CHUNKED_FROM_BYTES
         data = _extent_map(batch, fd, before.st_size, chunked)
         after = os.fstat(fd)
