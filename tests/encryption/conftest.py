@@ -5,14 +5,15 @@ caches) with its name and bytes."""
 from __future__ import annotations
 
 import os
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from backend.s3.conftest import s3_server, s3_url
 from helpers.s3server import S3Server
 
 pytest.importorskip("cryptography")
+
+__all__ = ["s3_server", "s3_url"]
 
 TEST_KDF = "m=64,t=1,p=1"
 """Argon2id at its cheapest: these tests check what keys do, not what they cost."""
@@ -23,28 +24,6 @@ def cheap_kdf(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SNAPSTORE_KDF", TEST_KDF)
     for name in ("SNAPSTORE_PASSWORD", "SNAPSTORE_PASSWORD_FILE", "SNAPSTORE_ROOT"):
         monkeypatch.delenv(name, raising=False)
-
-
-@pytest.fixture(scope="module")
-def s3_server() -> Iterator[S3Server]:
-    """moto on loopback, with this process's environment (and its children's) pointed at it."""
-    server = S3Server(min_part_bytes=64 << 10)
-    saved = {name: os.environ.get(name) for name in server.env()}
-    os.environ.update(server.env())
-    try:
-        yield server
-    finally:
-        server.stop()
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-
-
-@pytest.fixture
-def s3_url(s3_server: S3Server) -> str:
-    return s3_server.url(f"enc-{uuid.uuid4().hex[:12]}")
 
 
 def directory_objects(root: Path) -> dict[str, bytes]:
