@@ -17,6 +17,7 @@ from dataclasses import replace
 
 from snapstore.backend import keyring
 from snapstore.backend.packlog import PackLog
+from snapstore.backend.sealedmarker import ENCRYPTED_MARKER, SEALED_MARKERS, plain_marker
 from snapstore.backend.sealednames import listing_prefix, plain_name, stored_name
 from snapstore.backend.sealedstage import SealedStage, holds_blob
 from snapstore.backend.sealing import (
@@ -44,9 +45,6 @@ from snapstore.errors import (
 from snapstore.format.hashing import CHUNK_BYTES
 from snapstore.fs.reading import UnfitFileError
 
-ENCRYPTED_MARKER = b"snapstore format 3-encrypted\n"
-"""The marker of an encrypted store: versions that know no encryption refuse it."""
-PLAIN_MARKER = b"snapstore format 3\n"
 _CLEAR_BODIES = frozenset({Kind.MARKER, Kind.KEY})
 _IMMUTABLE = frozenset({Kind.PACK, Kind.INDEX, Kind.BLOB})
 _PREFIX_MEMO = 4096
@@ -192,12 +190,14 @@ class EncryptedBackend:
         below = self._below(handle)
         if handle.kind is Kind.MARKER:
             data, info = self.inner.read(below, max_bytes=max_bytes)
-            if data == PLAIN_MARKER:  # the process that made the store died before marking it
+            if data in SEALED_MARKERS:  # its maker died before marking it encrypted
                 with contextlib.suppress(OSError):
                     self.inner.write(below, ENCRYPTED_MARKER)
-            elif data != ENCRYPTED_MARKER:
+                return data, info
+            plain = plain_marker(data)
+            if plain is None:
                 raise FormatError(f"{self.where}: the format marker of the store is damaged")
-            return PLAIN_MARKER, info
+            return plain, info
         if handle.kind in _CLEAR_BODIES:
             return self.inner.read(below, max_bytes=max_bytes)
         data, info = self.inner.read(below, max_bytes=sealed_size(max_bytes))
@@ -325,7 +325,7 @@ class EncryptedBackend:
     def write(self, handle: Handle, data: bytes, *, durable: bool = True) -> None:
         below = self._below(handle)
         if handle.kind is Kind.MARKER:
-            self.inner.write(below, ENCRYPTED_MARKER, durable=durable)
+            self.inner.write(below, SEALED_MARKERS.get(data, ENCRYPTED_MARKER), durable=durable)
         elif handle.kind in _CLEAR_BODIES:
             self.inner.write(below, data, durable=durable)
         else:

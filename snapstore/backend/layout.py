@@ -12,10 +12,12 @@ from snapstore.fs.reading import open_regular
 from snapstore.fs.seam import FileSystem
 from snapstore.logs import get_logger
 
-FORMAT_MAJOR = 3
-READABLE_MAJORS = (1, 2, 3)
+FORMAT_MAJOR = 4
+READABLE_MAJORS = (1, 2, 3, 4)
 """Format 1 stores are read, and converted as they are written (see ``marker_major``)."""
 FORMAT_TEXT = f"snapstore format {FORMAT_MAJOR}\n"
+PACK_LOG_MAJOR = 3
+"""The first format whose gc starts a new pack log before it deletes a pack."""
 LAYOUT_DIRS = ("locks", "blobs", "packs", "sessions", "tmp")
 MARKER_FILE = "FORMAT"
 MARKER_PREFIX = b"snapstore format "

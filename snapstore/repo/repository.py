@@ -13,7 +13,13 @@ import time
 from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import Any
 
-from snapstore.backend.layout import FORMAT_MAJOR, FORMAT_TEXT, MARKER_MAX_BYTES, marker_major
+from snapstore.backend.layout import (
+    FORMAT_MAJOR,
+    FORMAT_TEXT,
+    MARKER_MAX_BYTES,
+    PACK_LOG_MAJOR,
+    marker_major,
+)
 from snapstore.backend.seam import Backend, Handle, Kind
 from snapstore.cyclic_gc import gc_paused
 from snapstore.errors import (
@@ -53,7 +59,7 @@ class Repository:
         self.gc_lock = backend.lock("gc")
         self.gc_intent = backend.lock("gc-intent")
         self.format_major = self._stored_format()
-        self.blobs.packs.follow_log = self.format_major >= FORMAT_MAJOR
+        self.blobs.packs.follow_log = self.format_major >= PACK_LOG_MAJOR
 
     def _stored_format(self) -> int:
         """The major format the store's marker names (a backend with no marker object, such

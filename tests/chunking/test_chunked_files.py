@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from snapstore import SnapStore
+from snapstore.backend.layout import FORMAT_MAJOR
 from snapstore.format.extents import (
     CHUNK_PARAMS,
     CHUNKED_FROM_BYTES,
@@ -252,7 +253,7 @@ def test_a_format_1_store_reads_and_takes_chunked_files_then_upgrades(
         now.create("s", "new", ["."], base_dir=base)
         assert entry_of(now, "new").extents
         now.upgrade()
-        assert now.format_version == 3
+        assert now.format_version == FORMAT_MAJOR
         assert now.read("s", "old", "big.bin") == data
         assert now.read("s", "new", "big.bin") == changed
         assert now.verify(deep=True).ok

@@ -16,6 +16,7 @@ from helpers.scenarios import (
     template,
 )
 
+from snapstore.backend.layout import FORMAT_TEXT
 from snapstore.fs.seam import FileSystem
 from snapstore.internals import repository
 
@@ -100,7 +101,7 @@ def _prepare_marked_loose_store_without_packs_dir(scenario_dir: Path) -> None:
     store.put_state("s9", "marker", 1)
     store.close()
     shutil.rmtree(root / "packs")
-    assert (root / "FORMAT").read_text() == "snapstore format 3\n"
+    assert (root / "FORMAT").read_text() == FORMAT_TEXT
 
 
 def test_gc_of_marked_store_without_packs_dir_survives_power_loss(scratch: Path) -> None:

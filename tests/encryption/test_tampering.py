@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from snapstore import SnapStore
+from snapstore.backend.layout import FORMAT_MAJOR, FORMAT_TEXT
 from snapstore.errors import (
     CorruptBlobError,
     CorruptManifestError,
@@ -183,7 +184,23 @@ def test_a_store_whose_maker_died_before_marking_it_is_marked_at_the_next_open(
     root = tmp_path / "store"
     shutil.copytree(template[0], root)
     (root / "FORMAT").chmod(0o644)
-    (root / "FORMAT").write_bytes(b"snapstore format 3\n")
+    (root / "FORMAT").write_bytes(FORMAT_TEXT.encode())
     with SnapStore(root, password=PASSWORD) as store:
         assert [info.name for info in store.list("s")] == ["one", "two", "position"]
-    assert (root / "FORMAT").read_bytes() == b"snapstore format 3-encrypted\n"
+    assert (root / "FORMAT").read_bytes() == f"snapstore format {FORMAT_MAJOR}-encrypted\n".encode()
+
+
+def test_a_store_encrypted_in_format_3_is_read_and_marked_current_by_a_write(
+    template: tuple[Path, Path], tmp_path: Path
+) -> None:
+    root = tmp_path / "store"
+    shutil.copytree(template[0], root)
+    (root / "FORMAT").chmod(0o644)
+    (root / "FORMAT").write_bytes(b"snapstore format 3-encrypted\n")
+    with SnapStore(root, password=PASSWORD) as store:
+        assert store.format_version == 3
+        assert [info.name for info in store.list("s")] == ["one", "two", "position"]
+        assert (root / "FORMAT").read_bytes() == b"snapstore format 3-encrypted\n"
+        store.delete("s", "one")
+        assert store.format_version == FORMAT_MAJOR
+    assert (root / "FORMAT").read_bytes() == f"snapstore format {FORMAT_MAJOR}-encrypted\n".encode()

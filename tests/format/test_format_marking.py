@@ -1,4 +1,4 @@
-"""Every write of this version marks a store of an older format as format 3 before it writes
+"""Every write of this version marks a store of an older format current before it writes
 anything (docs/format.md, "Root layout"), so that a version that writes format 2 refuses the
 store afterwards; dry runs leave the marker alone."""
 
@@ -11,13 +11,13 @@ import pytest
 from helpers.trees import write_tree
 
 from snapstore import SnapStore
+from snapstore.backend.layout import FORMAT_MAJOR, FORMAT_TEXT
 from snapstore.internals import repository
 
 FORMAT_2 = "snapstore format 2\n"
-FORMAT_3 = "snapstore format 3\n"
 
 
-def _format_2_store(root: Path, tmp_path: Path) -> None:
+def _format_2_store(root: Path, tmp_path: Path, marker_text: str = FORMAT_2) -> None:
     """A store with two checkpoints, a state value and two undo backups of session ``s``,
     whose marker then says format 2 (as an older version left it)."""
     store = SnapStore(root)
@@ -34,7 +34,7 @@ def _format_2_store(root: Path, tmp_path: Path) -> None:
     store.close()
     marker = root / "FORMAT"
     marker.chmod(0o644)
-    marker.write_text(FORMAT_2)
+    marker.write_text(marker_text)
 
 
 def _trim(store: SnapStore) -> None:
@@ -52,16 +52,17 @@ WRITES: dict[str, Callable[[SnapStore], object]] = {
 }
 
 
+@pytest.mark.parametrize("older", [2, 3])
 @pytest.mark.parametrize("write", sorted(WRITES))
-def test_a_write_marks_a_format_2_store_current_first(
-    write: str, root: Path, tmp_path: Path
+def test_a_write_marks_an_older_store_current_first(
+    write: str, older: int, root: Path, tmp_path: Path
 ) -> None:
-    _format_2_store(root, tmp_path)
+    _format_2_store(root, tmp_path, f"snapstore format {older}\n")
     store = SnapStore(root)
-    assert store.format_version == 2
+    assert store.format_version == older
     WRITES[write](store)
-    assert (root / "FORMAT").read_text() == FORMAT_3
-    assert store.format_version == 3
+    assert (root / "FORMAT").read_text() == FORMAT_TEXT
+    assert store.format_version == FORMAT_MAJOR
     assert store.verify().ok
 
 
@@ -100,4 +101,4 @@ def test_the_marker_is_written_before_the_first_change_of_a_session(
 
     monkeypatch.setattr(repository(store).sessions.heads, "forget", recording)
     store.delete("s", "two")
-    assert seen == [FORMAT_3]
+    assert seen == [FORMAT_TEXT]

@@ -14,6 +14,7 @@ from helpers.trees import read_tree, write_tree
 
 import snapstore.repo.trees
 from snapstore import CorruptManifestError, SnapStore
+from snapstore.backend.layout import FORMAT_MAJOR, FORMAT_TEXT
 from snapstore.format import tree as tree_format
 from snapstore.format.manifest import encode
 from snapstore.format.packfile import KIND_TREE
@@ -229,7 +230,7 @@ def test_writing_into_a_format_1_store_marks_it_format_2_first(root: Path, tmp_p
     store = SnapStore(root)
     write_tree(tmp_path / "three", {"x": "x"})
     store.create("s", "three", ["."], base_dir=tmp_path / "three")
-    assert (root / "FORMAT").read_text() == "snapstore format 3\n"
+    assert (root / "FORMAT").read_text() == FORMAT_TEXT
     assert store.read("s", "one", "d/b.txt") == b"bravo"
     assert store.verify(deep=True).ok
 
@@ -244,7 +245,7 @@ def test_gc_converts_a_format_1_store(root: Path, tmp_path: Path) -> None:
     for index in root.glob("packs/*.idx"):
         assert index.read_bytes()[:8] == b"SNAPIDX\x02"
     fresh = SnapStore(root)
-    assert fresh.format_version == 3 and fresh.verify(deep=True).ok
+    assert fresh.format_version == FORMAT_MAJOR and fresh.verify(deep=True).ok
     assert [info.name for info in fresh.list()] == ["one", "two", "cursor"]
     for name, files in trees.items():
         fresh.restore("s", name, tmp_path / f"out-{name}", backup=False)

@@ -25,6 +25,7 @@ from snapstore import (
     StoreNotFoundError,
     UnsafePathError,
 )
+from snapstore.backend.layout import FORMAT_MAJOR
 from snapstore.format.manifest import EntryRow
 from snapstore.internals import repository
 from snapstore.repo.catalog import CorruptManifestWarning
@@ -266,8 +267,8 @@ def test_special_files_are_refused_or_skipped(store: SnapStore, project: Path) -
 
 def test_unknown_format_is_refused(root: Path) -> None:
     SnapStore(root)
-    (root / "FORMAT").write_text("snapstore format 4\n")
-    with pytest.raises(FormatError, match="format 4"):
+    (root / "FORMAT").write_text(f"snapstore format {FORMAT_MAJOR + 1}\n")
+    with pytest.raises(FormatError, match=f"format {FORMAT_MAJOR + 1}"):
         SnapStore(root)
 
 
