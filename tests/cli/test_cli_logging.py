@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import portalocker
@@ -80,10 +79,15 @@ def test_debug_shows_waiting_for_a_lock(cli: Cli, project: Path) -> None:
         process = subprocess.Popen(
             command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli_env(), cwd=cli.cwd
         )
-        time.sleep(1.0)
-    stdout, stderr = process.communicate(timeout=60)
-    assert process.returncode == 0, stderr
+        assert process.stderr is not None
+        before = b""
+        while b"waiting for lock" not in before:  # held until the command says it waits
+            line = process.stderr.readline()
+            assert line, "the command ended without waiting for the lock"
+            before += line
+    stdout, rest = process.communicate(timeout=60)
+    assert process.returncode == 0, before + rest
     assert stdout.decode().strip() == "deleted s1/n1"
-    text = stderr.decode()
+    text = (before + rest).decode()
     assert "debug snapstore.backend.filelock: waiting for lock \"session 's1'\" (exclusive)" in text
     assert "debug snapstore.backend.filelock: took lock \"session 's1'\" (exclusive) after " in text

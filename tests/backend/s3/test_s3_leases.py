@@ -67,12 +67,13 @@ def test_a_dead_holders_lease_is_broken_after_it_expires(host: Host) -> None:
 
 
 def test_leases_are_renewed_while_held(host: Host) -> None:
-    holder, other = host(lease=1.0), host(lock_timeout=0.2)
+    # Leases of 3 s outlived twice over: a renewal every 0.75 s has room for a loaded machine.
+    holder, other = host(lease=3.0), host(lock_timeout=0.2)
     for _ in range(5):  # a renewer told to stop must not keep the next hold from renewing
         with holder.lock("gc").shared():
             pass
     with holder.lock("sessions/s").exclusive():
-        time.sleep(3.5)
+        time.sleep(7.0)
         with pytest.raises(LockTimeout), other.lock("sessions/s").shared():
             pass
         holder.write(Handle(Kind.BLOB, "cd" * 32), b"still the holder")
