@@ -9,7 +9,6 @@ when a NUL byte appears in its first 8 KiB; binary files are named, never diffed
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -191,6 +190,8 @@ def _split_lines(data: bytes) -> tuple[list[str], bool]:
 
 
 def _hunks(old: Sequence[str], new: Sequence[str], context: int) -> list[Hunk]:
+    import difflib  # deferred: only a diff needs it, not the creates and restores
+
     exact = len(old) + len(new) <= EXACT_MATCH_LINES
     matcher = difflib.SequenceMatcher(None, old, new, autojunk=not exact)
     hunks = []

@@ -20,7 +20,6 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from snapstore.compare import path_history
 from snapstore.errors import InvalidValueError, PathNotInSnapshotError
 from snapstore.facade.base import DEFAULT_UNDO_DEPTH, Duration, Progress
 from snapstore.facade.keys import KeyMethods
@@ -242,6 +241,8 @@ class SnapStore(RestoringMethods, UpkeepMethods, KeyMethods):
         """The checkpoints of a session (oldest first) in which ``path`` changed: where it first
         appears, and each where its kind, mode, size, digest or link target differs from the
         checkpoint before (an entry of None: gone from that one on). Reads manifests only."""
+        from snapstore.compare import path_history
+
         return path_history(self._repository, session, path)
 
     def put_state(

@@ -9,8 +9,6 @@ PasswordRequiredError, exit code 16).
 from __future__ import annotations
 
 import os
-import shlex
-import subprocess
 
 import click
 
@@ -40,6 +38,9 @@ def read_password_file(path: str, what: str = "password file") -> bytes:
 
 def run_password_command(command: str) -> bytes:
     """The first line a password command prints (run without a shell)."""
+    import shlex  # deferred, as the password command is rarely used: every command that
+    import subprocess  # opens a store imports this module
+
     try:
         done = subprocess.run(
             shlex.split(command),

@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from snapstore.cli.allocator import keep_freed_memory
 from snapstore.cli.completion import complete_file_path, complete_session, snapshot_names
 from snapstore.cli.context import Settings, finish, pass_settings
 from snapstore.cli.output import print_note, render_table, to_json
@@ -142,6 +143,7 @@ def create(
     --skip-unreadable left files out of the committed snapshot.
     """
     store = settings.writable_store("create writes new blobs and a manifest", create=True)
+    keep_freed_memory()
     base = os.path.abspath(base_dir)
     absent = requested_but_absent(base, paths)
     with settings.progress("snapshotting") as progress:

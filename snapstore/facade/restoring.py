@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
-from snapstore.compare import diff_entries, diff_plan
 from snapstore.errors import InvalidValueError
 from snapstore.facade.base import Progress, StoreBase
 from snapstore.format.paths import check_relative_path
@@ -88,6 +87,8 @@ class RestoringMethods(StoreBase):
         in it. ``patch`` gives the contents' unified diff."""
         if isinstance(other, os.PathLike):
             raise InvalidValueError("diff compares two snapshots; pass a directory as target=")
+        from snapstore.compare import diff_entries, diff_plan  # deferred: creates never diff
+
         if other is not None:
             return diff_entries(
                 self._repository.entries(session, name)[1],

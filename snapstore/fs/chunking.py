@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import blake3
-import pyfastcdc
 
 from snapstore.format.extents import (
     CHUNK_PARAMS,
@@ -39,6 +38,8 @@ class _RunCutter:
     end."""
 
     def __init__(self, params: ChunkParams) -> None:
+        import pyfastcdc  # deferred: only files of CHUNKED_FROM_BYTES or more are cut
+
         self.params = params
         self.cutter = pyfastcdc.FastCDC(params.avg, min_size=params.min, max_size=params.max)
         self.pending = bytearray()
@@ -64,9 +65,10 @@ class _RunCutter:
         lengths = self._settled_lengths(final)
         used = 0
         chunks = []
-        for length in lengths:
-            chunks.append((self.start + used, bytes(self.pending[used : used + length])))
-            used += length
+        with memoryview(self.pending) as view:  # one copy per chunk, not a slice and a copy
+            for length in lengths:
+                chunks.append((self.start + used, bytes(view[used : used + length])))
+                used += length
         del self.pending[:used]
         self.start += used
         yield from chunks

@@ -19,8 +19,8 @@ import errno
 import os
 import stat
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from operator import itemgetter
+from typing import NamedTuple
 
 import blake3
 
@@ -38,7 +38,7 @@ from snapstore.format.hashing import CHUNK_BYTES, new_hasher
 from snapstore.format.manifest import EntryRow
 from snapstore.format.tree import FileAttrs
 from snapstore.fs.chunking import read_chunks
-from snapstore.fs.sparse import has_holes, read_pieces
+from snapstore.fs.sparse import has_holes, may_have_holes, read_pieces
 from snapstore.fs.stamps import FileId, file_id, version
 from snapstore.models import SkippedPath
 from snapstore.repo.batch import BlobBatch, is_small
@@ -49,9 +49,9 @@ from snapstore.worktree.statcache import StatCache
 MAX_READ_ATTEMPTS = 3
 
 
-@dataclass(frozen=True)
-class IngestedFile:
-    """A source file's stored digest and the metadata of the exact version stored."""
+class IngestedFile(NamedTuple):
+    """A source file's stored digest and the metadata of the exact version stored (a named
+    tuple: one is made per file read, and a frozen dataclass costs several times more)."""
 
     digest: bytes
     size: int
@@ -107,7 +107,11 @@ def ingest_file(
             raise UnreadablePathError(f"{path!r} is no longer a regular file")
         before = scanned if scanned is not None else opened
         racy = -1 if racy_from_ns is None else racy_from_ns
-        stored = _ingest_as_seen(batch, fd, path, before, racy, MAX_READ_ATTEMPTS, opened)
+        size = before.st_size  # most files: small, no holes; one blob read whole
+        if size < CHUNKED_FROM_BYTES and is_small(size) and not may_have_holes(opened):
+            stored = _ingest_small(batch, fd, path, before, racy, MAX_READ_ATTEMPTS)
+        else:
+            stored = _ingest_as_seen(batch, fd, path, before, racy, MAX_READ_ATTEMPTS, opened)
     finally:
         os.close(fd)
     digest, after, extents = stored

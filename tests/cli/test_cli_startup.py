@@ -18,9 +18,17 @@ from snapstore.cli.app import cli as snapstore_group
 from snapstore.cli.lazy import CommandSpec
 
 LIBRARY_MODULES = {"snapstore.store", "blake3", "msgpack"}
-NOT_FOR_A_CREATE = {"portalocker", "importlib.metadata"}
+NOT_FOR_A_CREATE = {
+    "portalocker",
+    "importlib.metadata",
+    "snapstore.compare",
+    "difflib",
+    "subprocess",
+    "pyfastcdc",
+}
 """What a create never needs: locks are taken with ``fcntl`` itself (portalocker, whose import
-reads package metadata, is for systems without it)."""
+reads package metadata, is for systems without it); diffs, password commands and the cutting
+of files of 1 MiB or more import what they need when they run."""
 
 
 def imported_modules(cli: Cli, *args: str) -> tuple[set[str], subprocess.CompletedProcess[str]]:
