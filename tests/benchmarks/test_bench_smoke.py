@@ -38,3 +38,17 @@ def test_fold_bench_reports_fewer_packs_with_folding_on(tmp_path: Path) -> None:
     assert [item["packs"] for item in off["blocks"]] == [20, 40]
     assert off["fold_steps"] == 0 and on["fold_steps"] >= 4
     assert on["packs_before_gc"] < 8
+
+
+def test_first_snapshot_bench_reports_ratios_to_tar_and_phases(tmp_path: Path) -> None:
+    out = tmp_path / "result.json"
+    command = [sys.executable, str(BENCH.parent / "firstsnap.py"), "--size", "tiny"]
+    command += ["--reps", "1", "--phases", "--baseline", str(BENCH.parents[1]), "--out", str(out)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "x tar cf" in done.stdout and "load average" in done.stdout
+    for phase in ("scan ends", "reading, hashing, compressing ends", "commit ends", "exit"):
+        assert done.stdout.count(phase) == 2, phase
+    samples = json.loads(out.read_text())
+    assert set(samples) == {"tar", "load", "snapstore", "baseline"}
+    assert len(samples["snapstore"]["cli"]) == len(samples["baseline"]["library"]) == 1
