@@ -94,17 +94,27 @@ def children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def measured(command: list[str], env: dict[str, str]) -> tuple[float, float, str]:
-    """Wall seconds and CPU seconds of one run of ``command``, and what it printed."""
+def measured(command: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float, str]:
+    """Wall seconds and CPU seconds of one run of ``command`` in ``cwd``, and what it printed.
+    (Not in this checkout: ``python -m`` and ``-c`` import from the working directory first,
+    before ``PYTHONPATH``, so the baseline would be this checkout again.)"""
     os.sync()
     cpu, started = children_cpu(), time.perf_counter()
-    done = subprocess.run(command, env=env, check=True, capture_output=True, text=True)
+    done = subprocess.run(command, env=env, cwd=cwd, check=True, capture_output=True, text=True)
     return time.perf_counter() - started, children_cpu() - cpu, done.stdout
 
 
 def side_env(checkout: Path) -> dict[str, str]:
     """The environment that makes ``checkout``'s snapstore the one imported."""
     return dict(os.environ, PYTHONPATH=str(checkout))
+
+
+def check_imported_from(checkout: Path, cwd: Path) -> None:
+    """Exit if ``python`` in ``cwd`` with ``side_env(checkout)`` imports another snapstore."""
+    code = "import snapstore; print(snapstore.__file__)"
+    _wall, _cpu, out = measured([sys.executable, "-c", code], side_env(checkout), cwd)
+    if not Path(out.strip()).resolve().is_relative_to(checkout):
+        raise SystemExit(f"{checkout}: the snapstore imported is {out.strip()}")
 
 
 def run(args: argparse.Namespace) -> dict[str, dict[str, list[float]]]:
@@ -117,21 +127,22 @@ def run(args: argparse.Namespace) -> dict[str, dict[str, list[float]]]:
         trees.generate(tree, trees.SIZES[args.size], args.seed)
         for checkout in sides.values():  # as pip does at install (see bench/tools.py)
             subprocess.run([sys.executable, "-m", "compileall", "-q", str(checkout / "snapstore")])
+            check_imported_from(checkout, work)
         time.sleep(2.5)  # older than the stat cache's racy window, as in bench/run.py
         samples: dict[str, dict[str, list[float]]] = {"tar": {"wall": []}, "load": {"1min": []}}
         for _ in range(args.reps):
             archive = work / "tree.tar"
-            wall, _cpu, _out = measured(["tar", "cf", str(archive), "-C", str(tree), "."], {})
+            wall, _cpu, _out = measured(["tar", "cf", str(archive), "-C", str(tree), "."], {}, work)
             samples["tar"]["wall"].append(wall)
             archive.unlink()
             for name, checkout in sides.items():
                 root = work / "store"
                 command = [sys.executable, "-m", "snapstore", "--root", str(root), "-q"]
                 command += ["create", "bench", ".", "--name", "s1", "--base", str(tree)]
-                wall, cpu, _out = measured(command, side_env(checkout))
+                wall, cpu, _out = measured(command, side_env(checkout), work)
                 shutil.rmtree(root)
                 library = [sys.executable, "-c", LIBRARY_CREATE, str(root), str(tree)]
-                _wall, _cpu, out = measured(library, side_env(checkout))
+                _wall, _cpu, out = measured(library, side_env(checkout), work)
                 shutil.rmtree(root)
                 found = samples.setdefault(name, {"cli": [], "cli_cpu": [], "library": []})
                 found["cli"].append(wall)
@@ -145,7 +156,7 @@ def run(args: argparse.Namespace) -> dict[str, dict[str, list[float]]]:
                 command = [sys.executable, "-c", PHASES, "--root", str(root), "-q", "create"]
                 command += ["bench", ".", "--name", "s1", "--base", str(tree)]
                 print(f"\nphases of the command line ({name}):")
-                print(measured(command, side_env(checkout))[2], end="")
+                print(measured(command, side_env(checkout), work)[2], end="")
                 shutil.rmtree(root)
         return samples
     finally:

@@ -11,6 +11,7 @@ import contextlib
 import os
 import sys
 
+from snapstore.cli.startup import pause_collector
 from snapstore.cli.version import version_line
 
 TYPE_CHECKING = False
@@ -38,6 +39,7 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
     args = sys.argv[1:] if argv is None else list(argv)
     if args == ["--version"]:
         _print_version()
+    pause_collector()  # resumed by the top-level group, before the command runs
     from snapstore.cli.app import main as run
 
     run(args)

@@ -18,6 +18,7 @@ from snapstore.cli.context import Settings
 from snapstore.cli.lazy import CommandSpec, LazyGroup
 from snapstore.cli.options import global_parameters
 from snapstore.cli.output import one_line, print_error, print_json
+from snapstore.cli.startup import resume_collector
 from snapstore.cli.version import PROG_NAME, version_line
 from snapstore.errors import SnapstoreError
 from snapstore.frontend.exitcodes import ExitCode, exit_code_for
@@ -210,6 +211,7 @@ def cli(ctx: click.Context) -> None:
     """Checkpoint sets of files, inspect the checkpoints, and restore them."""
     settings = ctx.ensure_object(Settings)
     diagnostics.configure(settings.verbose, settings.debug)
+    resume_collector()
 
 
 def _global_flags(args: Sequence[str]) -> tuple[bool, bool]:
