@@ -5,10 +5,11 @@ A create streams a tree's bytes through buffers of up to a few MiB (each file re
 blocks they join into, each block's compressed copy). glibc's malloc serves buffers of 128 KiB
 and more with ``mmap`` (a threshold it raises as it sees them freed) and gives the top of its
 heap back once more than twice that is free, so buffer after buffer came back as fresh pages:
-each first touch is a page fault that clears a page. On the medium tree of ``bench/run.py``
-that was about 17,000 faults for 60 MB, a fifth of the process's system time. With
-``mmap`` kept for buffers over ``MMAP_THRESHOLD_BYTES`` and the heap's top trimmed only past
-``TRIM_THRESHOLD_BYTES``, freed buffers are reused as they are (about 5,000 faults).
+each first touch is a page fault that clears a page. A first snapshot of the medium tree of
+``bench/run.py`` (60 MB) made about 21,500 page faults. With ``mmap`` kept for buffers over
+``MMAP_THRESHOLD_BYTES`` and the heap's top trimmed only past ``TRIM_THRESHOLD_BYTES``, freed
+buffers are reused as they are: about 9,000 faults (4,000 of them the imports'), and about
+5% less CPU (docs/performance.md, "The first snapshot through the command line").
 
 The memory a process holds is still what its peak use was (a freed buffer is reused, not added
 to); only a one-shot command, whose memory the kernel takes back at exit, asks for this. A
