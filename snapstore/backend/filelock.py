@@ -1,12 +1,16 @@
 """The local backend's cross-process kernel locks on files under ``<root>/locks``, with timeouts.
 
-Each acquisition opens its own descriptor, so flock-style locks also exclude threads of one
-process from each other. Lock files are never unlinked by snapstore; if someone else unlinks
-one, a process that locked the old file while the path already named a new one notices and
-locks again. The store's two main locks are also taken on a directory that cannot vanish
-while the store exists (a ``guard``), so a lock file removed while held does not let a second
-holder in. A forked child drops inherited handles without unlocking, so it never releases a
-lock its parent holds.
+Each holder locks its own descriptor (never one another holder of the process uses), so
+flock-style locks also exclude threads of one process from each other. A backend keeps the
+descriptors of its lock files open between acquisitions (``lockfds``): locking a kept one
+costs a flock and a stat, where opening it again cost ten system calls. Lock files are never
+unlinked by snapstore; if someone else unlinks or replaces one, a process that locked the
+old file (a kept descriptor, or one opened just before) while the path already named a new
+one notices and locks the new one. The store's two main locks are also taken on a
+directory that cannot vanish while the store exists (a ``guard``), so a lock file removed
+while held does not let a second holder in. A forked child drops inherited handles without
+unlocking, so it never releases a lock its parent holds, and closes the kept descriptors it
+inherited, so it never shares one with its parent.
 
 A process that may only read the store opens the lock file read-only: a shared lock works on
 such a descriptor (flock ignores the open mode), so a read-only reader still keeps gc away
@@ -22,12 +26,13 @@ import errno
 import os
 import time
 from collections.abc import Iterator
-from typing import IO
+from typing import NamedTuple
 
+from snapstore.backend.lockfds import IdleLockFiles
 from snapstore.errors import LockTimeout, ReadOnlyStoreError
 from snapstore.fs.mounts import NETWORK_FILESYSTEMS
 from snapstore.fs.seam import LOCAL, FileSystem
-from snapstore.fs.stamps import file_id
+from snapstore.fs.stamps import FileId, file_id
 from snapstore.logs import get_logger
 
 try:
@@ -47,37 +52,56 @@ flock is built on fcntl record locks)."""
 
 
 class _Handle:
-    """One held lock: the open lock file (None: held without a lock) and, if any, the guard
-    directory's descriptor. Knows whether it was inherited across fork."""
+    """One held lock: the lock file's descriptor (None: held without a lock) and, if any,
+    the guard directory's descriptor. Knows whether it was inherited across fork; gives a
+    descriptor opened for writing back to the idle ones of its lock (``idle``) on release."""
 
-    def __init__(self, file: IO[bytes] | None, guard_fd: int | None) -> None:
-        self.file = file
+    def __init__(
+        self,
+        fd: int | None,
+        guard_fd: int | None,
+        *,
+        pid: int,
+        path: str = "",
+        identity: FileId | None = None,
+        idle: IdleLockFiles | None = None,
+    ) -> None:
+        self.fd = fd
         self.guard_fd = guard_fd
-        self.pid = os.getpid()
+        self.pid = pid
+        self.path = path
+        self.identity = identity
+        self.idle = idle
 
     def release(self) -> None:
-        """Unlock and close; in a forked child only close, leaving the parent's lock alone."""
+        """Unlock and close (or keep idle); in a forked child only close, leaving the
+        parent's lock alone."""
+        fd, self.fd = self.fd, None
         try:
-            if self.file is not None and self.pid == os.getpid():
-                _unlock_file(self.file)
+            if fd is not None and self.pid == os.getpid():
+                _unlock(fd)
+                if self.idle is not None and self.identity is not None:
+                    self.idle.give(self.path, fd, self.identity, self.pid)
+                    fd = None
         finally:
-            if self.file is not None:
-                self.file.close()
+            if fd is not None:
+                os.close(fd)
             if self.guard_fd is not None:
                 os.close(self.guard_fd)  # closing releases the guard's flock (never in a child)
+                self.guard_fd = None
 
 
-def _same_file(fd: int, path: str) -> bool:
-    """True while ``path`` still names the file open as ``fd``."""
+def _still_named(path: str, identity: FileId) -> bool:
+    """True while ``path`` still names the file ``identity`` describes."""
     try:
         named = os.stat(path)
     except FileNotFoundError:
         return False
-    return file_id(named) == file_id(os.fstat(fd))
+    return file_id(named) == identity
 
 
-def _lock_file(file: IO[bytes], exclusive: bool, path: str) -> bool:
-    """flock ``file`` (the lock file at ``path``) without blocking; False if another holder
+def _lock_fd(fd: int, exclusive: bool, path: str) -> bool:
+    """flock ``fd`` (the lock file at ``path``) without blocking; False if another holder
     has it. Any other failure (no locks on this filesystem, no lock records left, a bad
     descriptor) raises at once as an OSError naming ``path``: waiting would only end in a
     LockTimeout blaming a holder there is not. portalocker, whose import alone costs a
@@ -88,13 +112,14 @@ def _lock_file(file: IO[bytes], exclusive: bool, path: str) -> bool:
 
         flags = portalocker.LockFlags.EXCLUSIVE if exclusive else portalocker.LockFlags.SHARED
         try:
-            portalocker.lock(file, flags | portalocker.LockFlags.NON_BLOCKING)
+            with os.fdopen(fd, "rb", closefd=False) as file:
+                portalocker.lock(file, flags | portalocker.LockFlags.NON_BLOCKING)
         except portalocker.exceptions.LockException:
             return False
         return True
     mode = (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB
     try:
-        fcntl.flock(file.fileno(), mode)
+        fcntl.flock(fd, mode)
     except OSError as error:
         if error.errno in _HELD_ERRNOS:
             return False
@@ -104,14 +129,15 @@ def _lock_file(file: IO[bytes], exclusive: bool, path: str) -> bool:
     return True
 
 
-def _unlock_file(file: IO[bytes]) -> None:
-    """Release the flock of ``file``."""
+def _unlock(fd: int) -> None:
+    """Release the flock of ``fd``."""
     if fcntl is None:  # pragma: no cover - Windows
         import portalocker
 
-        portalocker.unlock(file)
+        with os.fdopen(fd, "rb", closefd=False) as file:
+            portalocker.unlock(file)
         return
-    fcntl.flock(file.fileno(), fcntl.LOCK_UN)
+    fcntl.flock(fd, fcntl.LOCK_UN)
 
 
 def _try_guard(guard_fd: int, exclusive: bool) -> bool:
@@ -129,11 +155,23 @@ def _try_guard(guard_fd: int, exclusive: bool) -> bool:
     return True
 
 
+class _Opened(NamedTuple):
+    """A lock file's descriptor (None: missing, and this process cannot create it), the
+    identity of the file it is open on, and the error that said this process may not
+    write it (None: open for writing)."""
+
+    fd: int | None
+    identity: FileId | None
+    refused: OSError | None
+
+
 class FileLock:
     """A named kernel lock at ``path``: exclusive or shared, with a timeout.
 
     ``guard``: a directory locked in the same mode together with the file (see the module
-    docstring). ``fs``: the I/O seam, through which a missing lock file is created.
+    docstring). ``fs``: the I/O seam, through which a missing lock file (and its directory)
+    is created. ``idle``: where descriptors are kept open between acquisitions (None: each
+    acquisition opens the file and closes it after).
     """
 
     def __init__(
@@ -144,23 +182,29 @@ class FileLock:
         *,
         guard: str | None = None,
         fs: FileSystem = LOCAL,
+        idle: IdleLockFiles | None = None,
     ) -> None:
         self.path = path
         self.name = name
         self.timeout = timeout
         self.guard = guard
         self.fs = fs
+        self.idle = idle
 
-    def _open(self) -> tuple[IO[bytes] | None, OSError | None]:
-        """The lock file, opened for writing (created through the seam if missing) if this
-        process may; else read-only (None if it is missing too), with the error that said
-        this process may not write it."""
+    def _open(self, pid: int) -> _Opened:
+        """An idle descriptor of the lock file, else the file opened for writing (created
+        through the seam if missing) if this process may; else read-only (no descriptor if
+        it is missing too), with the error that said this process may not write it."""
+        if self.idle is not None:
+            kept = self.idle.take(self.path, pid)
+            if kept is not None:
+                return _Opened(kept[0], kept[1], None)
         try:
             try:
                 fd = os.open(self.path, os.O_RDWR | os.O_CLOEXEC)
             except FileNotFoundError:
-                fd = self.fs.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-            return os.fdopen(fd, "r+b"), None
+                fd = self._create()
+            return _Opened(fd, _identity(fd), None)
         except OSError as error:
             if error.errno not in _READ_ONLY_ERRNOS:
                 raise
@@ -168,8 +212,19 @@ class FileLock:
         try:
             fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
         except FileNotFoundError:
-            return None, refused
-        return os.fdopen(fd, "rb"), refused
+            return _Opened(None, None, refused)
+        return _Opened(fd, _identity(fd), refused)
+
+    def _create(self) -> int:
+        """Create the missing lock file (and its directory, ``locks/sessions`` say, if that
+        is missing too)."""
+        flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC
+        try:
+            return self.fs.open(self.path, flags, 0o644)
+        except FileNotFoundError:
+            with contextlib.suppress(FileExistsError):
+                self.fs.mkdir(os.path.dirname(self.path), 0o755)
+            return self.fs.open(self.path, flags, 0o644)
 
     def _open_guard(self) -> int | None:
         if self.guard is None or fcntl is None:
@@ -178,42 +233,51 @@ class FileLock:
 
     def _try_once(self, exclusive: bool) -> _Handle | None:
         """Take the lock if it is free now; None if another holder has it."""
+        pid = os.getpid()
         guard_fd = self._open_guard()
-        file = None
+        fd = None
         try:
             if guard_fd is not None and not _try_guard(guard_fd, exclusive):
                 os.close(guard_fd)
                 return None
             while True:
-                file, refused = self._open()
+                fd, identity, refused = self._open(pid)
                 if exclusive and refused is not None:
                     raise ReadOnlyStoreError(
                         f"the store is read-only for this process ({self.path} is not "
                         f"writable), and this operation would change it (it needs the "
                         f"{self.name!r} lock exclusively)"
                     ) from refused
-                if file is None:
+                if fd is None or identity is None:
                     logger.warning(
                         "reading without the %r lock: %s is missing and this process cannot "
                         "create it, so a gc running meanwhile may remove what is being read",
                         self.name,
                         self.path,
                     )
-                    return _Handle(None, guard_fd)
-                if not _lock_file(file, exclusive, self.path):
-                    file.close()
+                    return _Handle(None, guard_fd, pid=pid)
+                idle = self.idle if refused is None else None
+                if not _lock_fd(fd, exclusive, self.path):
+                    if idle is not None:
+                        idle.give(self.path, fd, identity, pid)
+                    else:
+                        os.close(fd)
+                    fd = None
                     if guard_fd is not None:
                         os.close(guard_fd)
                     return None
-                if _same_file(file.fileno(), self.path):
-                    return _Handle(file, guard_fd)
+                if _still_named(self.path, identity):
+                    return _Handle(
+                        fd, guard_fd, pid=pid, path=self.path, identity=identity, idle=idle
+                    )
                 logger.debug(
                     "lock file %s was replaced while being locked; locking again", self.path
                 )
-                file.close()
+                os.close(fd)
+                fd = None
         except BaseException:
-            if file is not None:
-                file.close()
+            if fd is not None:
+                os.close(fd)
             if guard_fd is not None:
                 os.close(guard_fd)
             raise
@@ -274,6 +338,15 @@ class FileLock:
         finally:
             if handle is not None:
                 handle.release()
+
+
+def _identity(fd: int) -> FileId:
+    """The identity of the file open as ``fd`` (closing it if that cannot be read)."""
+    try:
+        return file_id(os.fstat(fd))
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def is_untrusted_lock_filesystem(fs_type: str | None) -> bool:

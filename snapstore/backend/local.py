@@ -22,6 +22,7 @@ from collections.abc import Hashable, Iterator
 from snapstore.backend.filelock import FileLock
 from snapstore.backend.layout import MARKER_FILE, open_layout
 from snapstore.backend.localpaths import LocalPaths, listdir
+from snapstore.backend.lockfds import IdleLockFiles
 from snapstore.backend.packlog import PackLog
 from snapstore.backend.seam import Handle, Kind, ObjectInfo, Properties, Version
 from snapstore.errors import ConcurrentWriteError, StoreNotFoundError
@@ -121,6 +122,7 @@ class LocalBackend:
         # On the descriptors, not on self: a backend dropped without ``close`` (its store
         # dropped) closes its packs when collected, and no cycle through self keeps it alive.
         weakref.finalize(self, _close_all, self._fds, self._fds_lock)
+        self._idle_locks = IdleLockFiles()
         self.paths = LocalPaths(self.root)
         self._settled: dict[str, int] = {}
         """Session directories whose own entry this process made durable, by inode."""
@@ -336,13 +338,11 @@ class LocalBackend:
     # ------------------------------------------------------------------ the rest
 
     def lock(self, name: str, label: str | None = None) -> FileLock:
-        locks = os.path.join(self.root, "locks")
         guard = self.root if name == "gc" else None
-        path = os.path.join(locks, name)
-        if not os.path.isdir(os.path.dirname(path)):
-            with contextlib.suppress(FileExistsError, PermissionError):
-                self.fs.mkdir(os.path.dirname(path), 0o755)
-        return FileLock(path, label or name, self.lock_timeout, guard=guard, fs=self.fs)
+        path = os.path.join(self.root, "locks", name)
+        return FileLock(
+            path, label or name, self.lock_timeout, guard=guard, fs=self.fs, idle=self._idle_locks
+        )
 
     def stale_temps(self) -> list[str]:
         return [os.path.join(self.tmp_dir, name) for name in sorted(listdir(self.tmp_dir))]
@@ -369,6 +369,7 @@ class LocalBackend:
 
     def close(self) -> None:
         _close_all(self._fds, self._fds_lock)
+        self._idle_locks.close()
 
 
 def _close_all(fds: OrderedDict[str, int], lock: threading.Lock) -> None:

@@ -40,6 +40,10 @@ MAX_REMEMBERED_INDEXES = 1024
 COMPRESSING_BLOCKS = 4
 """Closed blocks that may wait for their compression at once (a bound on the memory they
 hold)."""
+INLINE_BLOCK_BYTES = 256 << 10
+"""A block with fewer raw bytes than this is compressed in the caller's thread: zstd takes
+well under a tenth of a millisecond for it, less than handing it to a thread (a small
+create's blocks, the last block of a larger one)."""
 
 
 def _compressing_threads() -> int:
@@ -173,15 +177,16 @@ class PackWriter:
         """Close the open block (the next blob starts another) and hand it to the writer's
         threads to compress: zstd releases the GIL, so blocks compress on the other cores
         while the caller reads and hashes the next files. Blocks reach the pack in the order
-        they closed, whichever thread finishes first. The ``last`` block of a pack that needed
-        no thread so far (a small create's only block) is compressed here: starting a thread
-        for it costs more than compressing it."""
+        they closed, whichever thread finishes first. A block under ``INLINE_BLOCK_BYTES``,
+        and the ``last`` block of a pack that needed no thread so far, is compressed here:
+        starting or waking a thread for it costs more than compressing it."""
         if not self._open:
             return
         raw = b"".join(self._open)
         self._open, self._open_bytes = [], 0
         self._closed += 1
-        if self.inline or (last and self._pool is None and not self._compressing):
+        small = len(raw) < INLINE_BLOCK_BYTES
+        if self.inline or small or (last and self._pool is None and not self._compressing):
             done: Future[tuple[int, bytes]] = Future()
             done.set_result(compress(raw, self.level))
             self._compressing.append((self._open_kind, len(raw), done))

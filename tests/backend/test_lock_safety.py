@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from pathlib import Path
-from typing import IO
+from typing import Any
 
 import pytest
 
 from snapstore import LockTimeout, SnapStore
 from snapstore.backend.filelock import FileLock
+from snapstore.fs.stamps import file_id
 from snapstore.internals import repository
 
 
@@ -45,15 +47,16 @@ def test_a_lock_file_replaced_between_open_and_lock_is_locked_again(
     must notice and lock the file the path names now (held by another process)."""
     path = tmp_path / "lock"
     path.write_bytes(b"")
-    stale: IO[bytes] = open(path, "r+b")  # noqa: SIM115 (handed to the lock below)
+    stale = os.open(path, os.O_RDWR)
+    stale_identity = file_id(os.fstat(stale))
     path.unlink()
     holder = FileLock(str(path), "namespace", timeout=1)
     late = FileLock(str(path), "namespace", timeout=0.3)
-    opened: list[IO[bytes]] = [stale]
+    opened = [stale]
     real_open = FileLock._open
 
-    def open_stale_first(self: FileLock) -> tuple[IO[bytes] | None, OSError | None]:
-        return (opened.pop(), None) if opened else real_open(self)
+    def open_stale_first(self: FileLock, pid: int) -> Any:
+        return (opened.pop(), stale_identity, None) if opened else real_open(self, pid)
 
     monkeypatch.setattr(FileLock, "_open", open_stale_first)
     with holder.exclusive(), pytest.raises(LockTimeout):  # noqa: SIM117

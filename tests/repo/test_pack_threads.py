@@ -127,3 +127,31 @@ def test_a_create_failing_to_compress_commits_nothing(
     assert [entry.path for entry in snapshot.entries if entry.kind == "file"] == ["a.txt"]
     assert os.listdir(tmp_path / "store" / "tmp") == []
     assert _pack_threads() == []
+
+
+def test_small_blocks_compress_in_the_callers_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A small create closes two small blocks (its files, then its trees): handing either to
+    a thread would cost more than compressing it, so no thread is started for it; a full
+    block still is."""
+    started = []
+
+    class RecordingPool(packs.ThreadPoolExecutor):
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            started.append(self)
+            super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(packs, "ThreadPoolExecutor", RecordingPool)
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    for index in range(5):
+        (tree / f"f{index}.py").write_text(f"x = {index}\n" * 40)
+    store = SnapStore(tmp_path / "store", durable=False)
+    store.create("s", "small", ["."], base_dir=tree)
+    assert started == []
+    for index, data in enumerate(_blobs(3)):
+        (tree / f"big{index}.bin").write_bytes(data)
+    store.create("s", "large", ["."], base_dir=tree)
+    assert len(started) == 1
+    assert store.read("s", "small", "f3.py") == b"x = 3\n" * 40

@@ -1,0 +1,167 @@
+"""Lock files kept open between acquisitions: a kept descriptor still notices a lock file
+removed or replaced, is never shared by two holders (threads, or a parent and its forked
+child), and the number kept stays bounded and goes with ``close``."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from snapstore import LockTimeout, SnapStore
+from snapstore.backend import lockfds
+from snapstore.backend.filelock import FileLock
+from snapstore.backend.lockfds import IdleLockFiles
+
+
+def _open_descriptors() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def _kept_lock(path: Path, timeout: float = 0.2) -> tuple[FileLock, IdleLockFiles]:
+    """A lock that keeps its descriptor open between acquisitions, used once so that it
+    holds one."""
+    idle = IdleLockFiles()
+    lock = FileLock(str(path), "demo", timeout, idle=idle)
+    with lock.shared():
+        pass
+    return lock, idle
+
+
+@pytest.mark.parametrize("replace", [False, True], ids=["removed", "replaced"])
+def test_a_kept_descriptor_notices_its_lock_file_removed_or_replaced(
+    tmp_path: Path, replace: bool
+) -> None:
+    path = tmp_path / "lock"
+    lock, idle = _kept_lock(path)
+    path.unlink()
+    if replace:
+        path.write_bytes(b"")
+    other = FileLock(str(path), "demo", 1)  # another process's view: the file there now
+    with other.exclusive(), pytest.raises(LockTimeout):  # noqa: SIM117
+        with lock.shared():
+            pass
+    with lock.exclusive(), pytest.raises(LockTimeout), other.shared(timeout=0):
+        pass
+    idle.close()
+
+
+def test_threads_sharing_a_kept_lock_exclude_each_other(tmp_path: Path) -> None:
+    lock, idle = _kept_lock(tmp_path / "lock", timeout=10)
+    inside = 0
+    worst = 0
+
+    def work() -> None:
+        nonlocal inside, worst
+        for _ in range(30):
+            with lock.exclusive():
+                inside += 1
+                worst = max(worst, inside)
+                time.sleep(0.0005)
+                inside -= 1
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert worst == 1
+    idle.close()
+
+
+def test_a_forked_child_never_shares_its_parents_kept_descriptor(tmp_path: Path) -> None:
+    """The child's exclusive hold must keep the parent out: had the child locked the
+    descriptor it inherited, the parent locking its own copy would share the child's lock."""
+    lock, idle = _kept_lock(tmp_path / "lock")
+    ready_read, ready_write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            with lock.exclusive():
+                os.write(ready_write, b"x")
+                time.sleep(30)
+        finally:
+            os._exit(0)
+    try:
+        assert os.read(ready_read, 1) == b"x"
+        with pytest.raises(LockTimeout), lock.exclusive():
+            pass
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        os.close(ready_read)
+        os.close(ready_write)
+    with lock.exclusive():
+        pass
+    idle.close()
+
+
+def test_a_lock_held_through_a_kept_descriptor_goes_when_its_holder_is_killed(
+    tmp_path: Path,
+) -> None:
+    """A child forked by the holder before it locked must not keep the lock alive after the
+    holder dies (it would, holding a copy of the kept descriptor)."""
+    path = tmp_path / "lock"
+    ready_read, ready_write = os.pipe()
+    holder = os.fork()
+    if holder == 0:
+        try:
+            lock, _ = _kept_lock(path)
+            bystander = os.fork()
+            if bystander == 0:
+                time.sleep(30)
+                os._exit(0)
+            with lock.exclusive():
+                os.write(ready_write, str(bystander).encode())
+                time.sleep(30)
+        finally:
+            os._exit(0)
+    bystander = int(os.read(ready_read, 32))
+    os.kill(holder, signal.SIGKILL)
+    os.waitpid(holder, 0)
+    try:
+        with FileLock(str(path), "demo", 2).exclusive(timeout=2):
+            pass
+    finally:
+        os.kill(bystander, signal.SIGKILL)
+        os.close(ready_read)
+        os.close(ready_write)
+
+
+def test_a_removed_lock_directory_is_made_again(root: Path, project: Path) -> None:
+    store = SnapStore(root, lock_timeout=2)
+    store.create("s", "one", ["."], base_dir=project)
+    shutil.rmtree(root / "locks" / "sessions")
+    shutil.rmtree(root / "locks" / "targets")
+    store.create("s", "two", ["."], base_dir=project)
+    assert [info.name for info in store.list("s")] == ["one", "two"]
+    assert os.listdir(root / "locks" / "sessions")
+
+
+def test_kept_descriptors_are_bounded_and_go_with_close(
+    root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(lockfds, "MAX_IDLE", 8)
+    bases = []
+    for index in range(12):
+        base = tmp_path / "bases" / f"b{index}"
+        base.mkdir(parents=True)
+        (base / "f.txt").write_text(f"{index}\n")
+        bases.append(base)
+    before = _open_descriptors()
+    store = SnapStore(root, durable=False, fold_threshold=0)
+    store.create("s", None, ["f.txt"], base_dir=bases[0])
+    after_one = _open_descriptors()
+    for _ in range(20):
+        store.create("s", None, ["f.txt"], base_dir=bases[0])
+    assert _open_descriptors() == after_one
+    for base in bases:
+        store.create("s", None, ["f.txt"], base_dir=base)
+    assert _open_descriptors() - before <= 8 + 4  # the kept locks, and packs and the like
+    store.close()
+    assert _open_descriptors() <= before
