@@ -45,7 +45,7 @@ while time.time() < float(start_at):
 samples = []
 begun = time.perf_counter()
 for n in range(int(count)):
-    paths = [f"d{(n + k) % 5}/f{(n * 5 + k) % 50}.py" for k in range(5)]
+    paths = [f"d{i % 5}/f{i}.py" for i in ((n * 5 + k) % 50 for k in range(5))]
     (project / paths[0]).write_text(f"# {session} edit {n}\\n" + "x = 2\\n" * 40)
     started = time.perf_counter()
     store.create(session, None, paths, base_dir=project)
@@ -63,8 +63,10 @@ def make_project(project: Path) -> None:
 
 
 def checkpoint_paths(n: int) -> list[str]:
-    """The 5 files checkpointed by the ``n``-th create (the first one is edited before it)."""
-    return [f"d{(n + k) % 5}/f{(n * 5 + k) % 50}.py" for k in range(CHECKPOINT_FILES)]
+    """The 5 files checkpointed by the ``n``-th create (the first one is edited before it):
+    files of the project (``make_project`` puts file ``i`` in directory ``i % 5``)."""
+    indexes = ((n * CHECKPOINT_FILES + k) % PROJECT_FILES for k in range(CHECKPOINT_FILES))
+    return [f"d{i % 5}/f{i}.py" for i in indexes]
 
 
 def edit(project: Path, n: int, tag: str) -> list[str]:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from snapstore import LockTimeout, SnapStore
-from snapstore.backend import lockfds
+from snapstore.backend import filelock, lockfds
 from snapstore.backend.filelock import FileLock
 from snapstore.backend.lockfds import IdleLockFiles
 
@@ -165,3 +165,30 @@ def test_kept_descriptors_are_bounded_and_go_with_close(
     assert _open_descriptors() - before <= 8 + 4  # the kept locks, and packs and the like
     store.close()
     assert _open_descriptors() <= before
+
+
+def test_a_waiter_oversleeps_a_hold_by_at_most_a_twentieth_of_its_wait(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every pause of a waiting acquisition is at most max(0.5 ms, 5% of the wait so far)
+    and 50 ms: a create behind a 30 ms exclusive hold gets in within 1.5 ms of its end (with
+    pauses doubling from 1 ms it could wait until 63 ms)."""
+    now = [1000.0]
+    pauses: list[tuple[float, float]] = []
+
+    def fake_sleep(seconds: float) -> None:
+        pauses.append((now[0] - 1000.0, seconds))
+        now[0] += seconds
+
+    monkeypatch.setattr(filelock.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(filelock.time, "sleep", fake_sleep)
+    holder = FileLock(str(tmp_path / "lock"), "demo", 5)
+    waiter = FileLock(str(tmp_path / "lock"), "demo", 5)
+    with holder.exclusive(), pytest.raises(LockTimeout):  # noqa: SIM117
+        with waiter.shared(timeout=3):
+            pass
+    assert pauses
+    for waited, pause in pauses:
+        assert pause <= max(0.0005, waited / 20) + 1e-9
+        assert pause <= 0.05
+    assert len(pauses) < 20 * 3 + 200  # a long wait still polls about 20 times a second
