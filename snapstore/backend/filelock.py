@@ -310,23 +310,13 @@ class FileLock:
                 )
             time.sleep(min(poll_delay(time.monotonic() - started), remaining))
 
-    @contextlib.contextmanager
-    def exclusive(self, timeout: float | None = None) -> Iterator[None]:
+    def exclusive(self, timeout: float | None = None) -> contextlib.AbstractContextManager[None]:
         """Hold the lock alone (no other holder, shared or exclusive)."""
-        handle = self._acquire(True, timeout)
-        try:
-            yield
-        finally:
-            handle.release()
+        return _Holding(self, True, timeout)
 
-    @contextlib.contextmanager
-    def shared(self, timeout: float | None = None) -> Iterator[None]:
+    def shared(self, timeout: float | None = None) -> contextlib.AbstractContextManager[None]:
         """Hold the lock together with other shared holders, excluding exclusive ones."""
-        handle = self._acquire(False, timeout)
-        try:
-            yield
-        finally:
-            handle.release()
+        return _Holding(self, False, timeout)
 
     @contextlib.contextmanager
     def exclusive_if_free(self) -> Iterator[bool]:
@@ -337,6 +327,27 @@ class FileLock:
         finally:
             if handle is not None:
                 handle.release()
+
+
+class _Holding(contextlib.AbstractContextManager[None]):
+    """A hold of a lock as a context manager (a plain class: a lock is taken several times
+    per create, and a generator-based one costs more than the flock)."""
+
+    __slots__ = ("_exclusive", "_handle", "_lock", "_timeout")
+
+    def __init__(self, lock: FileLock, exclusive: bool, timeout: float | None) -> None:
+        self._lock = lock
+        self._exclusive = exclusive
+        self._timeout = timeout
+        self._handle: _Handle | None = None
+
+    def __enter__(self) -> None:
+        self._handle = self._lock._acquire(self._exclusive, self._timeout)
+
+    def __exit__(self, *exc_info: object) -> None:
+        handle, self._handle = self._handle, None
+        if handle is not None:
+            handle.release()
 
 
 def poll_delay(waited: float) -> float:

@@ -6,10 +6,15 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
+from collections import OrderedDict
 from collections.abc import Iterator
 
 from snapstore.backend.seam import Backend, Lock
 from snapstore.errors import LockTimeout
+
+MAX_CHAINS = 256
+"""Directories whose locks a guard keeps made (a lock object is its name and its file)."""
 
 
 class TargetLocks:
@@ -21,10 +26,28 @@ class TargetLocks:
 
     def __init__(self, backend: Backend) -> None:
         self.backend = backend
+        self._chains: OrderedDict[str, tuple[tuple[Lock, ...], Lock]] = OrderedDict()
+        self._chains_lock = threading.Lock()
 
     def lock(self, real_dir: str) -> Lock:
         """The lock of one directory (given by its real path)."""
         return self.lock_of_key(target_key(real_dir), f"target {real_dir}")
+
+    def _chain(self, real_dir: str) -> tuple[tuple[Lock, ...], Lock]:
+        """The locks of the ancestors of ``real_dir`` (outermost first) and its own: made
+        once per directory and kept (``MAX_CHAINS``, least recently used dropped), since a
+        bridge locks the same directory at every create."""
+        with self._chains_lock:
+            found = self._chains.get(real_dir)
+            if found is not None:
+                self._chains.move_to_end(real_dir)
+                return found
+        found = (tuple(self.lock(a) for a in _ancestors(real_dir)), self.lock(real_dir))
+        with self._chains_lock:
+            self._chains[real_dir] = found
+            while len(self._chains) > MAX_CHAINS:
+                self._chains.popitem(last=False)
+        return found
 
     def lock_of_key(self, key: str, label: str = "target") -> Lock:
         """The lock of the directory whose ``target_key`` is ``key``."""
@@ -32,10 +55,10 @@ class TargetLocks:
 
     @contextlib.contextmanager
     def _hold(self, real_dir: str, exclusive: bool) -> Iterator[None]:
+        ancestors, lock = self._chain(real_dir)
         with contextlib.ExitStack() as stack:
-            for ancestor in _ancestors(real_dir):
-                stack.enter_context(self.lock(ancestor).shared())
-            lock = self.lock(real_dir)
+            for ancestor in ancestors:
+                stack.enter_context(ancestor.shared())
             stack.enter_context(lock.exclusive() if exclusive else lock.shared())
             yield
 
@@ -49,14 +72,15 @@ class TargetLocks:
         True), else yield False at once: no restore or create of the target, of a directory
         holding it, or of one inside it is running."""
         with contextlib.ExitStack() as stack:
+            ancestors, lock = self._chain(real_target)
             try:
-                for ancestor in _ancestors(real_target):
-                    stack.enter_context(self.lock(ancestor).shared(timeout=0))
+                for ancestor in ancestors:
+                    stack.enter_context(ancestor.shared(timeout=0))
             except LockTimeout:
                 stack.close()
                 yield False
                 return
-            yield stack.enter_context(self.lock(real_target).exclusive_if_free())
+            yield stack.enter_context(lock.exclusive_if_free())
 
     def snapshotting(self, real_base: str) -> contextlib.AbstractContextManager[None]:
         """Held by a create of ``real_base`` (waits up to the timeout)."""

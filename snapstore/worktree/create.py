@@ -24,6 +24,7 @@ from snapstore.errors import (
 from snapstore.format.manifest import EntryRow
 from snapstore.format.names import encode_name, generated_name
 from snapstore.format.packfile import KIND_TREE
+from snapstore.format.paths import check_relative_path
 from snapstore.format.times import expiry_ns
 from snapstore.format.tree import FileAttrs
 from snapstore.format.treebuild import BuiltTrees
@@ -60,6 +61,8 @@ class Request:
     default_excludes: bool = True
     gitignore: bool = True
     if_exists: str = "replace"
+    real_base: str | None = None
+    """``base`` with every symlink resolved, as the request was checked (None: not yet)."""
 
 
 def refuse_store_directory(store_root: str | None, real_dir: str, what: str) -> None:
@@ -113,8 +116,9 @@ def checkpoint_request(
     base = os.path.abspath(os.fspath(base_dir))
     if not os.path.isdir(base):
         raise InvalidValueError(f"base_dir {base} is not a directory")
-    refuse_store_directory(repo.backend.properties.local_root, os.path.realpath(base), "base_dir")
-    relative = [relative_to_base(base, path) for path in paths]
+    real_base = os.path.realpath(base)
+    refuse_store_directory(repo.backend.properties.local_root, real_base, "base_dir")
+    relative = [requested_path(base, path) for path in paths]
     if missing == "error":
         absent = [p for p in relative if not os.path.lexists(os.path.join(base, p))]
         if absent:
@@ -133,7 +137,22 @@ def checkpoint_request(
         default_excludes=default_excludes,
         gitignore=gitignore,
         if_exists=if_exists,
+        real_base=real_base,
     )
+
+
+def requested_path(base: str, path: str | os.PathLike[str]) -> str:
+    """``relative_to_base`` of a path asked for: a relative path that stays inside the base
+    once normalized is that normal form (no walk of the base's own path for it, as
+    ``relpath`` makes); anything else takes the full way, which refuses what it must."""
+    given = os.fspath(path)
+    if type(given) is str and given and not os.path.isabs(given):
+        plain = os.path.normpath(given)
+        if plain == ".":
+            return "."
+        if plain != ".." and not plain.startswith(".." + os.sep):
+            return check_relative_path(plain.replace(os.sep, "/"))
+    return relative_to_base(base, path)
 
 
 def git_rules(request: Request) -> LeadingRules:
@@ -142,7 +161,7 @@ def git_rules(request: Request) -> LeadingRules:
     record nothing, and its restore would touch nothing)."""
     if not request.gitignore or request.backup_of is not None:
         return LeadingRules()
-    rules = leading_rules(request.base, request.paths)
+    rules = leading_rules(request.base, request.paths, real_base=request.real_base)
     if rules.ignored is not None:
         raise InvalidValueError(
             f"cannot snapshot in {request.base}: {rules.ignored}, so git ignores everything "

@@ -248,11 +248,14 @@ def _is_directory(path: str) -> bool:
         return False
 
 
-def leading_rules(base: str, requested: Sequence[str]) -> LeadingRules:
+def leading_rules(
+    base: str, requested: Sequence[str], *, real_base: str | None = None
+) -> LeadingRules:
     """git's rules for a checkpoint of the ``requested`` paths of ``base`` that the walk of
     those paths does not meet: the repository's above the base, then the ``.gitignore`` of
-    each directory inside the base on the way to a requested path, outermost first."""
-    rules, ignored = _above_base(os.path.realpath(base))
+    each directory inside the base on the way to a requested path, outermost first.
+    ``real_base``: ``base`` with its symlinks resolved, if the caller just did that."""
+    rules, ignored = _above_base(os.path.realpath(base) if real_base is None else real_base)
     on_the_way = {
         directory for path in requested if path != "." for directory in ["", *parents(path)]
     }
