@@ -1,13 +1,13 @@
 """Lock files kept open between acquisitions: a kept descriptor still notices a lock file
-removed or replaced, is never shared by two holders (threads, or a parent and its forked
-child), and the number kept stays bounded and goes with ``close``."""
+removed or replaced, is never shared by a parent and its forked child (threads:
+test_locks::test_threads_of_one_process_exclude_each_other), and the number kept stays
+bounded and goes with ``close``."""
 
 from __future__ import annotations
 
 import os
 import shutil
 import signal
-import threading
 import time
 from pathlib import Path
 
@@ -48,29 +48,6 @@ def test_a_kept_descriptor_notices_its_lock_file_removed_or_replaced(
             pass
     with lock.exclusive(), pytest.raises(LockTimeout), other.shared(timeout=0):
         pass
-    idle.close()
-
-
-def test_threads_sharing_a_kept_lock_exclude_each_other(tmp_path: Path) -> None:
-    lock, idle = _kept_lock(tmp_path / "lock", timeout=10)
-    inside = 0
-    worst = 0
-
-    def work() -> None:
-        nonlocal inside, worst
-        for _ in range(30):
-            with lock.exclusive():
-                inside += 1
-                worst = max(worst, inside)
-                time.sleep(0.0005)
-                inside -= 1
-
-    threads = [threading.Thread(target=work) for _ in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert worst == 1
     idle.close()
 
 

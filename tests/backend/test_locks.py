@@ -15,6 +15,7 @@ import pytest
 import snapstore.backend.filelock
 from snapstore import LockTimeout, SnapStore
 from snapstore.backend.filelock import FileLock, is_untrusted_lock_filesystem
+from snapstore.backend.lockfds import IdleLockFiles
 from snapstore.internals import repository
 
 
@@ -39,8 +40,13 @@ def test_shared_holders_coexist_and_exclude_an_exclusive_one(tmp_path: Path) -> 
         pass
 
 
-def test_threads_of_one_process_exclude_each_other(tmp_path: Path) -> None:
-    lock = FileLock(str(tmp_path / "l"), "namespace", timeout=10)
+@pytest.mark.parametrize("kept", [False, True], ids=["opened", "kept-open"])
+def test_threads_of_one_process_exclude_each_other(tmp_path: Path, kept: bool) -> None:
+    """Also when the lock keeps its file open between holds: each holder locks a descriptor
+    of its own, never one another thread holds."""
+    lock = FileLock(
+        str(tmp_path / "l"), "namespace", timeout=10, idle=IdleLockFiles() if kept else None
+    )
     inside = 0
     worst = 0
 
