@@ -5,16 +5,21 @@ packs it reads.
     .venv/bin/python bench/maintenance.py                     # 10,000 snapshots, ~2-4 minutes
     .venv/bin/python bench/maintenance.py --snapshots 50000 --sessions 500
     .venv/bin/python bench/maintenance.py --quick             # a smoke test, seconds
+    .venv/bin/python bench/maintenance.py --snapshots 50000 --prepared ~/bench-stores
 
 It builds a store of ``--snapshots`` checkpoints spread over ``--sessions`` sessions (one
 file edited before each, automatic folding off, so each create leaves a pack of its own, as
-a store does before anything merges its packs), copies it, and on each copy runs, in this
-process, ``gc`` or ``sweep(keep_last=10)`` while a second process checkpoints in a loop into
-the first session of the store (the first the sweep deletes from: a bridge whose own session
-is being swept). It reports that process's create times (p50/p99/max) during each
-operation against the same loop with no maintenance running, measured in the same run; and
-``gc``'s time per pack on a store of a quarter of the size and on the full one (a ratio near
-1 is linear). Ratios only: timings on a shared machine are noisy.
+a store does before anything merges its packs): the quarter store first, then a copy of it
+carried on to the full size (non-durable creates: the build is set-up, not measured). With
+``--prepared``, the stores built are kept in that directory and reused by later runs of the
+same size (each run works on copies of them). It then copies the full store, and on each copy
+runs, in this process, ``gc`` or ``sweep(keep_last=10)`` while a second process checkpoints
+(durably, as a bridge does) in a loop into the first session of the store (the first the
+sweep deletes from: a bridge whose own session is being swept). It reports that process's
+create times (p50/p99/max) during each operation against the same loop with no maintenance
+running, measured in the same run; and ``gc``'s time per pack on a store of a quarter of the
+size and on the full one (a ratio near 1 is linear). Ratios only: timings on a shared
+machine are noisy.
 """
 
 from __future__ import annotations
@@ -65,18 +70,52 @@ def make_project(project: Path) -> None:
         (project / f"f{index}.txt").write_text(f"file {index}\n" * 20)
 
 
-def build(root: Path, project: Path, snapshots: int, sessions: int) -> float:
-    """A store of ``snapshots`` checkpoints round-robin over ``sessions``; seconds taken."""
+def build(root: Path, project: Path, snapshots: int, sessions: int, start: int = 0) -> float:
+    """Checkpoints ``start`` to ``snapshots`` of a store round-robin over ``sessions``;
+    seconds taken."""
     started = time.perf_counter()
     store = SnapStore(root, durable=False, fold_threshold=0)
     paths = [f"f{index}.txt" for index in range(PROJECT_FILES)]
-    for n in range(snapshots):
+    for n in range(start, snapshots):
         edited = n % PROJECT_FILES
         (project / paths[edited]).write_text(f"version {n}\n" * 20)
         chosen = [paths[(edited + k) % PROJECT_FILES] for k in range(5)]
         store.create(f"s{n % sessions:05d}", None, chosen, base_dir=project)
     store.close()
     return time.perf_counter() - started
+
+
+def copy_store(source: Path, target: Path) -> None:
+    """A copy of a store (``cp -a`` where there is one: several times faster than Python)."""
+    if shutil.which("cp"):
+        subprocess.run(["cp", "-a", str(source), str(target)], check=True)
+    else:
+        shutil.copytree(source, target, symlinks=True)
+
+
+def prepared_stores(
+    work: Path, prepared: Path | None, snapshots: int, sessions: int
+) -> tuple[Path, Path, float]:
+    """The quarter and the full store (built, or found in ``prepared``), and the seconds
+    building took."""
+    home = prepared if prepared is not None else work
+    home.mkdir(parents=True, exist_ok=True)
+    quarter = max(1, snapshots // 4)
+    small, full = home / f"store-{quarter}-{sessions}", home / f"store-{snapshots}-{sessions}"
+    seconds = 0.0
+    project = work / "project"
+    project.mkdir(exist_ok=True)
+    make_project(project)
+    if not small.exists():
+        seconds += build(small.with_suffix(".partial"), project, quarter, sessions)
+        small.with_suffix(".partial").rename(small)
+    if not full.exists():
+        partial = full.with_suffix(".partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        copy_store(small, partial)
+        seconds += build(partial, project, snapshots, sessions, start=quarter)
+        partial.rename(full)
+    return small, full, seconds
 
 
 def pack_count(root: Path) -> int:
@@ -142,13 +181,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sessions", type=int, default=100)
     parser.add_argument("--quick", action="store_true", help="400 snapshots in 8 sessions")
     parser.add_argument("--work", type=Path, help="a directory for the stores (default: temp)")
+    parser.add_argument(
+        "--prepared", type=Path, help="keep the built stores here, and reuse them next time"
+    )
     parser.add_argument("--out", type=Path, help="write the results as JSON here")
     args = parser.parse_args(argv)
     if args.quick:
         args.snapshots, args.sessions = 400, 8
     work = Path(tempfile.mkdtemp(dir=args.work, prefix="maintenance-bench-"))
     try:
-        result = run(work, args.snapshots, args.sessions)
+        result = run(work, args.snapshots, args.sessions, args.prepared)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(report(result))
@@ -157,16 +199,13 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def run(work: Path, snapshots: int, sessions: int) -> dict[str, Any]:
-    project = work / "project"
-    project.mkdir()
-    make_project(project)
-    small, full = work / "small", work / "full"
-    build_seconds = build(small, project, max(1, snapshots // 4), sessions)
-    build_seconds += build(full, project, snapshots, sessions)
-    copies = {name: work / name for name in ("for-gc", "for-sweep", "for-gc-alone")}
+def run(work: Path, snapshots: int, sessions: int, prepared: Path | None = None) -> dict[str, Any]:
+    prepared_small, full, build_seconds = prepared_stores(work, prepared, snapshots, sessions)
+    small = work / "small"
+    copy_store(prepared_small, small)
+    copies = {name: work / name for name in ("for-gc", "for-sweep", "for-gc-alone", "idle")}
     for copy in copies.values():
-        shutil.copytree(full, copy, symlinks=True)
+        copy_store(full, copy)
     gc_store = SnapStore(copies["for-gc"], fold_threshold=0)
     sweep_store = SnapStore(copies["for-sweep"], fold_threshold=0)
     during_gc = with_creator(copies["for-gc"], work, lambda: _gc_summary(gc_store), 0)
@@ -175,7 +214,9 @@ def run(work: Path, snapshots: int, sessions: int) -> dict[str, Any]:
         copies["for-sweep"], work, lambda: len(sweep_store.sweep(keep_last=10).deleted), 0
     )
     print(f"during sweep: {during_sweep}", flush=True)
-    idle = with_creator(full, work, None, min(IDLE_SECONDS, max(3.0, during_gc["seconds"])))
+    idle = with_creator(
+        copies["idle"], work, None, min(IDLE_SECONDS, max(3.0, during_gc["seconds"]))
+    )
     print(f"no maintenance: {idle}", flush=True)
     gc_store.close()
     sweep_store.close()

@@ -81,11 +81,17 @@ class LocalPaths:
 
     @staticmethod
     def _nested_names(directory: str, prefix: str) -> list[str]:
-        """The files under ``directory`` at any depth, by their paths relative to it."""
+        """The files under ``directory`` at any depth, by their paths relative to it (only
+        the directories that can hold a name starting with ``prefix`` are walked)."""
         found = []
-        for parent, _, files in os.walk(directory):
+        for parent, directories, files in os.walk(directory):
             relative = os.path.relpath(parent, directory)
             base = "" if relative == "." else relative + "/"
+            directories[:] = [
+                name
+                for name in directories
+                if (base + name + "/").startswith(prefix) or prefix.startswith(base + name + "/")
+            ]
             found += [base + name for name in files if (base + name).startswith(prefix)]
         return sorted(found)
 

@@ -1,14 +1,16 @@
-"""The pack log of a local store: how a process learns which packs others published since it
-last looked, without listing ``packs/``.
+"""The pack log of a local store: how a process learns which packs others published, and
+which gc or a fold deleted, since it last looked, without listing ``packs/``.
 
 ``packs/log`` is a text file: a first line holding a random token (its generation), then one
-line per pack published, its id, appended (``O_APPEND``, one ``write`` per line) by the writer
-once the pack and its index are in place. It is a hint, never flushed: a reader that finds no
+line per change, appended (``O_APPEND``, one ``write`` per change) by the process making it:
+``<id>`` once a pack and its index are in place, ``-<id>`` before a pack's index is unlinked
+(under the gc lock held exclusively). It is a hint, never flushed: a reader that finds no
 log, or a token other than the one it saw, lists ``packs/`` instead and remembers where the
-log ends; gc starts a new log (a new token) before it deletes any pack, so a process whose
-view of the packs may name a deleted one always lists them again. A line lost in a power cut
-only means a pack is found by the next listing (a reader that misses a blob lists the packs
-before giving up).
+log ends. A deleter that cannot append its line starts a new log (a new token) instead, so a
+process that followed the log either reads the deletion or lists the packs again. A log
+that grew past ``RESTART_BYTES`` is started again at the next deletion. A line lost in a
+power cut only means a pack is found by the next listing (a reader that misses a blob lists
+the packs before giving up); no process that followed the log outlives a power cut.
 """
 
 from __future__ import annotations
@@ -22,9 +24,13 @@ from snapstore.fs.durable import write_atomic
 from snapstore.fs.seam import FileSystem
 
 TOKEN_BYTES = 32
-_ID = re.compile(rb"([0-9a-f]{32})\n")
+_ID = re.compile(rb"(?<!-)([0-9a-f]{32})\n")
 MAX_READ_BYTES = 16 << 20
 """A log read in one go at most this far past a reader's last position (more: list instead)."""
+_DELETED = re.compile(rb"-([0-9a-f]{32})\n")
+RESTART_BYTES = 1 << 20
+"""A deleter starts a new log instead of appending to one this long (about 30,000 lines): the
+log stays small, and every process lists the packs once per that many changes."""
 
 
 @dataclass(frozen=True)
@@ -46,6 +52,14 @@ class PackLog:
     def read(self, since: LogPosition | None) -> tuple[list[str] | None, LogPosition | None]:
         """The ids of the packs published since ``since`` (None: they cannot be told, list
         the packs), and the position to read from next (None: there is no log to follow)."""
+        data, position = self.read_lines(since)
+        if data is None:
+            return None, position
+        return published_ids(data), position
+
+    def read_lines(self, since: LogPosition | None) -> tuple[bytes | None, LogPosition | None]:
+        """The whole lines appended since ``since`` (None: they cannot be told, list the
+        packs), and the position to read from next (None: there is no log to follow)."""
         try:
             fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
         except OSError:
@@ -65,8 +79,7 @@ class PackLog:
         finally:
             os.close(fd)
         end = data.rfind(b"\n") + 1
-        ids = [match.decode() for match in _ID.findall(data, 0, end)]
-        return ids, LogPosition(token, max(start, since.offset + end))
+        return data[:end], LogPosition(token, max(start, since.offset + end))
 
     def add(self, pack_id: str) -> None:
         """Note that pack ``pack_id`` was published (errors are ignored: only a hint)."""
@@ -78,7 +91,40 @@ class PackLog:
                 self.fs.close(fd)
 
     def restart(self) -> None:
-        """Start a new log (gc, before it deletes a pack): every reader lists the packs again.
-        Raises if it cannot, since a reader could then keep counting on a deleted pack."""
+        """Start a new log (a deleter that cannot append, a long log, the end of a gc): every
+        reader lists the packs again. Raises if it cannot."""
         token = os.urandom(TOKEN_BYTES // 2).hex().encode() + b"\n"
         write_atomic(self.fs, self.path, token, tmp_dir=self.tmp_dir, durable=False)
+
+    def record_deletions(self, pack_ids: list[str]) -> bool:
+        """Note that these packs are being deleted, before their indexes are unlinked (called
+        under the gc lock held exclusively, so no reader is half-way through a refresh).
+        True if the lines were appended; False if a new log was started instead (there was
+        none, it passed ``RESTART_BYTES``, or the append failed): every reader then lists
+        the packs again. Raises if neither can be done (nothing may be deleted then)."""
+        lines = b"".join(b"-" + pack_id.encode() + b"\n" for pack_id in pack_ids)
+        try:
+            fd = self.fs.open(self.path, os.O_WRONLY | os.O_APPEND)
+        except OSError:
+            self.restart()
+            return False
+        try:
+            if os.fstat(fd).st_size + len(lines) <= RESTART_BYTES:
+                self.fs.write(fd, lines)
+                return True
+        except OSError:
+            pass  # a line may be torn: the new log below leaves it behind
+        finally:
+            self.fs.close(fd)
+        self.restart()
+        return False
+
+
+def published_ids(lines: bytes) -> list[str]:
+    """The ids of the packs whose publication ``lines`` (from ``PackLog.read_lines``) record."""
+    return [match.decode() for match in _ID.findall(lines)]
+
+
+def deleted_ids(lines: bytes) -> list[str]:
+    """The ids of the packs whose deletion ``lines`` (from ``PackLog.read_lines``) record."""
+    return [match.decode() for match in _DELETED.findall(lines)]

@@ -10,8 +10,8 @@ picks them, at most ``FoldPolicy.max_packs`` packs and ``max_bytes`` bytes) and 
    line. From then on every blob is in two packs: harmless duplicates;
 2. under the gc lock held **exclusively** (announced on gc-intent, waited for at most a
    moment, and held only for this), it brings its view up to date and, if the merged packs
-   are still there, starts a new pack log (``PackSet.announce_deletions``) and unlinks the
-   indexes of the folded packs. No process counts on them from then on, so after the lock
+   are still there, writes the folded packs' deletion in the pack log and unlinks their
+   indexes (``PackSet.unindex``). No process counts on them from then on, so after the lock
    is released it flushes ``packs/`` and deletes the packs themselves. No marking is needed:
    the merged packs hold every blob of the folded ones. While a gc runs (``locks/gc-run``
    held), this step deletes nothing: gc deletes in steps of its own, counting on the packs it
@@ -172,7 +172,8 @@ def drop_sources(repo: Repository, fold: Fold, wait: float = 0.0) -> bool:
             return True
         doomed = [pack_id for pack_id in fold.sources if pack_id in present]
         if doomed:
-            packs.unindex_folded(doomed)
+            repo.require_current_format()  # a version before 4 reads no deletion line
+            packs.unindex(doomed)
         fold.held = time.monotonic() - started
     if doomed:
         packs.remove_unindexed(doomed)

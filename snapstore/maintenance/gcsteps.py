@@ -1,5 +1,7 @@
 """gc's deletions, in short steps: each step holds the gc lock exclusively for a bounded
-amount of work (``STEP_SECONDS``, ``STEP_ITEMS``), so a create waits at most one step.
+time (``STEP_SECONDS``), so a create waits at most one step. A step does as many deletions
+as fit in that time at the pace measured in the steps before it (``_Pace``: how long an
+unlink takes on this disk now), at least one and at most ``STEP_ITEMS``.
 
 Between steps creates commit, and a create may reuse a blob gc marked unreferenced. Every
 step therefore first marks the manifests committed since the last one (``gcjournal``: each
@@ -12,10 +14,11 @@ commit notes its manifest while a gc runs) and then deletes only what is still u
 - a pack no index names, if it still has none (found while writers ran, it may have been
   being published; under the exclusive lock no writer is half-way).
 
-A pack is taken out of the store as a fold step does: a new pack log (in every step that
-drops a pack: a process that followed the previous step's log must list the packs again),
-then its index unlinked, under the lock; the packs themselves are unlinked after the lock is
-released, once ``packs/`` is flushed (no process counts on a pack without an index).
+A pack is taken out of the store as a fold step does: its deletion written in the pack log
+(every other process drops it from its view at its next refresh, without listing
+``packs/``), then its index unlinked, under the lock; the packs themselves are unlinked after
+the lock is released, once ``packs/`` is flushed (no process counts on a pack without an
+index). A last short hold starts a new pack log, so the log does not grow with every gc.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from snapstore.backend.seam import Handle, Kind
 from snapstore.errors import CorruptManifestError, MissingBlobError
@@ -37,10 +41,13 @@ from snapstore.repo.trees import Marks
 
 STEP_SECONDS = 0.02
 """The work one step does under the exclusive lock, at most (at least one item)."""
-STEP_ITEMS = 256
-"""At most this many deletions per step."""
+STEP_ITEMS = 4096
+"""At most this many deletions per step, however fast the disk."""
+FIRST_ITEM_SECONDS = 0.001
+"""What one deletion is assumed to take until one was measured."""
 
 logger = get_logger(__name__)
+_Item = TypeVar("_Item")
 
 
 @dataclass
@@ -56,19 +63,22 @@ class StepResult:
     problems: list[str] = field(default_factory=list)
 
 
-class _Budget:
-    """The deletions one step may still make: ``STEP_ITEMS`` at most, and none started after
-    ``deadline`` (the first always is)."""
+class _Pace:
+    """How long one deletion of a kind takes on this store now (a moving average over the
+    steps so far), and so how many fit in what is left of a step."""
 
-    def __init__(self, deadline: float) -> None:
-        self.deadline = deadline
-        self.left = STEP_ITEMS
+    def __init__(self) -> None:
+        self.seconds = FIRST_ITEM_SECONDS
 
-    def take(self) -> bool:
-        if self.left <= 0 or (self.left < STEP_ITEMS and time.monotonic() >= self.deadline):
-            return False
-        self.left -= 1
-        return True
+    def fitting(self, deadline: float, done: int) -> int:
+        """How many more deletions fit before ``deadline`` in a step that made ``done``
+        (at least one in all: a step always makes progress; ``STEP_ITEMS`` at most)."""
+        fit = int((deadline - time.monotonic()) / self.seconds)
+        return max(0, min(STEP_ITEMS - done, max(fit, 1 - done)))
+
+    def took(self, items: int, seconds: float) -> None:
+        if items:
+            self.seconds = (self.seconds + seconds / items) / 2
 
 
 class NewCommits:
@@ -130,18 +140,19 @@ class Steps:
             for digest in index.entries
         }
         self.result = StepResult()
+        self.paces = {kind: _Pace() for kind in ("garbage", "packed", "orphan", "pack")}
 
     def run(self) -> StepResult:
         """Step until nothing is left, or a step finds a commit whose references are
         unknown."""
         while self.garbage or self.packed_loose or self.orphans or self.drop:
             unindexed: list[str] = []
+            if not self._marked():  # most new commits, before the lock is taken
+                return self.result
             with self.hold():
                 started = time.monotonic()
-                problem = self.commits.mark(self.marks)
-                if problem is not None:
-                    self.result.problems.append(f"{problem}; gc stopped deleting")
-                    logger.warning("gc stopped deleting: %s", problem)
+                self.repo.blobs.refresh()  # the log since the last step: cheap, and exact
+                if not self._marked():  # the commits of the moment
                     return self.result
                 self._step(started + STEP_SECONDS, unindexed)
                 held = time.monotonic() - started
@@ -149,28 +160,65 @@ class Steps:
             self.result.longest_hold = max(self.result.longest_hold, held)
             if unindexed:
                 self.repo.blobs.packs.remove_unindexed(unindexed)
+        if self.result.packs_deleted:
+            with self.hold():
+                self.repo.blobs.refresh()
+                self.repo.blobs.packs.announce_deletions()  # the log starts small again
         return self.result
 
+    def _marked(self) -> bool:
+        """Mark what was committed since the last look; False if a commit's references are
+        unknown (then nothing more is deleted). Called once before each step takes the lock
+        (nothing is deleted meanwhile: only gc deletes while a gc runs), so that the step,
+        which must mark again, marks only the commits of that moment."""
+        problem = self.commits.mark(self.marks)
+        if problem is not None:
+            self.result.problems.append(f"{problem}; gc stopped deleting")
+            logger.warning("gc stopped deleting: %s", problem)
+        return problem is None
+
     def _step(self, deadline: float, unindexed: list[str]) -> None:
-        budget = _Budget(deadline)
-        while self.garbage and budget.take():
-            self._delete_garbage(self.garbage.pop())
-        while self.packed_loose and budget.take():
-            self._delete_packed_loose(self.packed_loose.pop())
-        while self.orphans and budget.take():
-            self._delete_orphan(self.orphans.pop())
+        done = self._delete_some(
+            self.paces["garbage"], self.garbage, self._delete_garbage, deadline, 0
+        )
+        done = self._delete_some(
+            self.paces["packed"], self.packed_loose, self._delete_packed_loose, deadline, done
+        )
+        done = self._delete_some(
+            self.paces["orphan"], self.orphans, self._delete_orphan, deadline, done
+        )
+        pace = self.paces["pack"]
+        if self.drop and (count := pace.fitting(deadline, done)):
+            started = time.monotonic()
+            batch = self._droppable(count)
+            if batch:
+                self.repo.blobs.packs.unindex([index.pack_id for index in batch])
+                pace.took(len(batch), time.monotonic() - started)
+            unindexed += [index.pack_id for index in batch]
+            self._count_dropped(batch)
+
+    @staticmethod
+    def _delete_some(
+        pace: _Pace, queue: list[_Item], delete: Callable[[_Item], None], deadline: float, done: int
+    ) -> int:
+        """Delete from the end of ``queue`` as many as fit in the step at ``pace``; the
+        step's deletions so far, these included."""
+        while queue and (count := min(len(queue), pace.fitting(deadline, done))):
+            started = time.monotonic()
+            for _ in range(count):
+                delete(queue.pop())
+            pace.took(count, time.monotonic() - started)
+            done += count
+        return done
+
+    def _droppable(self, count: int) -> list[PackIndex]:
+        """The next ``count`` packs of the plan that may still be dropped."""
         batch: list[PackIndex] = []
-        packs = self.repo.blobs.packs
-        while self.drop and budget.take():
+        while self.drop and len(batch) < count:
             index = self.drop.pop()
-            if not self._can_drop(index):
-                continue
-            if not batch:
-                packs.announce_deletions(again=True)
-            packs.unindex(index.pack_id)
-            batch.append(index)
-        unindexed += [index.pack_id for index in batch]
-        self._count_dropped(batch)
+            if self._can_drop(index):
+                batch.append(index)
+        return batch
 
     def _delete_garbage(self, digest: bytes) -> None:
         if digest in self.marks.sizes:

@@ -81,14 +81,19 @@ class GcJournal:
 
     def noted(self, token: str, seen: set[str]) -> list[str]:
         """The manifests noted under ``token`` since the entries in ``seen`` (which this
-        adds to); call holding the gc lock exclusively, so no commit is half-way."""
+        adds to). Each entry read is removed, so a gc beside a busy writer reads only what
+        was noted since its last look, not every commit since it started. Only under the gc
+        lock held exclusively does this see every commit so far (none is half-way)."""
         names = []
         for entry in self.backend.names(Kind.CACHE, f"{NOTED_PREFIX}{token}-"):
             if entry in seen:
                 continue
-            seen.add(entry)
-            data, _ = self.backend.read(Handle(Kind.CACHE, entry), max_bytes=MAX_NOTE_BYTES)
+            handle = Handle(Kind.CACHE, entry)
+            data, _ = self.backend.read(handle, max_bytes=MAX_NOTE_BYTES)
             names.append(data.decode("utf-8", "surrogateescape"))
+            seen.add(entry)
+            with contextlib.suppress(OSError):
+                self.backend.delete(handle, durable=False)
         return names
 
     def clear(self) -> None:

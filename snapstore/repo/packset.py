@@ -2,12 +2,13 @@
 
 Indexes are loaded lazily and kept in memory (packs are immutable). ``refresh``, called right
 after taking the gc lock, brings the view up to date: where the backend keeps a pack log
-(``packlog``: a local store), it reads the ids of the packs published since it last looked
-and loads just those; gc starts a new log before it deletes any pack, and a new log makes the
-next refresh list ``packs/`` again. So a caller sees every pack another process published and
-none that gc deleted, at a cost that grows with what others published meanwhile, not with the
-store. A backend with no log (object storage) is listed at every refresh. A reader that
-misses a blob lists the packs once more before giving up (a log line may be lost).
+(``packlog``: a local store), it reads the lines appended since it last looked, loads the
+indexes of the packs published and drops the packs deleted (gc and folds record a deletion
+before they unlink the index); a new log (a new token) makes the next refresh list
+``packs/`` again. So a caller sees every pack another process published and none that gc
+deleted, at a cost that grows with what others changed meanwhile, not with the store. A
+backend with no log (object storage) is listed at every refresh. A reader that misses a blob
+lists the packs once more before giving up (a log line may be lost).
 The raw bytes of the last compressed blocks read are kept (``BlockCache``), so a restore
 reading the blobs of one block in turn decompresses it once.
 """
@@ -20,7 +21,7 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from snapstore.backend.packlog import LogPosition
+from snapstore.backend.packlog import LogPosition, deleted_ids, published_ids
 from snapstore.backend.seam import Backend, Handle, Kind
 from snapstore.errors import CorruptPackError, MissingBlobError
 from snapstore.format.codec import CODEC_NONE, decompress
@@ -68,9 +69,9 @@ class BlockCache:
                 _, dropped = self._blocks.popitem(last=False)
                 self._bytes -= len(dropped)
 
-    def forget(self, pack_id: str) -> None:
+    def forget(self, pack_ids: set[str]) -> None:
         with self._lock:
-            for key in [key for key in self._blocks if key[0] == pack_id]:
+            for key in [key for key in self._blocks if key[0] in pack_ids]:
                 self._bytes -= len(self._blocks.pop(key))
 
 
@@ -88,10 +89,9 @@ class PackSet:
         self._log = backend.pack_log()
         self._position: LogPosition | None = None
         self._listed_since_refresh = False
-        self._log_restarted = False
         self._settled: set[str] = set()
         self._where_partial = False
-        """``_where`` may lack a digest of the view (``unindex``): the next listing rebuilds."""
+        """``_where`` may lack a digest another pack holds (``_drop``): a listing rebuilds it."""
         self.follow_log = True
         """Whether a refresh may follow the pack log: False while the store's marker names a
         format before 3, whose writers (an older version) delete packs without starting a
@@ -108,13 +108,14 @@ class PackSet:
         """Bring the view up to date (see the module docstring); ``full``: list ``packs/``
         whatever the log says (gc and verify, which judge every pack)."""
         with self._lock:
-            self._log_restarted = False
             self._listed_since_refresh = False
             if self._log is not None and self.follow_log and self._loaded and not full:
-                ids, position = self._log.read(self._position)
-                if ids is not None:
+                lines, position = self._log.read_lines(self._position)
+                if lines is not None:
                     self._position = position
-                    self._load_new(ids)
+                    gone = set(deleted_ids(lines))
+                    self._load_new([i for i in published_ids(lines) if i not in gone])
+                    self._drop(gone)
                     return
             self._list_all()
 
@@ -144,6 +145,20 @@ class PackSet:
                 added.append(index)
         for index in added:
             self._where.update(dict.fromkeys(index.entries, index))
+
+    def _drop(self, pack_ids: set[str]) -> None:
+        """Stop counting on deleted packs (a digest another pack also holds may leave the
+        map: rare, see ``_rebuild``; a create stores it again, a read lists)."""
+        for pack_id in pack_ids:
+            self._broken.pop(pack_id, None)
+        gone = [self._indexes.pop(pack_id) for pack_id in pack_ids if pack_id in self._indexes]
+        for index in gone:
+            for digest in index.entries:
+                if self._where.get(digest) is index:
+                    del self._where[digest]
+                    self._where_partial = True
+        if gone:
+            self.cache.forget({index.pack_id for index in gone})
 
     def _load(self, pack_id: str) -> PackIndex | None:
         """A pack's index, or None if it cannot be used (then noted as broken, unless gone)."""
@@ -194,8 +209,10 @@ class PackSet:
         self._loaded = True
 
     def _rebuild(self) -> None:
+        """The map from digest to pack; of two packs holding a digest, the larger (a fold's
+        merged pack, a pack gc rewrote) rather than the one about to go."""
         where: dict[bytes, PackIndex] = {}
-        for index in self._indexes.values():
+        for index in sorted(self._indexes.values(), key=lambda index: index.pack_size):
             where.update(dict.fromkeys(index.entries, index))
         self._where = where
 
@@ -220,18 +237,19 @@ class PackSet:
         with self._lock:
             self._settled |= pack_ids
 
-    def announce_deletions(self, *, again: bool = False) -> None:
-        """Start a new pack log before the first pack is deleted (once per refresh; with
-        ``again``, in every hold of the lock, and this process follows it): every process
-        then lists the packs again at its next refresh, instead of counting on a deleted
-        one. Called under the exclusive gc lock; raises if the log cannot be started again
-        (nothing may be deleted then)."""
+    def announce_deletions(self) -> None:
+        """Start a new pack log, followed by this process (the exclusive gc lock held, this
+        view refreshed under it): every other process lists the packs at its next refresh."""
         with self._lock:
-            if self._log is not None and (again or not self._log_restarted):
+            if self._log is not None:
                 self._log.restart()
-                self._log_restarted = True
-                if again:
-                    _, self._position = self._log.read(None)
+                _, self._position = self._log.read(None)
+
+    def _record_deletions(self, pack_ids: list[str]) -> None:
+        """Log these packs' deletion (or start a new log, followed); raises if neither can."""
+        with self._lock:
+            if self._log is not None and not self._log.record_deletions(pack_ids):
+                _, self._position = self._log.read(None)
 
     def _ensure_loaded(self) -> None:
         if not self._loaded:
@@ -335,37 +353,19 @@ class PackSet:
                 )
         return problems
 
-    def unindex_folded(self, pack_ids: list[str]) -> None:
-        """Take packs whose every blob another pack holds (folded into it) out of the store:
-        start a new pack log, then unlink their indexes. Called under the exclusive gc lock
-        only; from then on no process counts on them (it lists the packs at its next
-        refresh and finds no index), so ``remove_unindexed`` needs no lock."""
-        self.announce_deletions()
+    def unindex(self, pack_ids: list[str]) -> None:
+        """Take packs out of the store (the exclusive gc lock held, this view refreshed under
+        it): log their deletion, drop them from this view, unlink their indexes. No process
+        counts on them from then on, so ``remove_unindexed`` needs no lock."""
+        self._record_deletions(pack_ids)
         with self._lock:
-            for pack_id in pack_ids:
-                self._indexes.pop(pack_id, None)
-            self._rebuild()
+            self._drop(set(pack_ids))
         for pack_id in pack_ids:
-            self.cache.forget(pack_id)
             with contextlib.suppress(FileNotFoundError):
                 self.backend.delete(Handle(Kind.INDEX, pack_id), durable=False)
 
-    def unindex(self, pack_id: str) -> None:
-        """``unindex_folded`` for a gc step, after ``announce_deletions(again=True)``: the
-        pack leaves this view at the cost of its own entries (a digest also held by a pack
-        that stays is missing until the next listing: a read lists the packs first)."""
-        with self._lock:
-            index = self._indexes.pop(pack_id, None)
-            for digest in index.entries if index is not None else ():
-                if self._where.get(digest) is index:
-                    del self._where[digest]
-            self._where_partial = True
-        self.cache.forget(pack_id)
-        with contextlib.suppress(FileNotFoundError):
-            self.backend.delete(Handle(Kind.INDEX, pack_id), durable=False)
-
     def remove_unindexed(self, pack_ids: list[str]) -> None:
-        """Delete packs whose indexes ``unindex_folded`` unlinked: one flush of ``packs/``
+        """Delete packs whose indexes ``unindex`` unlinked: one flush of ``packs/``
         first (no index may outlive its pack in a power cut), then the packs."""
         self.backend.note_existing(Handle(Kind.INDEX, pack_ids[0]))
         self.backend.flush()
@@ -389,7 +389,7 @@ class PackSet:
 
     def delete_orphan(self, pack_id: str) -> int:
         """Remove a pack that no index names; returns its size."""
-        self.announce_deletions()
+        self._record_deletions([pack_id])
         handle = Handle(Kind.PACK, pack_id)
         try:
             size = self.backend.stat(handle).size

@@ -95,6 +95,7 @@ def test_sweep_of_many_sessions_holds_each_lock_briefly(
     root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(sweep, "STEP_ITEMS", 2)
+    monkeypatch.setattr(sweep, "STEP_SECONDS", 60.0)  # a loaded machine does not cut a hold
     store = SnapStore(root, fold_threshold=0)
     for k in range(3):
         _fill(store, tmp_path / f"b{k}", f"s{k}", 5)
