@@ -104,7 +104,7 @@ def prepared_stores(
     small, full = home / f"store-{quarter}-{sessions}", home / f"store-{snapshots}-{sessions}"
     seconds = 0.0
     project = work / "project"
-    project.mkdir(exist_ok=True)
+    project.mkdir(parents=True, exist_ok=True)
     make_project(project)
     if not small.exists():
         seconds += build(small.with_suffix(".partial"), project, quarter, sessions)

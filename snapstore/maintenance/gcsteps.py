@@ -1,6 +1,6 @@
 """gc's deletions, in short steps: each step holds the gc lock exclusively for a bounded
 time (``STEP_SECONDS``), so a create waits at most one step. A step does as many deletions
-as fit in that time at the pace measured in the steps before it (``_Pace``: how long an
+as fit in that time at the pace measured in the steps before it (``pace``: how long an
 unlink takes on this disk now), at least one and at most ``STEP_ITEMS``.
 
 Between steps creates commit, and a create may reuse a blob gc marked unreferenced. Every
@@ -35,6 +35,7 @@ from snapstore.errors import CorruptManifestError, MissingBlobError
 from snapstore.format.packfile import PackIndex
 from snapstore.logs import get_logger
 from snapstore.maintenance.checks import mark_manifest
+from snapstore.maintenance.pace import Pace
 from snapstore.maintenance.packgc import PackWork
 from snapstore.repo.repository import Repository
 from snapstore.repo.trees import Marks
@@ -43,8 +44,6 @@ STEP_SECONDS = 0.02
 """The work one step does under the exclusive lock, at most (at least one item)."""
 STEP_ITEMS = 4096
 """At most this many deletions per step, however fast the disk."""
-FIRST_ITEM_SECONDS = 0.001
-"""What one deletion is assumed to take until one was measured."""
 
 logger = get_logger(__name__)
 _Item = TypeVar("_Item")
@@ -63,24 +62,6 @@ class StepResult:
     problems: list[str] = field(default_factory=list)
 
 
-class _Pace:
-    """How long one deletion of a kind takes on this store now (a moving average over the
-    steps so far), and so how many fit in what is left of a step."""
-
-    def __init__(self) -> None:
-        self.seconds = FIRST_ITEM_SECONDS
-
-    def fitting(self, deadline: float, done: int) -> int:
-        """How many more deletions fit before ``deadline`` in a step that made ``done``
-        (at least one in all: a step always makes progress; ``STEP_ITEMS`` at most)."""
-        fit = int((deadline - time.monotonic()) / self.seconds)
-        return max(0, min(STEP_ITEMS - done, max(fit, 1 - done)))
-
-    def took(self, items: int, seconds: float) -> None:
-        if items:
-            self.seconds = (self.seconds + seconds / items) / 2
-
-
 class NewCommits:
     """The manifests committed since gc marked, as a step finds them (see ``gcjournal``)."""
 
@@ -89,24 +70,30 @@ class NewCommits:
         self.token = token
         self.seen: set[str] = set()
 
-    def mark(self, marks: Marks) -> str | None:
+    def mark(self, marks: Marks, *, settled: bool) -> str | None:
         """Mark every manifest noted since the last call; why that failed, if it did (its
-        references are then unknown, and nothing more may be deleted)."""
+        references are then unknown, and nothing more may be deleted). ``settled``: called
+        under the gc lock held exclusively, so a noted manifest that is not there belongs
+        to a commit that failed (else it may be on its way, and stays noted for later)."""
         if self.token is None:
             return None
-        names = self.repo.sessions.gc_journal.noted(self.token, self.seen)
-        if names:
-            self.repo.blobs.refresh()  # follows the pack log this gc started: the new packs
-        for name in names:
+        journal = self.repo.sessions.gc_journal
+        noted = journal.noted(self.token, self.seen)
+        if noted:
+            self.repo.blobs.refresh()  # follows the pack log: the new packs
+        for entry, name in noted:
             try:
                 manifest = self.repo.catalog.read_named(name)
             except (FileNotFoundError, NotADirectoryError):
-                continue  # the commit failed, or the snapshot is gone again
+                if settled:
+                    journal.consume(entry, self.seen)  # the commit failed, or it is gone again
+                continue
             except CorruptManifestError as error:
                 return f"a snapshot committed during gc cannot be read: {error}"
             problem = mark_manifest(self.repo, manifest, marks)
             if problem is not None:
                 return problem
+            journal.consume(entry, self.seen)
         return None
 
 
@@ -140,19 +127,19 @@ class Steps:
             for digest in index.entries
         }
         self.result = StepResult()
-        self.paces = {kind: _Pace() for kind in ("garbage", "packed", "orphan", "pack")}
+        self.paces = {kind: Pace(STEP_ITEMS) for kind in ("garbage", "packed", "orphan", "pack")}
 
     def run(self) -> StepResult:
         """Step until nothing is left, or a step finds a commit whose references are
         unknown."""
         while self.garbage or self.packed_loose or self.orphans or self.drop:
             unindexed: list[str] = []
-            if not self._marked():  # most new commits, before the lock is taken
+            if not self._marked(settled=False):  # most new commits, before the lock is taken
                 return self.result
             with self.hold():
                 started = time.monotonic()
                 self.repo.blobs.refresh()  # the log since the last step: cheap, and exact
-                if not self._marked():  # the commits of the moment
+                if not self._marked(settled=True):  # the commits of the moment
                     return self.result
                 self._step(started + STEP_SECONDS, unindexed)
                 held = time.monotonic() - started
@@ -166,12 +153,12 @@ class Steps:
                 self.repo.blobs.packs.announce_deletions()  # the log starts small again
         return self.result
 
-    def _marked(self) -> bool:
+    def _marked(self, *, settled: bool) -> bool:
         """Mark what was committed since the last look; False if a commit's references are
         unknown (then nothing more is deleted). Called once before each step takes the lock
         (nothing is deleted meanwhile: only gc deletes while a gc runs), so that the step,
         which must mark again, marks only the commits of that moment."""
-        problem = self.commits.mark(self.marks)
+        problem = self.commits.mark(self.marks, settled=settled)
         if problem is not None:
             self.result.problems.append(f"{problem}; gc stopped deleting")
             logger.warning("gc stopped deleting: %s", problem)
@@ -199,7 +186,7 @@ class Steps:
 
     @staticmethod
     def _delete_some(
-        pace: _Pace, queue: list[_Item], delete: Callable[[_Item], None], deadline: float, done: int
+        pace: Pace, queue: list[_Item], delete: Callable[[_Item], None], deadline: float, done: int
     ) -> int:
         """Delete from the end of ``queue`` as many as fit in the step at ``pace``; the
         step's deletions so far, these included."""

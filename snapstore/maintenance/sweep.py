@@ -1,9 +1,10 @@
 """Sweep: delete expired snapshots, deciding from the manifests in the store as each session is
 listed, never from one process's memory (a long-lived process never deletes a snapshot made
 after it started). Sessions are swept one at a time, and a session's victims are deleted in
-short steps, each holding only that session's lock (``STEP_SECONDS`` of deletions, at most
-``STEP_ITEMS``): a sweep never holds up commits into other sessions, and a commit into the
-session being swept waits at most one step.
+short steps, each holding only that session's lock for about ``STEP_SECONDS``, as many
+deletions as fit at the pace measured so far (``pace``; at most ``STEP_ITEMS``): a sweep
+never holds up commits into other sessions, and a commit into the session being swept waits
+at most one step.
 
 Each victim is deleted only in the version its header was read from. The decision, made from
 the listing, stays right while the session changes: a commit adds a newer snapshot (the
@@ -18,13 +19,14 @@ from collections import defaultdict
 from collections.abc import Iterable
 
 from snapstore.errors import ConcurrentWriteError, InvalidValueError, SweepRefusedError
+from snapstore.maintenance.pace import Pace
 from snapstore.models import SweepReport
 from snapstore.repo.catalog import ManifestFile
 from snapstore.repo.repository import Repository
 from snapstore.repo.sessions import SessionChange, session_dir_of
 
 STEP_SECONDS = 0.02
-"""The deletions one hold of a session's lock makes, at most (at least one)."""
+"""How long one hold of a session's lock deletes, about (at least one deletion)."""
 STEP_ITEMS = 64
 """At most this many deletions per hold of a session's lock."""
 
@@ -61,6 +63,7 @@ def sweep(
             everything, choose_victims(everything, ttl=ttl, keep_last=keep_last, now_ns=now_ns)
         )
     swept: list[ManifestFile] = []
+    pace = Pace(STEP_ITEMS)
     session_dirs = sorted({session_dir_of(name) for name in repo.catalog.names()})
     for session_dir in session_dirs:
         found = repo.catalog.headers(session_dir=session_dir)
@@ -73,13 +76,13 @@ def sweep(
             continue
         while victims:
             with repo.sessions.changing_dir(session_dir) as change:
-                deadline = time.monotonic() + STEP_SECONDS
-                for _ in range(min(STEP_ITEMS, len(victims))):
-                    victim = victims.pop(0)
+                started = time.monotonic()
+                count = min(len(victims), pace.fitting(started + STEP_SECONDS, 0))
+                for victim in victims[:count]:
                     if _remove(change, victim):
                         swept.append(victim)
-                    if time.monotonic() >= deadline:
-                        break
+                del victims[:count]
+                pace.took(count, time.monotonic() - started)
     swept.sort(key=_age_order)
     report.deleted = [(item.header.info.session, item.header.info.name) for item in swept]
     return report

@@ -79,22 +79,23 @@ class GcJournal:
         self.backend.write(MARKER, token.encode(), durable=False)
         return token
 
-    def noted(self, token: str, seen: set[str]) -> list[str]:
-        """The manifests noted under ``token`` since the entries in ``seen`` (which this
-        adds to). Each entry read is removed, so a gc beside a busy writer reads only what
-        was noted since its last look, not every commit since it started. Only under the gc
-        lock held exclusively does this see every commit so far (none is half-way)."""
-        names = []
+    def noted(self, token: str, seen: set[str]) -> list[tuple[str, str]]:
+        """The entries noted under ``token`` and not in ``seen``, each with the manifest name
+        it holds. Only under the gc lock held exclusively are they every commit so far (no
+        commit is half-way then); outside it, a manifest noted may not be written yet."""
+        found = []
         for entry in self.backend.names(Kind.CACHE, f"{NOTED_PREFIX}{token}-"):
-            if entry in seen:
-                continue
-            handle = Handle(Kind.CACHE, entry)
-            data, _ = self.backend.read(handle, max_bytes=MAX_NOTE_BYTES)
-            names.append(data.decode("utf-8", "surrogateescape"))
-            seen.add(entry)
-            with contextlib.suppress(OSError):
-                self.backend.delete(handle, durable=False)
-        return names
+            if entry not in seen:
+                data, _ = self.backend.read(Handle(Kind.CACHE, entry), max_bytes=MAX_NOTE_BYTES)
+                found.append((entry, data.decode("utf-8", "surrogateescape")))
+        return found
+
+    def consume(self, entry: str, seen: set[str]) -> None:
+        """Done with an entry (its manifest marked, or its commit failed): it joins ``seen``
+        and is removed, so that later looks list only what was noted since."""
+        seen.add(entry)
+        with contextlib.suppress(OSError):
+            self.backend.delete(Handle(Kind.CACHE, entry), durable=False)
 
     def clear(self) -> None:
         """Stop noting commits and remove every entry (gc's last step, or a new gc)."""

@@ -13,7 +13,9 @@ import pytest
 from snapstore import SnapStore
 from snapstore.backend.seam import Handle, Kind
 from snapstore.internals import repository
+from snapstore.maintenance import gcsteps
 from snapstore.repo.gcjournal import NOTED_PREFIX
+from snapstore.repo.trees import Marks
 
 
 def test_each_look_reads_only_what_was_noted_since_the_last_one(root: Path) -> None:
@@ -25,11 +27,40 @@ def test_each_look_reads_only_what_was_noted_since_the_last_one(root: Path) -> N
         for name in ("s/a", "s/b", "t/c"):
             journal.note(name)
         seen: set[str] = set()
-        assert sorted(journal.noted(token, seen)) == ["s/a", "s/b", "t/c"]
-        assert repo.backend.names(Kind.CACHE, NOTED_PREFIX) == []  # read, then removed
+        found = journal.noted(token, seen)
+        assert sorted(name for _, name in found) == ["s/a", "s/b", "t/c"]
+        for entry, _ in found:
+            journal.consume(entry, seen)
+        assert repo.backend.names(Kind.CACHE, NOTED_PREFIX) == []
         journal.note("s/d")
-        assert journal.noted(token, seen) == ["s/d"]
-        assert journal.noted(token, seen) == []
+        assert [name for _, name in journal.noted(token, seen)] == ["s/d"]
+        journal.clear()
+
+
+def test_a_manifest_noted_but_not_yet_there_stays_noted_until_the_lock_is_held(
+    root: Path, tmp_path: Path
+) -> None:
+    """gc marks most new commits before a step takes the lock. A commit notes its manifest
+    before it writes it, so a noted manifest missing then may be on its way: the entry stays
+    for the step, which marks it once the commit is done (consumed then, it would never be
+    marked, and the blob it reuses could go). Under the lock, missing means failed."""
+    base = tmp_path / "base"
+    base.mkdir()
+    (base / "f.txt").write_text("x\n")
+    store = SnapStore(root, fold_threshold=0)
+    repo = repository(store)
+    journal = repo.sessions.gc_journal
+    with journal.run_lock.exclusive():
+        commits = gcsteps.NewCommits(repo, journal.start())
+        store.create("s", "n", ["f.txt"], base_dir=base)  # noted, and committed
+        (name,) = repo.catalog.names()
+        journal.note(name.replace("/", "/later-"))  # noted, not committed yet
+        marks = Marks()
+        assert commits.mark(marks, settled=False) is None
+        assert marks.sizes  # the committed one is marked
+        assert len(journal.noted(commits.token or "", commits.seen)) == 1  # the other waits
+        assert commits.mark(marks, settled=True) is None
+        assert journal.noted(commits.token or "", commits.seen) == []
         journal.clear()
 
 
