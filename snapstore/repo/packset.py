@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from snapstore.backend.packlog import LogPosition, deleted_ids, published_ids
@@ -69,10 +69,12 @@ class BlockCache:
                 _, dropped = self._blocks.popitem(last=False)
                 self._bytes -= len(dropped)
 
-    def forget(self, pack_ids: set[str]) -> None:
+    def forget(self, keys: Iterable[tuple[str, int]]) -> None:
+        """Drop these blocks (of deleted packs), at a cost that grows with them, not the cache."""
         with self._lock:
-            for key in [key for key in self._blocks if key[0] in pack_ids]:
-                self._bytes -= len(self._blocks.pop(key))
+            for key in keys:
+                dropped = self._blocks.pop(key, None)
+                self._bytes -= 0 if dropped is None else len(dropped)
 
 
 class PackSet:
@@ -157,8 +159,7 @@ class PackSet:
                 if self._where.get(digest) is index:
                     del self._where[digest]
                     self._where_partial = True
-        if gone:
-            self.cache.forget({index.pack_id for index in gone})
+        self.cache.forget((i.pack_id, n) for i in gone for n in range(len(i.blocks)))
 
     def _load(self, pack_id: str) -> PackIndex | None:
         """A pack's index, or None if it cannot be used (then noted as broken, unless gone)."""
