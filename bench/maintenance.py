@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from snapstore import SnapStore
+from snapstore.maintenance import gcsteps
 
 PROJECT_FILES = 20
 IDLE_SECONDS = 20.0
@@ -45,6 +46,7 @@ CREATOR = r"""
 import json, sys, time
 from pathlib import Path
 from snapstore import SnapStore
+from snapstore.maintenance import gcsteps
 
 root, project, out, stop = (Path(arg) for arg in sys.argv[1:5])
 store = SnapStore(root, fold_threshold=0)
@@ -162,6 +164,15 @@ def with_creator(root: Path, work: Path, operation: Any, idle_seconds: float) ->
     found = summary(waits, sum(1 for s in during if s[2] is not None))
     found["seconds"] = round(ended - started, 2)
     found["result"] = result
+    split = result.get("steps_started") if isinstance(result, dict) else None
+    if split is not None:
+        for label, part in (
+            ("marking", [s for s in during if s[0] < split]),
+            ("deleting", [s for s in during if s[0] >= split]),
+        ):
+            found[label] = summary(
+                [s[1] for s in part if s[2] is None], sum(1 for s in part if s[2] is not None)
+            )
     return found
 
 
@@ -239,12 +250,28 @@ def run(work: Path, snapshots: int, sessions: int, prepared: Path | None = None)
 
 
 def _gc_summary(store: SnapStore) -> dict[str, Any]:
-    report = store.gc()
+    """gc's report, with when its deletion steps began, how many there were and the longest
+    (creates before the steps waited for marking and copying, those after for the steps)."""
+    steps: dict[str, Any] = {}
+    original = gcsteps.Steps.run
+
+    def timed(self: gcsteps.Steps) -> gcsteps.StepResult:
+        steps["steps_started"] = time.time()
+        result = original(self)
+        steps.update(steps=result.steps, longest_hold_ms=ms(result.longest_hold))
+        return result
+
+    gcsteps.Steps.run = timed  # type: ignore[method-assign]
+    try:
+        report = store.gc()
+    finally:
+        gcsteps.Steps.run = original  # type: ignore[method-assign]
     return {
         "skipped": report.skipped,
         "reason": report.reason,
         "packs_deleted": report.packs_deleted,
         "packs_written": report.packs_written,
+        **steps,
     }
 
 
@@ -255,20 +282,27 @@ def report(result: dict[str, Any]) -> str:
         "creates by another process into session s00000 (p50 / p99 / max, errors):",
     ]
     idle = result["idle"]
-    for label, key in (
-        ("no maintenance", "idle"),
-        ("during gc", "during_gc"),
-        ("during sweep", "during_sweep"),
-    ):
-        item = result[key]
+    rows = [("no maintenance", result["idle"]), ("during gc", result["during_gc"])]
+    rows += [(f"  gc {part}", result["during_gc"].get(part)) for part in ("marking", "deleting")]
+    rows.append(("during sweep", result["during_sweep"]))
+    for label, item in rows:
+        if item is None:
+            continue
         if not item.get("creates"):
             lines.append(f"  {label:<15} no create completed ({item['errors']} errors)")
             continue
         ratio = item["max_ms"] / idle["max_ms"] if idle.get("max_ms") else float("nan")
         lines.append(
             f"  {label:<15} {item['p50_ms']} / {item['p99_ms']} / {item['max_ms']} ms, "
-            f"{item['errors']} errors, {item['creates']} creates in {item['seconds']} s "
-            f"(max {ratio:.1f}x no maintenance)"
+            f"{item['errors']} errors, {item['creates']} creates "
+            f"(p99 {item['p99_ms'] / idle['p99_ms']:.1f}x, max {ratio:.1f}x no maintenance)"
+        )
+    steps = result["during_gc"]["result"]
+    if isinstance(steps, dict) and "steps" in steps:
+        lines.append(
+            f"gc beside the bridge: {result['during_gc']['seconds']} s, {steps['steps']} "
+            f"deletion steps, the longest {steps['longest_hold_ms']} ms; sweep "
+            f"{result['during_sweep']['seconds']} s"
         )
     for key in ("gc_small", "gc_full"):
         item = result[key]
