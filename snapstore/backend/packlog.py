@@ -6,8 +6,10 @@ line per change, appended (``O_APPEND``, one ``write`` per change) by the proces
 ``<id>`` once a pack and its index are in place, ``-<id>`` before a pack's index is unlinked
 (under the gc lock held exclusively). It is a hint, never flushed: a reader that finds no
 log, or a token other than the one it saw, lists ``packs/`` instead and remembers where the
-log ends. A deleter that cannot append its line starts a new log (a new token) instead, so a
-process that followed the log either reads the deletion or lists the packs again. A log
+log ends. A reader takes a line only if the whole line is one of these forms. A deleter's
+lines follow a newline of their own, so a line left torn by a failed append cannot swallow
+them; a deleter that cannot append starts a new log (a new token) instead, so a process
+that followed the log either reads the deletion or lists the packs again. A log
 that grew past ``RESTART_BYTES`` is started again at the next deletion. A line lost in a
 power cut only means a pack is found by the next listing (a reader that misses a blob lists
 the packs before giving up); no process that followed the log outlives a power cut.
@@ -24,10 +26,12 @@ from snapstore.fs.durable import write_atomic
 from snapstore.fs.seam import FileSystem
 
 TOKEN_BYTES = 32
-_ID = re.compile(rb"(?<!-)([0-9a-f]{32})\n")
+_PUBLISHED = re.compile(rb"[0-9a-f]{32}")
+"""A whole line (without its newline) saying that the pack of that id was published."""
 MAX_READ_BYTES = 16 << 20
 """A log read in one go at most this far past a reader's last position (more: list instead)."""
-_DELETED = re.compile(rb"-([0-9a-f]{32})\n")
+_DELETED = re.compile(rb"-([0-9a-f]{32})")
+"""A whole line (without its newline) saying that the pack of that id is deleted."""
 RESTART_BYTES = 1 << 20
 """A deleter starts a new log instead of appending to one this long (about 30,000 lines): the
 log stays small, and every process lists the packs once per that many changes."""
@@ -102,7 +106,8 @@ class PackLog:
         True if the lines were appended; False if a new log was started instead (there was
         none, it passed ``RESTART_BYTES``, or the append failed): every reader then lists
         the packs again. Raises if neither can be done (nothing may be deleted then)."""
-        lines = b"".join(b"-" + pack_id.encode() + b"\n" for pack_id in pack_ids)
+        # after a newline: a line another writer left torn (a full disk) cannot swallow them
+        lines = b"\n" + b"".join(b"-" + pack_id.encode() + b"\n" for pack_id in pack_ids)
         try:
             fd = self.fs.open(self.path, os.O_WRONLY | os.O_APPEND)
         except OSError:
@@ -121,10 +126,12 @@ class PackLog:
 
 
 def published_ids(lines: bytes) -> list[str]:
-    """The ids of the packs whose publication ``lines`` (from ``PackLog.read_lines``) record."""
-    return [match.decode() for match in _ID.findall(lines)]
+    """The ids of the packs whose publication ``lines`` (whole lines, from
+    ``PackLog.read_lines``) record; a line is one full match of one form, or skipped."""
+    return [line.decode() for line in lines.split(b"\n") if _PUBLISHED.fullmatch(line)]
 
 
 def deleted_ids(lines: bytes) -> list[str]:
-    """The ids of the packs whose deletion ``lines`` (from ``PackLog.read_lines``) record."""
-    return [match.decode() for match in _DELETED.findall(lines)]
+    """The ids of the packs whose deletion ``lines`` (whole lines) record."""
+    found = (_DELETED.fullmatch(line) for line in lines.split(b"\n"))
+    return [match.group(1).decode() for match in found if match is not None]

@@ -81,13 +81,28 @@ def test_deletion_lines_are_told_apart_from_publications(tmp_path: Path) -> None
     assert deleted_ids(lines) == [ID_B, ID_C]
 
 
-def test_a_torn_line_neither_hides_nor_invents_a_deletion() -> None:
-    """A line cut short (a full disk) runs into the next one: a deletion after it is still
-    read, and a publication after a torn deletion is not taken for one."""
-    assert deleted_ids(b"-" + ID_A[:10].encode() + b"-" + ID_B.encode() + b"\n") == [ID_B]
+def test_only_whole_lines_are_read() -> None:
+    """A line is one full match of one form, or skipped: a torn line, or a line of a form
+    this version does not read, is neither a publication nor a deletion."""
     torn = b"-" + ID_A[:5].encode() + ID_B.encode() + b"\n"
-    assert deleted_ids(torn) == [] and published_ids(torn) == [ID_B]
+    assert deleted_ids(torn) == [] and published_ids(torn) == []
     assert published_ids(b"-" + ID_A.encode() + b"\n") == []
+    assert published_ids(ID_A.encode() + b" 1f\n") == deleted_ids(ID_A.encode() + b" 1f\n") == []
+    assert published_ids(b"x" + ID_A.encode() + b"\n" + ID_B.encode() + b"\n") == [ID_B]
+
+
+def test_a_line_left_torn_by_a_failed_append_cannot_swallow_a_deletion(tmp_path: Path) -> None:
+    """A publication cut short (a full disk; its writer ignores the error) ends without a
+    newline; the deleter's lines start after a newline of their own, so a reader still
+    reads the deletion as a whole line."""
+    log = _log(tmp_path)
+    log.restart()
+    _, start = log.read(None)
+    with open(log.path, "ab") as file:
+        file.write(ID_A[:7].encode())
+    assert log.record_deletions([ID_B])
+    lines, _ = log.read_lines(start)
+    assert lines is not None and deleted_ids(lines) == [ID_B]
 
 
 def test_a_deleter_starts_a_new_log_when_there_is_none(tmp_path: Path) -> None:
