@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from snapstore.backend.seam import Handle, Kind
-from snapstore.errors import CorruptManifestError, MissingBlobError
+from snapstore.errors import CorruptManifestError, LockTimeout, MissingBlobError
 from snapstore.format.packfile import PackIndex
 from snapstore.logs import get_logger
 from snapstore.maintenance.checks import mark_manifest
@@ -148,10 +148,16 @@ class Steps:
             if unindexed:
                 self.repo.blobs.packs.remove_unindexed(unindexed)
         if self.result.packs_deleted:
-            with self.hold():
-                self.repo.blobs.refresh()
-                self.repo.blobs.packs.announce_deletions()  # the log starts small again
+            self._restart_log()
         return self.result
+
+    def _restart_log(self) -> None:
+        """Start a new pack log once the packs are few, so that the log does not grow from
+        gc to gc; only tidiness (a deleter restarts a long log anyway), so a store that
+        stays busy, or a log that cannot be written, leaves it as it is."""
+        with contextlib.suppress(LockTimeout, OSError), self.hold():
+            self.repo.blobs.refresh()
+            self.repo.blobs.packs.announce_deletions()
 
     def _marked(self, *, settled: bool) -> bool:
         """Mark what was committed since the last look; False if a commit's references are

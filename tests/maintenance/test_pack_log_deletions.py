@@ -389,3 +389,21 @@ def test_forgetting_a_deleted_packs_blocks_costs_its_blocks_not_the_cache() -> N
     cache.forget([(ID_A, 0), (ID_A, 1), (ID_A, 2)])
     assert cache.get((ID_A, 0)) is None and cache.get((ID_B, 0)) == b"bbbb"
     assert cache._bytes == 4
+
+
+def test_a_gc_whose_last_new_log_cannot_be_started_still_reports_what_it_did(
+    root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The new log at gc's end only keeps the log small (a deleter restarts a long one): a
+    gc that cannot start it, the disk full or the store busy, has still deleted what it
+    reports, and the log it leaves is followed as before."""
+    store = SnapStore(root, fold_threshold=0, lock_timeout=10)
+    _garbage_packs(store, tmp_path / "base", 2)
+
+    def full(self: PackSet) -> None:
+        raise OSError(errno.ENOSPC, "full")
+
+    monkeypatch.setattr(PackSet, "announce_deletions", full)
+    report = store.gc()
+    assert not report.skipped and not report.problems and report.packs_deleted >= 2
+    assert SnapStore(root).verify(deep=True).ok
