@@ -93,13 +93,17 @@ def build_catalog(root: Path, count: int, work: Path) -> None:
 
 
 def bare_walk(root: Path) -> int:
-    """The floor for listing: visit every manifest's directory and stat the manifest."""
+    """The floor for listing: list every session directory and stat each manifest in it
+    (format 4: the file ``<name-dir>.manifest``; formats 1-3: ``<name-dir>/manifest``)."""
     found = 0
     with os.scandir(root / "sessions") as sessions:
         for session in sessions:
             with os.scandir(session.path) as names:
                 for name in names:
-                    os.stat(os.path.join(name.path, "manifest"))
+                    if name.name.endswith(".manifest"):
+                        os.stat(name.path)
+                    else:
+                        os.stat(os.path.join(name.path, "manifest"))
                     found += 1
     return found
 

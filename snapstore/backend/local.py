@@ -21,6 +21,7 @@ from collections.abc import Hashable, Iterator
 
 from snapstore.backend.filelock import FileLock
 from snapstore.backend.layout import MARKER_FILE, open_layout
+from snapstore.backend.localmanifests import ManifestFiles, object_info
 from snapstore.backend.localpaths import LocalPaths, listdir
 from snapstore.backend.lockfds import IdleLockFiles
 from snapstore.backend.packlog import PackLog
@@ -29,17 +30,11 @@ from snapstore.errors import ConcurrentWriteError, StoreNotFoundError
 from snapstore.fs.durable import TEMP_PREFIX, create_temp, discard, ensure_dir, write_atomic
 from snapstore.fs.reading import UnfitFileError, open_regular, read_all, read_regular
 from snapstore.fs.seam import LOCAL, FileSystem, start_writeback
-from snapstore.fs.stamps import version
 
 MAX_OPEN_PACKS = 16
 WRITEBACK_BYTES = 8 << 20
 _READ_ONLY_MODE = {Kind.BLOB, Kind.PACK, Kind.INDEX, Kind.MANIFEST, Kind.KEY}
 """Kinds written with mode 0444 (immutable once published)."""
-
-
-def object_info(info: os.stat_result) -> ObjectInfo:
-    """An lstat of an object's file as its ObjectInfo."""
-    return ObjectInfo(info.st_size, version(info), info.st_mtime_ns)
 
 
 class _StagedFile:
@@ -124,8 +119,7 @@ class LocalBackend:
         weakref.finalize(self, _close_all, self._fds, self._fds_lock)
         self._idle_locks = IdleLockFiles()
         self.paths = LocalPaths(self.root)
-        self._settled: dict[str, int] = {}
-        """Session directories whose own entry this process made durable, by inode."""
+        self.manifests = ManifestFiles(self.paths, fs, durable=durable, tmp_dir=self.tmp_dir)
 
     # ------------------------------------------------------------------ layout
 
@@ -138,6 +132,8 @@ class LocalBackend:
         return self.paths.kind_dirs[kind]
 
     def describe(self, handle: Handle) -> str:
+        if handle.kind is Kind.MANIFEST:
+            return self.manifests.describe(handle.name)
         return self.path(handle)
 
     def open(self, *, create: bool) -> bool:
@@ -148,6 +144,8 @@ class LocalBackend:
     # ------------------------------------------------------------------ reading
 
     def stat(self, handle: Handle) -> ObjectInfo:
+        if handle.kind is Kind.MANIFEST:
+            return object_info(self.manifests.stat(handle.name))
         info = os.stat(self.path(handle))
         if stat.S_ISDIR(info.st_mode):
             raise FileNotFoundError(self.path(handle))
@@ -156,6 +154,9 @@ class LocalBackend:
         return object_info(info)
 
     def read(self, handle: Handle, *, max_bytes: int) -> tuple[bytes, ObjectInfo]:
+        if handle.kind is Kind.MANIFEST:
+            data, info = self.manifests.read(handle.name, max_bytes)
+            return data, object_info(info)
         data, info = read_regular(self.path(handle), max_bytes=max_bytes)
         return data, object_info(info)
 
@@ -172,8 +173,13 @@ class LocalBackend:
                 self._fds.move_to_end(path)
             return os.pread(fd, length, offset)
 
+    def _open_regular(self, handle: Handle) -> int:
+        if handle.kind is Kind.MANIFEST:
+            return self.manifests.open(handle.name)
+        return open_regular(self.path(handle))
+
     def read_head(self, handle: Handle, length: int) -> tuple[bytes, ObjectInfo]:
-        fd = open_regular(self.path(handle))
+        fd = self._open_regular(handle)
         try:
             info = os.fstat(fd)
             return read_all(fd, length), object_info(info)
@@ -181,7 +187,7 @@ class LocalBackend:
             os.close(fd)
 
     def chunks(self, handle: Handle, chunk_bytes: int) -> Iterator[bytes]:
-        fd = open_regular(self.path(handle))
+        fd = self._open_regular(handle)
         try:
             while chunk := os.read(fd, chunk_bytes):
                 yield chunk
@@ -189,6 +195,8 @@ class LocalBackend:
             os.close(fd)
 
     def infos(self, kind: Kind, prefix: str = "") -> dict[str, ObjectInfo | None]:
+        if kind is Kind.MANIFEST:
+            return self.manifests.infos(prefix)
         found: dict[str, ObjectInfo | None] = {}
         for name in self.names(kind, prefix):
             try:
@@ -208,42 +216,18 @@ class LocalBackend:
         return _StagedFile(self, kind)
 
     def write(self, handle: Handle, data: bytes, *, durable: bool = True) -> None:
+        if handle.kind is Kind.MANIFEST:
+            self.manifests.commit(handle.name, data)
+            return
         durable = durable and self.durable
         path = self.path(handle)
         directory = os.path.dirname(path)
-        if handle.kind is Kind.MANIFEST:
-            self._write_manifest(path, data)
-            return
         if not os.path.isdir(directory):
             ensure_dir(self.fs, directory, stop_at=self.root, durable=durable)
         mode = 0o444 if handle.kind in _READ_ONLY_MODE else 0o644
         write_atomic(self.fs, path, data, tmp_dir=self.tmp_dir, durable=durable, mode=mode)
         if durable:
             self.unflushed.discard(directory)  # write_atomic flushed it
-
-    def _write_manifest(self, path: str, data: bytes) -> None:
-        """Commit a manifest: its session and name directories made (and flushed) as needed,
-        and those found already there flushed too on the first commit into them (a writer
-        that made them may have died before flushing their entries); this process remembers
-        the session directories it flushed (by inode), so that a commit into a session it
-        already committed into flushes no more than the manifest and its directory."""
-        name_dir = os.path.dirname(path)
-        session_dir = os.path.dirname(name_dir)
-        found = [] if os.path.lexists(path) else [name_dir]
-        found = [directory for directory in found if os.path.isdir(directory)]
-        try:
-            session_id: int | None = os.stat(session_dir).st_ino
-        except FileNotFoundError:
-            session_id = None
-        if session_id is not None and self._settled.get(session_dir) != session_id:
-            found.append(session_dir)
-        ensure_dir(self.fs, name_dir, stop_at=self.kind_dir(Kind.MANIFEST), durable=self.durable)
-        write_atomic(self.fs, path, data, tmp_dir=self.tmp_dir, durable=self.durable, mode=0o444)
-        if self.durable:
-            for directory in found:
-                self.fs.fsync_dir(os.path.dirname(directory))
-        with contextlib.suppress(OSError):
-            self._settled[session_dir] = os.stat(session_dir).st_ino
 
     def delete(
         self, handle: Handle, *, durable: bool = True, version: Version | None = None
@@ -253,36 +237,21 @@ class LocalBackend:
             raise ConcurrentWriteError(
                 errno.ESTALE, "replaced since it was read; not deleted", self.describe(handle)
             )
+        if handle.kind is Kind.MANIFEST:
+            self.manifests.delete(handle.name, durable=durable)
+            return
         if handle.kind in (Kind.PACK, Kind.INDEX):
             self._forget_fd(path)
         self.fs.unlink(path)
         if durable and self.durable:
             self.fs.fsync_dir(os.path.dirname(path))
-        if handle.kind is Kind.MANIFEST:
-            self._remove_empty(os.path.dirname(path))
-
-    def _remove_empty(self, name_dir: str) -> None:
-        """Remove an empty name directory and, if then empty, its session directory."""
-        with contextlib.suppress(OSError):
-            self.fs.rmdir(name_dir)
-            self.fs.rmdir(os.path.dirname(name_dir))
 
     def tidy(self) -> None:
         sessions = self.kind_dir(Kind.MANIFEST)
         for session_dir in listdir(sessions):
             with self.lock(f"sessions/{session_dir}").exclusive_if_free() as free:
                 if free:
-                    self._tidy_session(os.path.join(sessions, session_dir))
-
-    def _tidy_session(self, session_path: str) -> None:
-        """Remove a session directory's empty name directories, then itself if empty."""
-        with contextlib.suppress(OSError):
-            for name_dir in os.listdir(session_path):
-                name_path = os.path.join(session_path, name_dir)
-                if os.path.isdir(name_path) and not os.listdir(name_path):
-                    self._remove_empty(name_path)
-            if not os.listdir(session_path):
-                self.fs.rmdir(session_path)
+                    self.manifests.tidy_session(os.path.join(sessions, session_dir))
 
     def pack_log(self) -> PackLog:
         """``packs/log`` (see ``packlog``)."""

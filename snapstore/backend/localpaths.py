@@ -12,7 +12,13 @@ from snapstore.backend.layout import MARKER_FILE
 from snapstore.backend.names import check_name
 from snapstore.backend.seam import Handle, Kind
 
-MANIFEST_FILE = "manifest"
+MANIFEST_SUFFIX = ".manifest"
+"""Format 4: a manifest is the file ``sessions/<session-dir>/<name-dir>.manifest``. No
+``<name-dir>`` ends with it (they end in hex digits; an encrypted store's sealed ones in
+base32 letters and digits), so a listing tells the two layouts apart by the name alone."""
+LEGACY_MANIFEST_FILE = "manifest"
+"""Formats 1-3: a manifest is ``sessions/<session-dir>/<name-dir>/manifest``; read, and
+removed when its snapshot is replaced or deleted, never written."""
 PACK_SUFFIX = ".pack"
 INDEX_SUFFIX = ".idx"
 _DIRS = {
@@ -41,7 +47,7 @@ class LocalPaths:
             return os.path.join(self.root, MARKER_FILE)
         directory = self.kind_dirs[kind]
         if kind is Kind.MANIFEST:  # joined by hand: list() asks for 10,000 of these at once
-            return f"{directory}/{name}/{MANIFEST_FILE}"
+            return f"{directory}/{name}{MANIFEST_SUFFIX}"
         if kind is Kind.BLOB:
             return f"{directory}/{name[:2]}/{name[2:]}"
         if kind is Kind.PACK:
@@ -49,6 +55,11 @@ class LocalPaths:
         if kind is Kind.INDEX:
             return f"{directory}/{name}{INDEX_SUFFIX}"
         return f"{directory}/{name}"
+
+    def legacy_manifest(self, name: str) -> str:
+        """Where a store of format 3 or older keeps the manifest called ``name`` (its name
+        checked by ``path`` first)."""
+        return f"{self.kind_dirs[Kind.MANIFEST]}/{name}/{LEGACY_MANIFEST_FILE}"
 
     def names(self, kind: Kind, prefix: str = "") -> list[str]:
         """The names of the objects of ``kind`` whose names start with ``prefix``, sorted, as
@@ -97,18 +108,28 @@ class LocalPaths:
 
     @staticmethod
     def _manifest_names(directory: str, prefix: str) -> list[str]:
+        """Each entry of a session directory names one snapshot: ``<name-dir>.manifest``
+        (format 4) or ``<name-dir>`` (the directory of format 3 and older; an empty one left
+        by an interrupted delete is listed too, and found empty by a stat). A name in both
+        layouts at once is listed once."""
         session_prefix, slash, _ = prefix.partition("/")
         sessions = [session_prefix] if slash else listdir(directory)
-        found = []
+        found: set[str] = set()
         for session in sessions:
             if not session.startswith(session_prefix) or session in (".", ".."):
                 continue
-            found += [
-                f"{session}/{name}"
-                for name in listdir(os.path.join(directory, session))
-                if f"{session}/{name}".startswith(prefix)
-            ]
+            for entry in listdir(os.path.join(directory, session)):
+                name = manifest_entry_name(entry)
+                if name and f"{session}/{name}".startswith(prefix):
+                    found.add(f"{session}/{name}")
         return sorted(found)
+
+
+def manifest_entry_name(entry: str) -> str:
+    """The snapshot directory name an entry of a session directory stands for ("" for
+    none: ``.manifest`` and ``..manifest`` name nothing a manifest can be called)."""
+    name = entry[: -len(MANIFEST_SUFFIX)] if entry.endswith(MANIFEST_SUFFIX) else entry
+    return "" if name in (".", "..") else name
 
 
 def listdir(directory: str) -> list[str]:

@@ -20,9 +20,14 @@ class UnfitFileError(OSError):
 
 def open_regular(path: str, *, dir_fd: int | None = None, follow: bool = True) -> int:
     """A read-only descriptor of the regular file at ``path``; never blocks on a FIFO or a
-    device. UnfitFileError if it is something else."""
+    device. UnfitFileError if it is something else (without ``follow``: a symlink too)."""
     flags = _FLAGS if follow else _FLAGS | os.O_NOFOLLOW
-    fd = os.open(path, flags, dir_fd=dir_fd)
+    try:
+        fd = os.open(path, flags, dir_fd=dir_fd)
+    except OSError as error:
+        if error.errno == errno.ELOOP and not follow:
+            raise UnfitFileError(errno.ELOOP, f"{path} is a symbolic link") from None
+        raise
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise UnfitFileError(errno.EINVAL, f"{path} is not a regular file")
@@ -42,10 +47,11 @@ def read_all(fd: int, size: int) -> bytes:
     return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
-def read_regular(path: str, *, max_bytes: int) -> tuple[bytes, os.stat_result]:
+def read_regular(path: str, *, max_bytes: int, follow: bool = True) -> tuple[bytes, os.stat_result]:
     """The bytes of the regular file at ``path`` and its stat; UnfitFileError (an OSError)
-    for anything else or for a file over ``max_bytes``, checked before reading."""
-    fd = open_regular(path)
+    for anything else (without ``follow``: a symlink too) or for a file over ``max_bytes``,
+    checked before reading."""
+    fd = open_regular(path, follow=follow)
     try:
         info = os.fstat(fd)
         if info.st_size > max_bytes:

@@ -185,7 +185,7 @@ def test_a_newer_format_is_named_in_the_error(tmp_path: Path) -> None:
 
 def _manifest_of(root: Path) -> Path:
     """The one manifest file under ``root``."""
-    (manifest,) = (root / "sessions").rglob("manifest")
+    (manifest,) = (root / "sessions").rglob("*.manifest")
     return manifest
 
 

@@ -122,7 +122,7 @@ def test_a_damaged_store_offers_nothing_and_does_not_raise(filled: Path) -> None
     (filled / "FORMAT").write_text("snapstore format 99\n")
     assert complete(["--root", str(filled), "show"]) == []
     (filled / "FORMAT").write_text("snapstore format 1\n")
-    for manifest in filled.glob("sessions/*/*/manifest"):
+    for manifest in filled.glob("sessions/*/*.manifest"):
         manifest.chmod(0o644)
         manifest.write_bytes(b"garbage")
     assert complete(["--root", str(filled), "show"]) == []

@@ -116,14 +116,14 @@ def test_verify_ok(cli: Cli, project: Path) -> None:
 
 
 def _manifest(root: Path) -> Path:
-    (manifest,) = root.glob("sessions/*/*/manifest")
+    (manifest,) = root.glob("sessions/*/*.manifest")
     return manifest
 
 
 def test_corrupt_manifest(cli: Cli, project: Path) -> None:
     cli.snapshot(project, "README.md")
     cli.snapshot(project, "README.md", session="good")
-    (broken,) = [path for path in cli.root.glob("sessions/s1-*/*/manifest")]
+    (broken,) = [path for path in cli.root.glob("sessions/s1-*/*.manifest")]
     broken.write_bytes(b"\x00garbage\xff" * 10)
     cli.fails("show", "s1", "n1", code=ExitCode.DAMAGED, error_type="CorruptManifestError")
     listed = cli.run("--json", "list")

@@ -59,7 +59,7 @@ def test_encrypt_copies_a_plain_store_into_an_encrypted_one(tmp_path: Path) -> N
     again = cli.run(
         "--json", "encrypt", "--to", str(tmp_path / "sealed"), env={"SNAPSTORE_PASSWORD": "pw"}
     )
-    manifests = len(list(cli.root.glob("sessions/*/*/manifest")))
+    manifests = len(list(cli.root.glob("sessions/*/*.manifest")))
     assert again.code == 0 and again.json()["copied"] == manifests  # blobs and packs not again
 
 

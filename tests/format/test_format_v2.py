@@ -240,7 +240,9 @@ def test_gc_converts_a_format_1_store(root: Path, tmp_path: Path) -> None:
     store = SnapStore(root)
     report = store.gc()
     assert report.manifests_converted == 3 and not report.skipped and report.blobs_deleted == 0
-    for manifest in root.glob("sessions/*/*/manifest"):
+    assert list(root.glob("sessions/*/*/manifest")) == []  # the old layout is gone too
+    assert len(list(root.glob("sessions/*/*.manifest"))) == 3
+    for manifest in root.glob("sessions/*/*.manifest"):
         assert manifest.read_bytes()[:8] == b"SNAPMAN\x02"
     for index in root.glob("packs/*.idx"):
         assert index.read_bytes()[:8] == b"SNAPIDX\x02"

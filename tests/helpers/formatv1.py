@@ -12,6 +12,7 @@ from pathlib import Path
 
 import blake3
 
+from helpers.formatv3 import to_old_layout
 from snapstore import SnapStore
 from snapstore.format import packfile
 from snapstore.format.manifest import encode
@@ -66,6 +67,7 @@ def downgrade_to_format_1(root: Path) -> None:
     pack_id = os.urandom(16).hex()
     (packs / f"{pack_id}.pack").write_bytes(pack)
     (packs / f"{pack_id}.idx").write_bytes(index)
+    to_old_layout(root)
     for object_name, data in manifests.items():
         path = Path(repository(store).catalog.manifest_path(*_names(store, object_name)))
         path.chmod(0o644)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from helpers.consistency import Expectation, fingerprints
 from helpers.formatv1 import downgrade_to_format_1
+from helpers.formatv3 import mark_format, new_layout_path, old_layout_path, to_old_layout
 from helpers.seam import FastFileSystem
 from helpers.trees import Spec, copy_tree, read_tree, remove_tree, write_tree
 from snapstore import SnapStore
@@ -120,9 +121,40 @@ def _run_create_after_dead_mkdir(scenario_dir: Path, fs: FileSystem) -> object:
     """Another writer made the session's directory and died before flushing its parent;
     this snapshot is the first one committed into it."""
     store = open_store(scenario_dir, fs)
-    name_dir = os.path.dirname(repository(store).catalog.manifest_path("s2", "new"))
-    fs.mkdir(os.path.dirname(name_dir), 0o755)
+    session_dir = os.path.dirname(repository(store).catalog.manifest_path("s2", "new"))
+    fs.mkdir(session_dir, 0o755)
     return store.create("s2", "new", ["."], base_dir=scenario_dir / "src")
+
+
+def _prepare_create_old_layout(scenario_dir: Path) -> None:
+    """``_prepare_create`` as a format 3 writer left it: ``base`` in its own directory."""
+    _prepare_create(scenario_dir)
+    to_old_layout(scenario_dir / "root")
+    mark_format(scenario_dir / "root", 3)
+
+
+def _prepare_delete_both_layouts(scenario_dir: Path) -> None:
+    """``a`` committed twice, the older manifest left in the old layout beside the newer file
+    (a writer killed between its commit and the removal of the old manifest), ``b`` old."""
+    store = _setup_store(scenario_dir)
+    _snapshot(store, scenario_dir, "a", TREE_V1)
+    root = scenario_dir / "root"
+    older = new_layout_path(root, SESSION, "a").read_bytes()
+    _snapshot(store, scenario_dir, "a", TREE_V2)
+    _snapshot(store, scenario_dir, "b", {"b.txt": b"b\n"})
+    store.close()
+    to_old_layout(root, [(SESSION, "b")])
+    old = old_layout_path(root, SESSION, "a")
+    old.parent.mkdir()
+    old.write_bytes(older)
+    old.chmod(0o444)
+
+
+def _prepare_sweep_old_layout(scenario_dir: Path) -> None:
+    """``_prepare_sweep`` with every snapshot in the old layout but the newest."""
+    _prepare_sweep(scenario_dir)
+    to_old_layout(scenario_dir / "root", [(SESSION, "old-1"), (SESSION, "old-2"), ("s2", "kept")])
+    mark_format(scenario_dir / "root", 3)
 
 
 def _prepare_state(scenario_dir: Path) -> None:
@@ -257,6 +289,9 @@ SCENARIOS = [
     Scenario("gc", _prepare_gc, _run_gc),
     Scenario("fold", _prepare_fold, _run_fold),
     Scenario("upgrade", _prepare_upgrade, _run_upgrade),
+    Scenario("overwrite_old_layout", _prepare_create_old_layout, _run_overwrite),
+    Scenario("delete_both_layouts", _prepare_delete_both_layouts, _run_delete),
+    Scenario("sweep_old_layout", _prepare_sweep_old_layout, _run_sweep),
     Scenario("put_state_new", _prepare_state, _run_new_state),
     Scenario("restore", _prepare_restore, _run_restore, restores=True),
     Scenario("restore_new_target", _prepare_restore_new_target, _run_restore, restores=True),

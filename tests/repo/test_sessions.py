@@ -165,8 +165,7 @@ def test_a_head_is_not_believed_once_the_session_changed_behind_its_back(
     store.create("s", "two", ["README.md"], base_dir=project)
     path = Path(repository(store).catalog.manifest_path("s", "two"))
     os.chmod(path, 0o644)
-    path.unlink()
-    os.rmdir(path.parent)
+    path.unlink()  # an entry of the session directory: its stamp changes
     assert repository(store).sessions.head("s") is None
     assert store.latest("s").name == "one"
     with pytest.raises(SnapshotNotFound):
@@ -212,7 +211,7 @@ def test_the_flushes_of_a_small_create_do_not_grow_with_history(root: Path, proj
     for n in range(2, 40):
         _flushes_of_one_create(store, fs, project, n)
     late = _flushes_of_one_create(store, fs, project, 40)
-    assert second == late <= 7 < first  # sessions/ is flushed once per session and process
+    assert second == late <= 6 < first  # sessions/ is flushed once per session and process
     fresh = SnapStore(root, fs=fs)
     assert _flushes_of_one_create(fresh, fs, project, 41) == late + 1
     unchanged = []

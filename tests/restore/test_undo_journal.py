@@ -145,7 +145,7 @@ def test_a_recovery_that_fails_warns_at_open_and_blocks_only_its_target(
 ) -> None:
     _in_a_child_killed_during_apply(0.5, lambda: SnapStore(store.root).restore("s", "cp"))
     (backup,) = [
-        p for p in (Path(store.root) / "sessions").rglob("manifest") if "cp-" not in str(p)
+        p for p in (Path(store.root) / "sessions").rglob("*.manifest") if "cp-" not in str(p)
     ]
     saved = backup.read_bytes()
     backup.chmod(0o644)
