@@ -13,7 +13,6 @@ import contextlib
 import threading
 from collections import OrderedDict
 from collections.abc import Hashable, Iterator
-from dataclasses import replace
 
 from snapstore.backend import keyring
 from snapstore.backend.packlog import PackLog
@@ -181,7 +180,7 @@ class EncryptedBackend:
     def _plain_info(self, handle: Handle, info: ObjectInfo) -> ObjectInfo:
         if handle.kind in _CLEAR_BODIES:
             return info
-        return replace(info, size=plain_size(info.size))
+        return info._replace(size=plain_size(info.size))
 
     def stat(self, handle: Handle) -> ObjectInfo:
         return self._plain_info(handle, self.inner.stat(self._below(handle)))

@@ -20,7 +20,7 @@ import contextlib
 import enum
 from collections.abc import Hashable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 if TYPE_CHECKING:
     from snapstore.backend.packlog import PackLog
@@ -53,10 +53,9 @@ Version = Hashable
 object storage: an ETag). Two reads returning the same version returned the same bytes."""
 
 
-@dataclass(frozen=True)
-class ObjectInfo:
+class ObjectInfo(NamedTuple):
     """An object's size, version, and when it was last written (nanoseconds since the epoch,
-    by the clock of whatever stored it)."""
+    by the clock of whatever stored it). A named tuple: a listing makes one per object."""
 
     size: int
     version: Version

@@ -186,13 +186,7 @@ class Catalog:
         """
         prefix = _prefix(session, session_dir)
         listed = self.backend.infos(Kind.MANIFEST, prefix) if cached else None
-        known = (
-            self.header_cache.known(
-                {name: (info.version, info.written_ns) for name, info in listed.items() if info}
-            )
-            if listed
-            else {}
-        )
+        known = self.header_cache.known(listed) if listed else {}
         names = self.backend.names(Kind.MANIFEST, prefix) if listed is None else sorted(listed)
         for object_name in names:
             version: Version | None = None
