@@ -88,9 +88,10 @@ class ManifestFiles:
 
     def infos(self, prefix: str) -> dict[str, ObjectInfo | None]:
         """The manifests whose names start with ``prefix``, each with its info (None: not a
-        regular file), from one scan of each session directory: the files' entries give
-        their names and an lstat each (what a bare walk of the manifests costs); an old
-        layout directory is looked into only when no file of its name was found."""
+        regular file), in the order of their names, from one scan of each session directory:
+        the files' entries give their names and an lstat each (what a bare walk of the
+        manifests costs); an old layout directory is looked into only when no file of its
+        name was found."""
         session_prefix, slash, _ = prefix.partition("/")
         sessions = [session_prefix] if slash else listdir(self.sessions_dir)
         found: dict[str, ObjectInfo | None] = {}
@@ -106,7 +107,7 @@ class ManifestFiles:
                     continue
                 except UnfitFileError:
                     found[name] = None
-        return found
+        return dict(sorted(found.items()))
 
     def _scan_session(
         self, session: str, prefix: str, found: dict[str, ObjectInfo | None], legacy: list[str]
