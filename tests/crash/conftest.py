@@ -1,5 +1,6 @@
 """Fixtures of the crash suite."""
 
+from helpers.pacing import steps_by_count
 from helpers.scratch import scratch
 
-__all__ = ["scratch"]
+__all__ = ["scratch", "steps_by_count"]
