@@ -184,9 +184,10 @@ def gc(settings: Settings, dry_run: bool) -> None:
         settings.emit(document, lines if removed else [], info=not dry_run)
         print_error(f"gc skipped: {report.reason or 'no reason given'}")
         finish(code)
-    verb = "would free" if dry_run else "freed"
+    free, delete = ("would free", "would delete") if dry_run else ("freed", "deleted")
     line = (
-        f"{verb} {count(report.blobs_deleted, 'blob')} ({human_size(report.bytes_freed)}) "
+        f"{free} {human_size(report.bytes_freed)}: {delete} "
+        f"{count(report.blobs_deleted, 'unreferenced blob')} "
         f"and {count(report.temp_files_removed, 'temp file')}"
     )
     if report.packs_deleted or report.packs_written:
@@ -221,8 +222,9 @@ def upgrade(settings: Settings) -> None:
     line = (
         f"store at format {store.format_version}: converted "
         f"{count(report.manifests_converted, 'manifest')}, wrote "
-        f"{count(report.packs_written, 'pack')}, freed "
-        f"{count(report.blobs_deleted, 'blob')} ({human_size(report.bytes_freed)})"
+        f"{count(report.packs_written, 'pack')}, deleted "
+        f"{count(report.blobs_deleted, 'unreferenced blob')}, freed "
+        f"{human_size(report.bytes_freed)}"
     )
     settings.emit(document, [line])
     if report.reason:

@@ -103,7 +103,9 @@ def test_gc_frees_unreferenced_blobs(cli: Cli, project: Path) -> None:
     assert document["blobs_deleted"] == 3 and document["skipped"] is False
     assert document["bytes_freed"] == dry["bytes_freed"]
     assert cli.json("gc")["blobs_deleted"] == 0
-    assert cli.ok("gc").stdout.startswith("freed 0 blobs (0 B) and 0 temp files")
+    assert cli.ok("gc").stdout.startswith(
+        "freed 0 B: deleted 0 unreferenced blobs and 0 temp files"
+    )
 
 
 def test_verify_ok(cli: Cli, project: Path) -> None:
@@ -298,5 +300,9 @@ def test_gc_says_when_it_merged_packs(cli: Cli, project: Path) -> None:
     assert dry.endswith("; would replace 2 packs with 1 new pack"), dry
     out = cli.ok("gc").stdout.strip()
     assert out.endswith("; replaced 2 packs with 1 new pack"), out
-    assert out.split(";")[0].replace("freed", "would free") == dry.split(";")[0]
-    assert cli.ok("gc").stdout.strip() == "freed 0 blobs (0 B) and 0 temp files"
+    assert (
+        out.split(";")[0].replace("freed", "would free").replace("deleted", "would delete")
+        == dry.split(";")[0]
+    )
+    assert out.startswith("freed ") and ": deleted 0 unreferenced blobs" in out, out
+    assert cli.ok("gc").stdout.strip() == "freed 0 B: deleted 0 unreferenced blobs and 0 temp files"
