@@ -71,10 +71,14 @@ class NewCommits:
         self.seen: set[str] = set()
 
     def mark(self, marks: Marks, *, settled: bool) -> str | None:
-        """Mark every manifest noted since the last call; why that failed, if it did (its
-        references are then unknown, and nothing more may be deleted). ``settled``: called
-        under the gc lock held exclusively, so a noted manifest that is not there belongs
-        to a commit that failed (else it may be on its way, and stays noted for later)."""
+        """Mark every manifest noted since the last settled call; why that failed, if it did
+        (its references are then unknown, and nothing more may be deleted). ``settled``:
+        called under the gc lock held exclusively, so every noted commit is done: a noted
+        manifest that is not there belongs to a commit that failed, and what is read under
+        that name is what the commit wrote (or later). Only then is a note done with: a
+        commit notes its manifest before it writes it, so outside the lock the name may
+        still hold the snapshot's previous manifest (marked here all the same, so that the
+        settled call finds most subtrees marked and reads only the manifests again)."""
         if self.token is None:
             return None
         journal = self.repo.sessions.gc_journal
@@ -93,7 +97,8 @@ class NewCommits:
             problem = mark_manifest(self.repo, manifest, marks)
             if problem is not None:
                 return problem
-            journal.consume(entry, self.seen)
+            if settled:
+                journal.consume(entry, self.seen)
         return None
 
 
@@ -163,7 +168,7 @@ class Steps:
         """Mark what was committed since the last look; False if a commit's references are
         unknown (then nothing more is deleted). Called once before each step takes the lock
         (nothing is deleted meanwhile: only gc deletes while a gc runs), so that the step,
-        which must mark again, marks only the commits of that moment."""
+        which must mark again (``NewCommits.mark``), reads few trees under the lock."""
         problem = self.commits.mark(self.marks, settled=settled)
         if problem is not None:
             self.result.problems.append(f"{problem}; gc stopped deleting")

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.seam import HookedFileSystem
 
 from snapstore import SnapStore
 from snapstore.errors import MissingBlobError
@@ -306,4 +307,74 @@ def test_a_fold_deletes_nothing_while_a_gc_runs(
     fresh = SnapStore(root)
     for n in range(4):
         assert fresh.read("s", f"n{n}", "file.bin") == f"version {n}\n".encode()
+    assert fresh.verify(deep=True).ok
+
+
+class HeldCommit(HookedFileSystem):
+    """Holds the rename that commits a manifest (after the commit was noted for gc) until
+    ``release`` is set; ``noted`` is set when it is reached."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.noted = threading.Event()
+        self.release = threading.Event()
+
+    def replace(self, src: str, dst: str, **kw: Any) -> None:
+        if dst.endswith(".manifest") and not self.noted.is_set():
+            self.noted.set()
+            assert self.release.wait(30), "gc never marked"
+        super().replace(src, dst, **kw)
+
+
+def test_a_commit_gc_marks_half_way_is_marked_again_under_the_lock(
+    root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A create that replaces a snapshot notes its manifest for gc, then writes it. gc's
+    look at the noted manifests before a step takes the lock may fall between the two: it
+    reads the snapshot's previous manifest under that name. If that look counted the note
+    as done, no step marked the new manifest, and a blob it reuses that gc had found
+    unreferenced was deleted (seen in the mixed workload test: a tree of a snapshot read
+    back as missing)."""
+    old, reused = tmp_path / "old", tmp_path / "reused"
+    _write(old, b"the snapshot's previous version\n")
+    _write(reused, SMALL)
+    store = SnapStore(root, fold_threshold=0, lock_timeout=10)
+    store.create("s", "name", ["."], base_dir=old)
+    other = SnapStore(root, fold_threshold=0, lock_timeout=10)
+    other.create("s", "garbage", ["."], base_dir=reused)  # a pack of its own
+    other.delete("s", "garbage")  # SMALL is unreferenced when gc marks: its pack goes
+    held = HeldCommit()
+    writer = SnapStore(root, fs=held, fold_threshold=0, lock_timeout=10)
+    errors: list[BaseException] = []
+
+    def replace_the_snapshot() -> None:
+        try:
+            writer.create("s", "name", ["."], base_dir=reused)  # reuses SMALL
+        except BaseException as error:
+            errors.append(error)
+            held.noted.set()
+
+    original = gcsteps.NewCommits.mark
+    creator = threading.Thread(target=replace_the_snapshot)
+
+    def mark_while_the_commit_is_half_way(
+        commits: gcsteps.NewCommits, marks: Marks, *, settled: bool
+    ) -> str | None:
+        if not settled and not creator.is_alive() and not held.noted.is_set():
+            creator.start()
+            assert held.noted.wait(30)
+            try:
+                return original(commits, marks, settled=settled)
+            finally:
+                held.release.set()
+        return original(commits, marks, settled=settled)
+
+    monkeypatch.setattr(gcsteps.NewCommits, "mark", mark_while_the_commit_is_half_way)
+    report = SnapStore(root, fold_threshold=0, lock_timeout=10).gc()
+    creator.join(30)
+    assert not errors, errors
+    assert held.release.is_set(), "the create never reached its commit while gc ran"
+    assert not report.problems
+    fresh = SnapStore(root)
+    assert fresh.read("s", "name", "file.bin") == SMALL
     assert fresh.verify(deep=True).ok
