@@ -41,9 +41,10 @@ def test_a_manifest_noted_but_not_yet_there_stays_noted_until_the_lock_is_held(
     root: Path, tmp_path: Path
 ) -> None:
     """gc marks most new commits before a step takes the lock. A commit notes its manifest
-    before it writes it, so a noted manifest missing then may be on its way: the entry stays
-    for the step, which marks it once the commit is done (consumed then, it would never be
-    marked, and the blob it reuses could go). Under the lock, missing means failed."""
+    before it writes it, so a noted manifest missing then may be on its way, and one found
+    then may be the snapshot's previous version: every entry stays for the step, which
+    marks it once the commit is done (consumed then, it would never be marked, and the blob
+    it reuses could go). Under the lock, missing means failed."""
     base = tmp_path / "base"
     base.mkdir()
     (base / "f.txt").write_text("x\n")
@@ -58,7 +59,7 @@ def test_a_manifest_noted_but_not_yet_there_stays_noted_until_the_lock_is_held(
         marks = Marks()
         assert commits.mark(marks, settled=False) is None
         assert marks.sizes  # the committed one is marked
-        assert len(journal.noted(commits.token or "", commits.seen)) == 1  # the other waits
+        assert len(journal.noted(commits.token or "", commits.seen)) == 2  # both wait
         assert commits.mark(marks, settled=True) is None
         assert journal.noted(commits.token or "", commits.seen) == []
         journal.clear()
