@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         label = "folding off" if result["fold_threshold"] == 0 else "folding on "
         print(
             f"{label}: p50 {result['p50_ms']} ms, {result['fold_steps']} fold steps "
-            f"(longest exclusive hold {result['longest_hold_ms']} ms), "
+            f"(longest barrier {result['longest_hold_ms']} ms), "
             f"{result['packs_before_gc']} packs, gc {result['gc_ms']} ms"
         )
         for item in result["blocks"]:

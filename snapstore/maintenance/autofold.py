@@ -7,8 +7,9 @@ At most one fold thread runs per ``SnapStore``, and one process of a store folds
 (the ``fold`` lock, taken only if free: the others skip their run). The thread is not a
 daemon thread, so a process that ends finishes its (bounded) step first, and
 ``SnapStore.close`` waits for it. A step whose
-folded packs could not be deleted at once (another process held the gc lock) is tried again
-for a moment, then left for the next run: until then its blobs are held twice.
+folded packs could not be deleted at once (a gc ran, or the holds of the gc lock in progress
+did not end within the barrier's wait) is tried again for a moment, then left for the next
+run: until then its blobs are held twice.
 """
 
 from __future__ import annotations
@@ -31,8 +32,8 @@ their run instead of copying the same small packs and contending for the gc lock
 bridges on one root folding at once halved their throughput)."""
 DROP_TRIES = 4
 DROP_WAIT = 0.05
-"""Seconds one try waits for the gc lock exclusively: creates that start meanwhile wait
-behind the fold's announcement at most this long (plus the deletions)."""
+"""Seconds one try's barrier waits for a free instant of the gc lock, then as long again
+announced: creates that start during the announced wait wait behind it at most this long."""
 DROP_FIRST_PAUSE = 0.02
 """Seconds between the first two tries (doubling after each), when creates go ahead."""
 
@@ -51,8 +52,9 @@ class AutoFold:
         self.steps = 0
         """Fold steps that published a merged pack (for tests and benchmarks)."""
         self.longest_hold = 0.0
-        """The longest a fold held the gc lock exclusively, in seconds (what a create that
-        came meanwhile waited for, besides at most ``DROP_WAIT``)."""
+        """The longest a fold's barrier took, in seconds (from its first try for the gc lock
+        exclusively to letting it go: at most twice ``DROP_WAIT``; creates wait for it only
+        during its announced half)."""
 
     @property
     def applies(self) -> bool:

@@ -8,21 +8,26 @@ picks them, at most ``FoldPolicy.max_packs`` packs and ``max_bytes`` bytes) and 
    waits for a fold, and a gc that announced itself goes first), it reads and verifies every
    blob of those packs and publishes the merged pack and its index, durably, with a pack log
    line. From then on every blob is in two packs: harmless duplicates;
-2. under the gc lock held **exclusively** (announced on gc-intent, waited for at most a
-   moment, and held only for this), it brings its view up to date and, if the merged packs
-   are still there, writes the folded packs' deletion in the pack log and unlinks their
-   indexes (``PackSet.unindex``). No process counts on them from then on, so after the lock
-   is released it flushes ``packs/`` and deletes the packs themselves. No marking is needed:
-   the merged packs hold every blob of the folded ones. While a gc runs (``locks/gc-run``
-   held), this step deletes nothing: gc deletes in steps of its own, counting on the packs it
-   saw when it planned to stay (a blob gc found in a pack it keeps would otherwise be deleted
-   by the fold from that pack and by gc from the merged one).
+2. under the gc lock held **shared** again, with ``locks/gc-run`` held shared (both only if
+   free at once: while a gc runs this step deletes nothing, since gc deletes in steps of its
+   own, counting on the packs it saw when it planned to stay), it brings its view up to date
+   and, if the merged packs are still there, unlinks the folded packs' indexes, then writes
+   their deletion in the pack log (``PackSet.unindex``). Creates and readers go on
+   meanwhile: every blob of those packs is in the merged ones, so a create that claimed one
+   names a blob that stays stored; a process that refreshes from then on drops them;
+3. a **barrier**: the gc lock taken exclusively and let go at once, first at an instant when
+   nobody holds it (unannounced: no create waits for it), else announced on gc-intent and
+   waited for at most a moment. Every hold that began before the deletion was logged (and may
+   read a folded pack as its view saw it) has then ended, so the fold flushes ``packs/`` and
+   deletes the packs themselves. If the barrier does not come, the fold is left pending: the
+   pack files stay (no index names them; gc removes them if this process ends first).
 
-Readers and creates hold the gc lock shared while they use a pack, so step 2 never runs under
-one of them. A kill between the steps leaves duplicates the next fold or gc drops; two
-processes folding the same packs each publish a complete merged pack, and whichever deletes
-second finds the folded packs gone (or deletes the other's merged pack as one of its own
-sources, whose blobs its merged pack also holds).
+No marking is needed: the merged packs hold every blob of the folded ones. A kill between the
+steps leaves duplicates the next fold or gc drops, or packs without an index, which gc
+deletes. Two processes folding the same packs each publish a complete merged pack, and
+whichever deletes second finds the folded packs gone (or deletes the other's merged pack as
+one of its own sources, whose blobs its merged pack also holds). The safety argument in full:
+docs/concurrency.md, "Small packs fold themselves".
 """
 
 from __future__ import annotations
@@ -51,8 +56,11 @@ class Fold:
 
     sources: list[str]
     merged: list[PackIndex] = field(default_factory=list)
+    unindexed: list[str] | None = None
+    """The folded packs whose indexes this fold unlinked (their files are deleted after the
+    barrier); None until ``unindex_sources`` ran."""
     held: float = 0.0
-    """Seconds its deletion held the gc lock exclusively (what creates waited for it)."""
+    """Seconds its barrier took (waiting for the holds of the gc lock in progress to end)."""
 
     @property
     def bytes_written(self) -> int:
@@ -137,46 +145,78 @@ def _copy(repo: Repository, chosen: list[PackIndex]) -> Fold:
     return Fold([index.pack_id for index in chosen], series.published)
 
 
-@contextlib.contextmanager
-def _exclusive_soon(repo: Repository, wait: float) -> Iterator[bool]:
-    """Hold the gc lock exclusively if no gc announced itself and the holders in progress
-    let it go within ``wait`` seconds (yields True). Meanwhile the fold is announced on the
-    gc-intent lock, so new creates wait behind it (at most ``wait`` plus the deletions)
-    instead of keeping the lock busy for ever."""
-    with repo.gc_intent.exclusive_if_free() as announced:
-        if not announced:
-            yield False
-            return
-        with contextlib.ExitStack() as held:
-            try:
-                held.enter_context(repo.gc_lock.exclusive(timeout=wait))
-                free = True
-            except LockTimeout:
-                free = False
-            yield free
-
-
-def drop_sources(repo: Repository, fold: Fold, wait: float = 0.0) -> bool:
-    """Step 2: delete the folded packs if the gc lock is free within ``wait`` seconds and
-    the merged packs are still there; True once done (or no longer needed), False if the
-    store stayed busy."""
-    with _exclusive_soon(repo, wait) as free:
-        if not free or repo.sessions.gc_journal.gc_running():
+def unindex_sources(repo: Repository, fold: Fold) -> bool:
+    """Deletion, first half: take the folded packs out of the store (their indexes unlinked,
+    their deletion logged) under the gc lock held **shared**, with ``gc-run`` held shared so
+    that no gc starts meanwhile; True once done (or no longer needed), False if a gc runs or
+    the store is busy. Creates and readers go on meanwhile: none is stopped by it."""
+    with _shared_with_gc_run(repo) as free:
+        if not free:
             return False  # a gc deleting in steps counts on the packs it saw staying
-        started = time.monotonic()
         packs = repo.blobs.packs
         packs.refresh()
         present = {index.pack_id for index in packs.indexes()}
         if not all(index.pack_id in present for index in fold.merged):
             logger.debug("merged packs of a fold are gone (gc or another fold took them)")
+            fold.unindexed = []
             return True
         doomed = [pack_id for pack_id in fold.sources if pack_id in present]
         if doomed:
             repo.require_current_format()  # a version before 4 reads no deletion line
-            packs.unindex(doomed)
-        fold.held = time.monotonic() - started
+            packs.unindex(doomed, log_first=False)
+        fold.unindexed = doomed
+        return True
+
+
+@contextlib.contextmanager
+def _shared_with_gc_run(repo: Repository) -> Iterator[bool]:
+    """Hold ``gc-run`` and the gc lock shared, each only if free at once and no gc or fold
+    announced itself (yields True)."""
+    with contextlib.ExitStack() as held:
+        try:
+            held.enter_context(repo.sessions.gc_journal.run_lock.shared(timeout=0))
+            with repo.gc_intent.shared(timeout=0):
+                held.enter_context(repo.gc_lock.shared(timeout=0))
+            free = True
+        except LockTimeout:
+            free = False
+        yield free
+
+
+def _barrier(repo: Repository, wait: float) -> bool:
+    """True once every hold of the gc lock that began before this call has ended (each may
+    count on a pack as its view saw it when it refreshed). The exclusive lock is taken and
+    let go at once: first unannounced, at an instant when nobody holds it (no create waits
+    for that), then, if none came within ``wait``, announced on gc-intent, so that new
+    holders wait behind it (at most ``wait``) until the holds in progress end."""
+    try:
+        with repo.gc_lock.exclusive(timeout=wait):
+            return True
+    except LockTimeout:
+        pass
+    with repo.gc_intent.exclusive_if_free() as announced:
+        if not announced:
+            return False
+        try:
+            with repo.gc_lock.exclusive(timeout=wait):
+                return True
+        except LockTimeout:
+            return False
+
+
+def drop_sources(repo: Repository, fold: Fold, wait: float = 0.0) -> bool:
+    """Step 2: delete the folded packs (``unindex_sources``, then the barrier, then the pack
+    files) if the merged packs are still there; True once done (or no longer needed), False
+    if the store stayed busy (tried again later: what is done stays done)."""
+    if fold.unindexed is None and not unindex_sources(repo, fold):
+        return False
+    doomed = fold.unindexed or []
     if doomed:
-        packs.remove_unindexed(doomed)
+        started = time.monotonic()
+        if not _barrier(repo, wait):
+            return False
+        fold.held = time.monotonic() - started
+        repo.blobs.packs.remove_unindexed(doomed)
     logger.info(
         "folded %d small packs into %d (%d bytes)",
         len(doomed),

@@ -59,12 +59,19 @@ class Blobs:
         """The first file row whose blob is not stored (with the row's size, if loose).
 
         A packed blob's size was checked when the writer claimed it, against the same
-        immutable indexes, so only its presence is looked up here."""
+        immutable indexes, so only its presence is looked up here. On a miss the packs are
+        listed once more first: a fold of this process may have taken the pack out of this
+        view meanwhile, its blobs held by the merged pack (see ``maintenance.fold``)."""
         packed = self.packs.by_digest()
         for row in file_rows:
             digest = row[5]
             assert digest is not None
-            if digest not in packed and not self.loose.has(digest, row[3]):
+            if digest in packed or self.loose.has(digest, row[3]):
+                continue
+            if not self.packs.relist_once():
+                return row
+            packed = self.packs.by_digest()
+            if digest not in packed:
                 return row
         return None
 

@@ -354,16 +354,22 @@ class PackSet:
                 )
         return problems
 
-    def unindex(self, pack_ids: list[str]) -> None:
-        """Take packs out of the store (the exclusive gc lock held, this view refreshed under
-        it): log their deletion, drop them from this view, unlink their indexes. No process
-        counts on them from then on, so ``remove_unindexed`` needs no lock."""
-        self._record_deletions(pack_ids)
+    def unindex(self, pack_ids: list[str], *, log_first: bool = True) -> None:
+        """Take packs out of the store (this view refreshed under the gc lock): log their
+        deletion, drop them from this view, unlink their indexes. gc, holding the lock
+        exclusively, logs first: no process counts on them from then on. A fold, holding it
+        shared, logs last (``log_first=False``), so that a process listing the packs
+        meanwhile (its log position taken before) reads the lines at its next refresh; it
+        waits for the holds in progress before ``remove_unindexed`` (``maintenance.fold``)."""
+        if log_first:
+            self._record_deletions(pack_ids)
         with self._lock:
             self._drop(set(pack_ids))
         for pack_id in pack_ids:
             with contextlib.suppress(FileNotFoundError):
                 self.backend.delete(Handle(Kind.INDEX, pack_id), durable=False)
+        if not log_first:
+            self._record_deletions(pack_ids)
 
     def remove_unindexed(self, pack_ids: list[str]) -> None:
         """Delete packs whose indexes ``unindex`` unlinked: one flush of ``packs/``

@@ -1,7 +1,8 @@
 """Forked children that die part-way: one scenario killed at a chosen call (``run_killed``),
 the loop that kills it at every call in turn and checks the store after each
 (``kill_at_every_call``), and any piece of work run in a child that is expected to be
-killed (``in_a_child``, ``in_a_killed_child``)."""
+killed (``in_a_child``, ``in_a_killed_child``), or that runs beside the test
+(``ChildProcess``)."""
 
 from __future__ import annotations
 
@@ -135,3 +136,25 @@ def in_a_killed_child(
 ) -> None:
     """Run ``work`` in a forked child that must be killed part-way (see ``in_a_child``)."""
     assert not in_a_child(work, before=before), "the child completed: the kill never came"
+
+
+class ChildProcess:
+    """``work`` run in a forked child beside the test (which goes on meanwhile; fork it
+    before the test starts threads of its own); ``wait`` says whether it completed."""
+
+    def __init__(self, work: Callable[[], object]) -> None:
+        self.pid = os.fork()
+        if self.pid == 0:
+            code = FAILED_EXIT
+            try:
+                work()
+                code = COMPLETED_EXIT
+            except BaseException:
+                traceback.print_exc()
+            finally:
+                os._exit(code)
+
+    def wait(self) -> bool:
+        """Wait for the child; True if it completed, False if it raised or was killed."""
+        _, status = os.waitpid(self.pid, 0)
+        return os.waitstatus_to_exitcode(status) == COMPLETED_EXIT
