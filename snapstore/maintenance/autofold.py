@@ -32,8 +32,8 @@ their run instead of copying the same small packs and contending for the gc lock
 bridges on one root folding at once halved their throughput)."""
 DROP_TRIES = 4
 DROP_WAIT = 0.05
-"""Seconds one try's barrier waits for a free instant of the gc lock, then as long again
-announced: creates that start during the announced wait wait behind it at most this long."""
+"""Seconds one try's barrier waits announced, once no free instant of the gc lock came
+(``fold.QUIET_WAIT``): creates that start meanwhile wait behind it at most this long."""
 DROP_FIRST_PAUSE = 0.02
 """Seconds between the first two tries (doubling after each), when creates go ahead."""
 
@@ -53,8 +53,8 @@ class AutoFold:
         """Fold steps that published a merged pack (for tests and benchmarks)."""
         self.longest_hold = 0.0
         """The longest a fold's barrier took, in seconds (from its first try for the gc lock
-        exclusively to letting it go: at most twice ``DROP_WAIT``; creates wait for it only
-        during its announced half)."""
+        exclusively to letting it go: at most ``fold.QUIET_WAIT`` plus ``DROP_WAIT``;
+        creates wait for it only during its announced part)."""
 
     @property
     def applies(self) -> bool:

@@ -49,6 +49,12 @@ from snapstore.repo.repository import Repository
 
 logger = get_logger(__name__)
 
+QUIET_WAIT = 0.25
+"""Seconds a fold's barrier looks for an instant when nobody holds the gc lock before it
+announces itself. Nobody waits for this part, so it may be long: with four bridges on one
+root, a quarter of a second halved what creates waited behind announced barriers (2.3 ms
+per create with 50 ms, in one loaded run)."""
+
 
 @dataclass
 class Fold:
@@ -187,10 +193,11 @@ def _barrier(repo: Repository, wait: float) -> bool:
     """True once every hold of the gc lock that began before this call has ended (each may
     count on a pack as its view saw it when it refreshed). The exclusive lock is taken and
     let go at once: first unannounced, at an instant when nobody holds it (no create waits
-    for that), then, if none came within ``wait``, announced on gc-intent, so that new
-    holders wait behind it (at most ``wait``) until the holds in progress end."""
+    for that; tried for ``QUIET_WAIT`` or ``wait``, whichever is longer), then, if none
+    came, announced on gc-intent, so that new holders wait behind it (at most ``wait``)
+    until the holds in progress end."""
     try:
-        with repo.gc_lock.exclusive(timeout=wait):
+        with repo.gc_lock.exclusive(timeout=max(wait, QUIET_WAIT)):
             return True
     except LockTimeout:
         pass
