@@ -3,8 +3,10 @@ which gc or a fold deleted, since it last looked, without listing ``packs/``.
 
 ``packs/log`` is a text file: a first line holding a random token (its generation), then one
 line per change, appended (``O_APPEND``, one ``write`` per change) by the process making it:
-``<id>`` once a pack and its index are in place, ``-<id>`` before a pack's index is unlinked
-(under the gc lock held exclusively). It is a hint, never flushed: a reader that finds no
+``<id>`` once a pack and its index are in place, ``-<id>`` when a pack is deleted: by gc
+before it unlinks the index (the gc lock held exclusively), by a fold just after (the gc lock
+held shared: a process listing meanwhile took its position before its listing, so the line
+lies after it; see ``maintenance.fold``). It is a hint, never flushed: a reader that finds no
 log, or a token other than the one it saw, lists ``packs/`` instead and remembers where the
 log ends. A reader takes a line only if the whole line is one of these forms. A deleter's
 lines follow a newline of their own, so a line left torn by a failed append cannot swallow
@@ -101,8 +103,8 @@ class PackLog:
         write_atomic(self.fs, self.path, token, tmp_dir=self.tmp_dir, durable=False)
 
     def record_deletions(self, pack_ids: list[str]) -> bool:
-        """Note that these packs are being deleted, before their indexes are unlinked (called
-        under the gc lock held exclusively, so no reader is half-way through a refresh).
+        """Note that these packs are being deleted (gc: before their indexes are unlinked,
+        under the gc lock held exclusively; a fold: after, under it held shared).
         True if the lines were appended; False if a new log was started instead (there was
         none, it passed ``RESTART_BYTES``, or the append failed): every reader then lists
         the packs again. Raises if neither can be done (nothing may be deleted then)."""

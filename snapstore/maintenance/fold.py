@@ -169,7 +169,7 @@ def unindex_sources(repo: Repository, fold: Fold) -> bool:
         doomed = [pack_id for pack_id in fold.sources if pack_id in present]
         if doomed:
             repo.require_current_format()  # a version before 4 reads no deletion line
-            packs.unindex(doomed, log_first=False)
+            packs.unindex(doomed, held_by=fold.merged)
         fold.unindexed = doomed
         return True
 
@@ -193,7 +193,7 @@ def _barrier(repo: Repository, wait: float) -> bool:
     """True once every hold of the gc lock that began before this call has ended (each may
     count on a pack as its view saw it when it refreshed). The exclusive lock is taken and
     let go at once: first unannounced, at an instant when nobody holds it (no create waits
-    for that; tried for ``QUIET_WAIT`` or ``wait``, whichever is longer), then, if none
+    behind that; tried for ``QUIET_WAIT`` or ``wait``, whichever is longer), then, if none
     came, announced on gc-intent, so that new holders wait behind it (at most ``wait``)
     until the holds in progress end."""
     try:

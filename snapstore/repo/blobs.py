@@ -55,20 +55,23 @@ class Blobs:
             return size is not None and expected_size in (None, size)
         return False
 
-    def first_missing(self, file_rows: Iterable[EntryRow]) -> EntryRow | None:
+    def first_missing(
+        self, file_rows: Iterable[EntryRow], *, relist: bool = False
+    ) -> EntryRow | None:
         """The first file row whose blob is not stored (with the row's size, if loose).
 
         A packed blob's size was checked when the writer claimed it, against the same
-        immutable indexes, so only its presence is looked up here. On a miss the packs are
-        listed once more first: a fold of this process may have taken the pack out of this
-        view meanwhile, its blobs held by the merged pack (see ``maintenance.fold``)."""
+        immutable indexes, so only its presence is looked up here. With ``relist`` (a
+        commit's check of its claims), a miss lists the packs once more first: a fold of
+        this process may have taken the claimed blob's pack out of this view meanwhile, its
+        blobs held by the merged pack (see ``maintenance.fold``)."""
         packed = self.packs.by_digest()
         for row in file_rows:
             digest = row[5]
             assert digest is not None
             if digest in packed or self.loose.has(digest, row[3]):
                 continue
-            if not self.packs.relist_once():
+            if not (relist and self.packs.relist_once()):
                 return row
             packed = self.packs.by_digest()
             if digest not in packed:

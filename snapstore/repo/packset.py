@@ -3,8 +3,8 @@
 Indexes are loaded lazily and kept in memory (packs are immutable). ``refresh``, called right
 after taking the gc lock, brings the view up to date: where the backend keeps a pack log
 (``packlog``: a local store), it reads the lines appended since it last looked, loads the
-indexes of the packs published and drops the packs deleted (gc and folds record a deletion
-before they unlink the index); a new log (a new token) makes the next refresh list
+indexes of the packs published and drops the packs deleted (gc records a deletion before it
+unlinks the index, a fold just after); a new log (a new token) makes the next refresh list
 ``packs/`` again. So a caller sees every pack another process published and none that gc
 deleted, at a cost that grows with what others changed meanwhile, not with the store. A
 backend with no log (object storage) is listed at every refresh. A reader that misses a blob
@@ -246,10 +246,14 @@ class PackSet:
                 self._log.restart()
                 _, self._position = self._log.read(None)
 
-    def _record_deletions(self, pack_ids: list[str]) -> None:
-        """Log these packs' deletion (or start a new log, followed); raises if neither can."""
+    def _record_deletions(self, pack_ids: list[str], *, follow_restart: bool = True) -> None:
+        """Log these packs' deletion (or start a new log, followed only if ``follow_restart``:
+        under the gc lock held shared, others may have appended lines this view has not
+        read, so it lists at its next refresh instead); raises if neither can."""
         with self._lock:
-            if self._log is not None and not self._log.record_deletions(pack_ids):
+            if self._log is None or self._log.record_deletions(pack_ids):
+                return
+            if follow_restart:
                 _, self._position = self._log.read(None)
 
     def _ensure_loaded(self) -> None:
@@ -354,22 +358,25 @@ class PackSet:
                 )
         return problems
 
-    def unindex(self, pack_ids: list[str], *, log_first: bool = True) -> None:
+    def unindex(self, pack_ids: list[str], *, held_by: list[PackIndex] | None = None) -> None:
         """Take packs out of the store (this view refreshed under the gc lock): log their
         deletion, drop them from this view, unlink their indexes. gc, holding the lock
         exclusively, logs first: no process counts on them from then on. A fold, holding it
-        shared, logs last (``log_first=False``), so that a process listing the packs
+        shared, names the merged packs holding their blobs (``held_by``: this view finds
+        the blobs there from now on) and logs last, so that a process listing the packs
         meanwhile (its log position taken before) reads the lines at its next refresh; it
         waits for the holds in progress before ``remove_unindexed`` (``maintenance.fold``)."""
-        if log_first:
+        if held_by is None:
             self._record_deletions(pack_ids)
         with self._lock:
+            for index in held_by or ():
+                self._where.update(dict.fromkeys(index.entries, index))
             self._drop(set(pack_ids))
         for pack_id in pack_ids:
             with contextlib.suppress(FileNotFoundError):
                 self.backend.delete(Handle(Kind.INDEX, pack_id), durable=False)
-        if not log_first:
-            self._record_deletions(pack_ids)
+        if held_by is not None:
+            self._record_deletions(pack_ids, follow_restart=False)
 
     def remove_unindexed(self, pack_ids: list[str]) -> None:
         """Delete packs whose indexes ``unindex`` unlinked: one flush of ``packs/``

@@ -212,7 +212,7 @@ class Repository:
         (``maintenance.upgrade``) replaces a manifest by another encoding of the same one,
         keeping its times and number and leaving the head as it is, and only if the object
         is still the version it read (``SessionChange.rewrite``)."""
-        missing = self.blobs.first_missing(unverified)
+        missing = self.blobs.first_missing(unverified, relist=True)
         if missing is not None:
             path, digest = missing[0], missing[5]
             assert digest is not None

@@ -19,6 +19,7 @@ from helpers.fork import ChildProcess
 from helpers.seam import FastFileSystem
 
 from snapstore import SnapStore
+from snapstore.backend import packlog
 from snapstore.internals import repository
 from snapstore.maintenance.fold import drop_sources, write_merged
 from snapstore.maintenance.foldpolicy import FoldPolicy
@@ -186,8 +187,9 @@ def test_a_create_whose_own_process_folds_meanwhile_finds_its_claims_in_the_merg
     """A fold takes the folded packs out of its process's view while another thread of the
     process is between its claims and its commit. Where that view found a claimed blob in a
     folded pack rather than the merged one (its map prefers the larger pack of two; here the
-    preference is turned round, as when a merged pack comes out smaller), the create lists
-    the packs once more before it says the blob vanished, and finds it in the merged pack."""
+    preference is turned round, as when a merged pack comes out smaller), the fold points
+    the view at the merged pack for those blobs, and the create's check of its claims lists
+    the packs once more before it says a blob vanished: it fails only with neither."""
     root, project, signals = tmp_path / "store", tmp_path / "project", tmp_path / "signals"
     store_of_small_packs(root, project)
     signals.mkdir()
@@ -224,6 +226,40 @@ def test_a_create_whose_own_process_folds_meanwhile_finds_its_claims_in_the_merg
     assert not errors, errors
     assert drop_sources(repo, fold, wait=1.0)
     assert_whole(root, {"c4": {f"f{n}": content(f"f{n}", n) for n in range(5)}})
+
+
+def test_a_fold_that_starts_a_new_log_still_sees_packs_published_meanwhile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under the shared lock another process may publish a pack between the fold's refresh
+    and its deletion lines; if the deletion starts a new log (the old one is long), the
+    folding process must not follow the new log from its start, which would skip that
+    publication: it lists the packs at its next refresh instead."""
+    root, project, other_project = tmp_path / "store", tmp_path / "project", tmp_path / "o"
+    store_of_small_packs(root, project)
+    other_project.mkdir()
+    (other_project / "new").write_bytes(b"published by another process meanwhile\n" * 8)
+    published: list[set[str]] = []
+
+    class PublishingAtTheFirstIndexUnlink(FastFileSystem):
+        def unlink(self, path: str, *, dir_fd: int | None = None) -> None:
+            if path.endswith(".idx") and not published:
+                with SnapStore(root, fold_threshold=0) as other:
+                    other.create("o", "x", ["."], base_dir=other_project)
+                published.append(index_files(root) - seen_before)
+            super().unlink(path, dir_fd=dir_fd)
+
+    seen_before = index_files(root)
+    folder = repository(SnapStore(root, fs=PublishingAtTheFirstIndexUnlink(), fold_threshold=0))
+    fold = write_merged(folder, FoldPolicy(threshold=2))
+    assert fold is not None
+    seen_before |= {index.pack_id for index in fold.merged}
+    monkeypatch.setattr(packlog, "RESTART_BYTES", 0)  # the deletion starts a new log
+    assert drop_sources(folder, fold, wait=1.0)
+    (new_pack,) = published[0]
+    with folder.blobs_in_use():
+        seen = {index.pack_id for index in folder.blobs.packs.indexes()}
+    assert new_pack in seen, "the folding process skipped a pack published meanwhile"
 
 
 def test_a_process_listing_the_packs_while_a_fold_unlinks_their_indexes_drops_them(
