@@ -98,10 +98,13 @@ def choose(indexes: list[PackIndex], policy: FoldPolicy) -> list[PackIndex]:
 
 
 @contextlib.contextmanager
-def _shared_if_free(repo: Repository) -> Iterator[bool]:
-    """Hold the gc lock shared if it is free and no gc announced itself (yields True)."""
+def _shared_if_free(repo: Repository, *, gc_run: bool = False) -> Iterator[bool]:
+    """Hold the gc lock shared (and ``gc-run`` too, before it, if ``gc_run``: no gc starts
+    meanwhile), each only if free at once and no gc or fold announced itself (yields True)."""
     with contextlib.ExitStack() as held:
         try:
+            if gc_run:
+                held.enter_context(repo.sessions.gc_journal.run_lock.shared(timeout=0))
             with repo.gc_intent.shared(timeout=0):
                 held.enter_context(repo.gc_lock.shared(timeout=0))
             free = True
@@ -156,7 +159,7 @@ def unindex_sources(repo: Repository, fold: Fold) -> bool:
     their deletion logged) under the gc lock held **shared**, with ``gc-run`` held shared so
     that no gc starts meanwhile; True once done (or no longer needed), False if a gc runs or
     the store is busy. Creates and readers go on meanwhile: none is stopped by it."""
-    with _shared_with_gc_run(repo) as free:
+    with _shared_if_free(repo, gc_run=True) as free:
         if not free:
             return False  # a gc deleting in steps counts on the packs it saw staying
         packs = repo.blobs.packs
@@ -172,21 +175,6 @@ def unindex_sources(repo: Repository, fold: Fold) -> bool:
             packs.unindex(doomed, held_by=fold.merged)
         fold.unindexed = doomed
         return True
-
-
-@contextlib.contextmanager
-def _shared_with_gc_run(repo: Repository) -> Iterator[bool]:
-    """Hold ``gc-run`` and the gc lock shared, each only if free at once and no gc or fold
-    announced itself (yields True)."""
-    with contextlib.ExitStack() as held:
-        try:
-            held.enter_context(repo.sessions.gc_journal.run_lock.shared(timeout=0))
-            with repo.gc_intent.shared(timeout=0):
-                held.enter_context(repo.gc_lock.shared(timeout=0))
-            free = True
-        except LockTimeout:
-            free = False
-        yield free
 
 
 def _barrier(repo: Repository, wait: float) -> bool:
