@@ -1,16 +1,10 @@
 """The packs of a store as this process sees them: which digests each pack holds, and reads.
 
-Indexes are loaded lazily and kept in memory (packs are immutable). ``refresh``, called right
-after taking the gc lock, brings the view up to date: where the backend keeps a pack log
-(``packlog``: a local store), it reads the lines appended since it last looked, loads the
-indexes of the packs published and drops the packs deleted (gc records a deletion before it
-unlinks the index, a fold just after); a new log (a new token) makes the next refresh list
-``packs/`` again. So a caller sees every pack another process published and none that gc
-deleted, at a cost that grows with what others changed meanwhile, not with the store. A
-backend with no log (object storage) is listed at every refresh. A reader that misses a blob
-lists the packs once more before giving up (a log line may be lost).
-The raw bytes of the last compressed blocks read are kept (``BlockCache``), so a restore
-reading the blobs of one block in turn decompresses it once.
+Indexes are loaded lazily and kept (packs are immutable). ``refresh``, right after taking the
+gc lock, follows the pack log (``packlog``, a local store) from where it stopped: it loads the
+packs published since and drops those deleted (gc logs a deletion before it unlinks the index,
+a fold just after); a new log, or a backend without one, means listing ``packs/``. A reader
+that misses a blob lists once more. ``BlockCache`` keeps the last decompressed blocks.
 """
 
 from __future__ import annotations
@@ -228,9 +222,8 @@ class PackSet:
             self._log.add(index.pack_id)
 
     def settled(self, pack_id: str) -> bool:
-        """Whether this process knows the names of the pack and its index to be durable (it
-        published the pack, or flushed ``packs/`` since it counted on it): a writer that
-        counts on it need not flush them again."""
+        """Whether this process knows the pack's and its index's names to be durable (it
+        published it, or flushed ``packs/`` since): a writer counting on it need not flush."""
         return pack_id in self._settled
 
     def settle(self, pack_ids: set[str]) -> None:
@@ -247,9 +240,7 @@ class PackSet:
                 _, self._position = self._log.read(None)
 
     def _record_deletions(self, pack_ids: list[str], *, follow_restart: bool = True) -> None:
-        """Log these packs' deletion (or start a new log, followed only if ``follow_restart``:
-        under the gc lock held shared, others may have appended lines this view has not
-        read, so it lists at its next refresh instead); raises if neither can."""
+        """Log a deletion, or start a new log (followed if ``follow_restart``); raises if not."""
         with self._lock:
             if self._log is None or self._log.record_deletions(pack_ids):
                 return
@@ -359,13 +350,9 @@ class PackSet:
         return problems
 
     def unindex(self, pack_ids: list[str], *, held_by: list[PackIndex] | None = None) -> None:
-        """Take packs out of the store (this view refreshed under the gc lock): log their
-        deletion, drop them from this view, unlink their indexes. gc, holding the lock
-        exclusively, logs first: no process counts on them from then on. A fold, holding it
-        shared, names the merged packs holding their blobs (``held_by``: this view finds
-        the blobs there from now on) and logs last, so that a process listing the packs
-        meanwhile (its log position taken before) reads the lines at its next refresh; it
-        waits for the holds in progress before ``remove_unindexed`` (``maintenance.fold``)."""
+        """Take packs out of the store (view refreshed under the gc lock): log, drop from this
+        view, unlink the indexes. gc (lock exclusive) logs first; a fold (lock shared) points
+        this view at ``held_by`` and logs last (why: ``maintenance.fold``)."""
         if held_by is None:
             self._record_deletions(pack_ids)
         with self._lock:
