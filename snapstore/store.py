@@ -94,25 +94,26 @@ class SnapStore(RestoringMethods, UpkeepMethods, KeyMethods):
         """
         from snapstore.worktree.create import checkpoint_request, take_snapshot
 
-        request = checkpoint_request(
-            self._repository,
-            session,
-            name,
-            paths,
-            base_dir=base_dir,
-            meta=meta,
-            ttl=ttl_seconds(ttl),
-            exclude=exclude,
-            default_excludes=default_excludes,
-            gitignore=gitignore,
-            if_exists=if_exists,
-            missing=missing,
-            skip_unreadable=skip_unreadable,
-            rehash=rehash,
-        )
-        with self._restores.guard.snapshotting(request.base):
-            info, replaced = take_snapshot(self._repository, request, progress=progress)
-        self._autofold.after_commit()
+        with self._autofold.creating():
+            request = checkpoint_request(
+                self._repository,
+                session,
+                name,
+                paths,
+                base_dir=base_dir,
+                meta=meta,
+                ttl=ttl_seconds(ttl),
+                exclude=exclude,
+                default_excludes=default_excludes,
+                gitignore=gitignore,
+                if_exists=if_exists,
+                missing=missing,
+                skip_unreadable=skip_unreadable,
+                rehash=rehash,
+            )
+            with self._restores.guard.snapshotting(request.base):
+                info, replaced = take_snapshot(self._repository, request, progress=progress)
+            self._autofold.after_commit()
         return dataclasses.replace(info, replaced=True) if replaced else info
 
     def create_incremental(
@@ -145,27 +146,28 @@ class SnapStore(RestoringMethods, UpkeepMethods, KeyMethods):
         from snapstore.worktree.create import checkpoint_request
         from snapstore.worktree.incremental import take_incremental
 
-        request = checkpoint_request(
-            self._repository,
-            session,
-            name,
-            paths,
-            base_dir=base_dir,
-            meta=meta,
-            ttl=ttl_seconds(ttl),
-            exclude=exclude,
-            default_excludes=default_excludes,
-            gitignore=gitignore,
-            if_exists=if_exists,
-            missing=missing,
-            skip_unreadable=skip_unreadable,
-            rehash=rehash,
-        )
-        with self._restores.guard.snapshotting(request.base):
-            report, replaced = take_incremental(
-                self._repository, request, parent, changes, progress=progress
+        with self._autofold.creating():
+            request = checkpoint_request(
+                self._repository,
+                session,
+                name,
+                paths,
+                base_dir=base_dir,
+                meta=meta,
+                ttl=ttl_seconds(ttl),
+                exclude=exclude,
+                default_excludes=default_excludes,
+                gitignore=gitignore,
+                if_exists=if_exists,
+                missing=missing,
+                skip_unreadable=skip_unreadable,
+                rehash=rehash,
             )
-        self._autofold.after_commit()
+            with self._restores.guard.snapshotting(request.base):
+                report, replaced = take_incremental(
+                    self._repository, request, parent, changes, progress=progress
+                )
+            self._autofold.after_commit()
         if replaced:
             return dataclasses.replace(report, info=dataclasses.replace(report.info, replaced=True))
         return report

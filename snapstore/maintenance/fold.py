@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from snapstore.errors import CorruptBlobError, LockTimeout, MissingBlobError
@@ -113,9 +113,12 @@ def _shared_if_free(repo: Repository, *, gc_run: bool = False) -> Iterator[bool]
         yield free
 
 
-def write_merged(repo: Repository, policy: FoldPolicy) -> Fold | None:
+def write_merged(
+    repo: Repository, policy: FoldPolicy, pause: Callable[[], None] | None = None
+) -> Fold | None:
     """Step 1: publish the merged pack of the chosen small packs; None if the store was busy,
-    nothing is worth folding, or a blob could not be read (logged; nothing is changed)."""
+    nothing is worth folding, or a blob could not be read (logged; nothing is changed).
+    ``pause`` is called before each blob is copied (a fold thread yields to creates there)."""
     with _shared_if_free(repo) as free:
         if not free:
             return None
@@ -124,15 +127,17 @@ def write_merged(repo: Repository, policy: FoldPolicy) -> Fold | None:
         if not chosen:
             return None
         try:
-            return _copy(repo, chosen)
+            return _copy(repo, chosen, pause)
         except (CorruptBlobError, MissingBlobError) as error:
             logger.warning("small packs were not folded: %s", error)
             return None
 
 
-def _copy(repo: Repository, chosen: list[PackIndex]) -> Fold:
+def _copy(
+    repo: Repository, chosen: list[PackIndex], pause: Callable[[], None] | None = None
+) -> Fold:
     """Copy every blob of ``chosen`` (verified) into new packs: file contents first, then
-    trees, each in the order its pack held them."""
+    trees, each in the order its pack held them; ``pause()`` before each blob."""
     packs = repo.blobs.packs
     order = sorted(
         (index.blocks[number].kind, position, number, offset, digest, index, size)
@@ -142,6 +147,8 @@ def _copy(repo: Repository, chosen: list[PackIndex]) -> Fold:
     series = PackSeries(repo.blobs, level=WRITE_LEVEL, inline=True)
     try:
         for kind, _, number, offset, digest, index, size in order:
+            if pause is not None:
+                pause()
             where = Location(index.pack_id, number, index.blocks[number], offset, size)
             data = read_verified(packs, where, digest)
             if is_lone_map(where, data):
