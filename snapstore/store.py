@@ -111,7 +111,7 @@ class SnapStore(RestoringMethods, UpkeepMethods, KeyMethods):
                 skip_unreadable=skip_unreadable,
                 rehash=rehash,
             )
-            with self._restores.guard.snapshotting(request.base):
+            with self._guard.snapshotting(request.base):
                 info, replaced = take_snapshot(self._repository, request, progress=progress)
             self._autofold.after_commit()
         return dataclasses.replace(info, replaced=True) if replaced else info

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -10,7 +9,6 @@ from typing import Any
 import click
 
 from snapstore.errors import InvalidValueError
-from snapstore.frontend.shapes import json_default
 
 
 def align_rows(rows: Sequence[Sequence[str]], right: Sequence[int] = ()) -> list[str]:
@@ -55,7 +53,12 @@ def to_json(document: Any, *, pretty: bool = True) -> str:
     strict parsers reject the bare tokens.
 
     Only the one-line form is encoded by the json module's C encoder: indenting takes its
-    pure-Python one, four to five times slower (1.3 s for 50,000 snapshot headers)."""
+    pure-Python one, four to five times slower (1.3 s for 50,000 snapshot headers).
+    ``json`` and the shapes are imported here: a command without ``--json`` needs neither."""
+    import json
+
+    from snapstore.frontend.shapes import json_default
+
     try:
         if pretty:
             return json.dumps(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from typing import TYPE_CHECKING, Any
@@ -78,6 +77,8 @@ class JsonValueType(_JsonValue):
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if not isinstance(value, str):
             return value
+        import json  # deferred: only a JSON value given on the command line needs it
+
         try:
             return json.loads(value, parse_constant=_refuse_constant, parse_float=_finite)
         except ValueError as error:

@@ -23,6 +23,7 @@ from snapstore.restore.journal import JournalDir
 
 if TYPE_CHECKING:
     from snapstore.restore.job import RestoreJob
+    from snapstore.restore.targets import TargetGuard
 
 Progress = Callable[[int, int], None]
 Duration = float | int | timedelta
@@ -58,9 +59,26 @@ class StoreBase:
         self._repository = Repository(backend, create=create)
         self._autofold = AutoFold(self._repository, fold_policy(fold_threshold))
         self._restore_job: RestoreJob | None = None
+        self._target_guard: TargetGuard | None = None
         self._restore_job_lock = threading.Lock()
         if not self._repository.read_only and JournalDir(backend).pending():
-            self._restores.guard.recover_all()
+            self._guard.recover_all()
+
+    @property
+    def _guard(self) -> TargetGuard:
+        """The guard of target directories that creates and restores share (made on first
+        use; a create needs it, not the rest of the restore code)."""
+        with self._restore_job_lock:
+            return self._guard_held()
+
+    def _guard_held(self) -> TargetGuard:
+        if self._target_guard is None:
+            from snapstore.restore.targets import TargetGuard
+
+            self._target_guard = TargetGuard(
+                self._repository, self._fs, durable=self._durable, undo_depth=self._undo_depth
+            )
+        return self._target_guard
 
     @property
     def _restores(self) -> RestoreJob:
@@ -70,7 +88,11 @@ class StoreBase:
                 from snapstore.restore.job import RestoreJob
 
                 self._restore_job = RestoreJob(
-                    self._repository, self._fs, durable=self._durable, undo_depth=self._undo_depth
+                    self._repository,
+                    self._fs,
+                    durable=self._durable,
+                    undo_depth=self._undo_depth,
+                    guard=self._guard_held(),
                 )
             return self._restore_job
 

@@ -64,9 +64,17 @@ class RestoreJob:
     """Restores and undos into the work tree from one repository, through one guard of
     target directories (``guard``, which creates share)."""
 
-    def __init__(self, repo: Repository, fs: FileSystem, *, durable: bool, undo_depth: int) -> None:
+    def __init__(
+        self,
+        repo: Repository,
+        fs: FileSystem,
+        *,
+        durable: bool,
+        undo_depth: int,
+        guard: TargetGuard | None = None,
+    ) -> None:
         self.repo = repo
-        self.guard = TargetGuard(repo, fs, durable=durable, undo_depth=undo_depth)
+        self.guard = guard or TargetGuard(repo, fs, durable=durable, undo_depth=undo_depth)
 
     # ------------------------------------------------------------------ planning
 

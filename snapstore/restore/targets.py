@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 import warnings
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from snapstore.cyclic_gc import gc_paused
 from snapstore.errors import (
@@ -32,14 +34,15 @@ from snapstore.errors import (
 )
 from snapstore.fs.seam import FileSystem
 from snapstore.repo.repository import Repository
-from snapstore.restore.actions import Plan
-from snapstore.restore.apply import Progress
-from snapstore.restore.backups import UndoBackups
 from snapstore.restore.journal import CorruptJournalError, Journal, JournalDir
-from snapstore.restore.recovery import Recovery
-from snapstore.restore.rollback import after_failure
 from snapstore.restore.targetlocks import TargetLocks, target_key
-from snapstore.restore.writer import TargetWriter
+
+if TYPE_CHECKING:
+    from snapstore.restore.actions import Plan
+    from snapstore.restore.apply import Progress
+    from snapstore.restore.backups import UndoBackups
+    from snapstore.restore.recovery import Recovery
+    from snapstore.restore.writer import TargetWriter
 
 
 class TargetGuard:
@@ -50,9 +53,41 @@ class TargetGuard:
         self.repo = repo
         self.locks = TargetLocks(repo.backend)
         self.journals = JournalDir(repo.backend)
-        self.writer = TargetWriter(repo, fs, self.journals, durable=durable)
-        self.backups = UndoBackups(repo, self.journals, undo_depth)
-        self.recovery = Recovery(self.writer, self.backups)
+        self._fs = fs
+        self._durable = durable
+        self._undo_depth = undo_depth
+        self._parts: tuple[TargetWriter, UndoBackups, Recovery] | None = None
+        self._parts_lock = threading.Lock()
+
+    def _restoring_parts(self) -> tuple[TargetWriter, UndoBackups, Recovery]:
+        """The writer, undo backups and recovery, made (and their modules imported) on first
+        use: a create whose base has no journal needs only the locks, and a one-shot
+        ``snapstore create`` should not import the restore code for nothing."""
+        with self._parts_lock:
+            if self._parts is None:
+                from snapstore.restore.backups import UndoBackups
+                from snapstore.restore.recovery import Recovery
+                from snapstore.restore.writer import TargetWriter
+
+                writer = TargetWriter(self.repo, self._fs, self.journals, durable=self._durable)
+                backups = UndoBackups(self.repo, self.journals, self._undo_depth)
+                self._parts = (writer, backups, Recovery(writer, backups))
+            return self._parts
+
+    @property
+    def writer(self) -> TargetWriter:
+        """Plans and writes into targets under their journals."""
+        return self._restoring_parts()[0]
+
+    @property
+    def backups(self) -> UndoBackups:
+        """The undo history."""
+        return self._restoring_parts()[1]
+
+    @property
+    def recovery(self) -> Recovery:
+        """Recovers a restore that was killed."""
+        return self._restoring_parts()[2]
 
     @contextlib.contextmanager
     def restoring(self, real_target: str) -> Iterator[str]:
@@ -103,6 +138,8 @@ class TargetGuard:
             self.writer.apply(plan, journal.temps, journal.keep_special_bits, progress)
             self.journals.remove(key)
         except BaseException as error:
+            from snapstore.restore.rollback import after_failure
+
             after_failure(self.writer, journal, key, existed, error)
         if journal.backup is not None:
             self.backups.trim(journal.session)

@@ -25,10 +25,16 @@ NOT_FOR_A_CREATE = {
     "difflib",
     "subprocess",
     "pyfastcdc",
+    "snapstore.restore.job",
+    "snapstore.restore.recovery",
+    "snapstore.restore.apply",
+    "json",
 }
 """What a create never needs: locks are taken with ``fcntl`` itself (portalocker, whose import
 reads package metadata, is for systems without it); diffs, password commands and the cutting
-of files of 1 MiB or more import what they need when they run."""
+of files of 1 MiB or more import what they need when they run, and so do the restore code (a
+create needs only the guard's locks unless its base has a killed restore to recover) and
+``json`` (only ``--json`` output and JSON values given as arguments)."""
 
 
 def imported_modules(cli: Cli, *args: str) -> tuple[set[str], subprocess.CompletedProcess[str]]:
