@@ -114,6 +114,13 @@ def forget_indexes(backend: Backend, keep: set[str]) -> None:
     _DECODED.forget(kept)
 
 
+def join_and_compress(parts: list[bytes | memoryview], level: int) -> tuple[int, bytes]:
+    """``compress`` of the block made of ``parts``: joined on the compressing thread, not the
+    caller's (``bytes.join`` of a megabyte or more of ``bytes`` releases the GIL; the copy,
+    and the faults of its fresh buffer, were a tenth of the reading thread's time)."""
+    return compress(b"".join(parts), level)
+
+
 class PackWriter:
     """Streams blobs into a new staged pack, block by block; ``publish`` puts it and its
     index in place.
@@ -182,21 +189,21 @@ class PackWriter:
         starting or waking a thread for it costs more than compressing it."""
         if not self._open:
             return
-        raw = b"".join(self._open)
+        parts, raw_length = self._open, self._open_bytes
         self._open, self._open_bytes = [], 0
         self._closed += 1
-        small = len(raw) < INLINE_BLOCK_BYTES
+        small = raw_length < INLINE_BLOCK_BYTES
         if self.inline or small or (last and self._pool is None and not self._compressing):
             done: Future[tuple[int, bytes]] = Future()
-            done.set_result(compress(raw, self.level))
-            self._compressing.append((self._open_kind, len(raw), done))
+            done.set_result(compress(b"".join(parts), self.level))
+            self._compressing.append((self._open_kind, raw_length, done))
             return
         if self._pool is None:
             self._pool = ThreadPoolExecutor(
                 max_workers=COMPRESSING_THREADS, thread_name_prefix="snapstore-pack"
             )
-        future = self._pool.submit(compress, raw, self.level)
-        self._compressing.append((self._open_kind, len(raw), future))
+        future = self._pool.submit(join_and_compress, parts, self.level)
+        self._compressing.append((self._open_kind, raw_length, future))
         while len(self._compressing) > COMPRESSING_BLOCKS:
             self._write_next()
 

@@ -13,7 +13,9 @@ import pytest
 
 from snapstore import SnapStore
 from snapstore.backend.local import LocalBackend
+from snapstore.backend.seam import Handle, Kind
 from snapstore.format.codec import CODEC_NONE, CODEC_ZSTD, compress
+from snapstore.format.packfile import KIND_DATA, KIND_TREE
 from snapstore.internals import repository
 from snapstore.repo import packs
 from snapstore.repo.packs import BLOCK_BYTES, PackWriter, read_index
@@ -155,3 +157,37 @@ def test_small_blocks_compress_in_the_callers_thread(
     store.create("s", "large", ["."], base_dir=tree)
     assert len(started) == 1
     assert store.read("s", "small", "f3.py") == b"x = 3\n" * 40
+
+
+def _pack_bytes(backend: LocalBackend, pack_id: str) -> bytes:
+    return Path(backend.path(Handle(Kind.PACK, pack_id))).read_bytes()
+
+
+def test_threads_write_the_same_pack_as_the_callers_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Blocks joined and compressed on the threads (full blocks of many small blobs, some
+    given as memoryviews, and blocks of trees between them) give the very bytes and index
+    the caller's thread gives alone."""
+    monkeypatch.setattr(packs, "COMPRESSING_THREADS", 2)
+    backend = _backend(tmp_path)
+    blobs: list[tuple[bytes | memoryview, int]] = []
+    for index in range(900):
+        text = f"file {index}: ".encode() + b"some source text, a line of it\n" * (index % 300)
+        blobs.append((memoryview(text) if index % 7 == 0 else text, KIND_DATA))
+        if index % 250 == 249:
+            blobs.append((f"tree {index}".encode() * 50, KIND_TREE))
+    blobs.extend((data, KIND_DATA) for data in _blobs(3))
+    written = {}
+    for inline in (True, False):
+        writer = PackWriter(backend, inline=inline)
+        for data, kind in blobs:
+            writer.add(blake3.blake3(data).digest(), data, kind)
+        index = writer.publish()
+        written[inline] = (index, _pack_bytes(backend, index.pack_id))
+    (alone, alone_bytes), (threaded, threaded_bytes) = written[True], written[False]
+    assert len(threaded.blocks) > 6
+    assert threaded.blocks == alone.blocks
+    assert threaded.entries == alone.entries
+    assert threaded_bytes == alone_bytes
+    assert _pack_threads() == []
