@@ -52,3 +52,8 @@ def test_first_snapshot_bench_reports_ratios_to_tar_and_phases(tmp_path: Path) -
     samples = json.loads(out.read_text())
     assert set(samples) == {"tar", "load", "snapstore", "baseline"}
     assert len(samples["snapstore"]["cli"]) == len(samples["baseline"]["library"]) == 1
+    for side in ("snapstore", "baseline"):
+        found = samples[side]
+        assert set(found) == {"cli", "cli_cpu", "library", "library_cpu", "library_main_cpu"}
+        assert 0 < found["library_main_cpu"][0] <= found["library_cpu"][0]
+    assert "of it the calling thread" in done.stdout
