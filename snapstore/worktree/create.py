@@ -35,7 +35,7 @@ from snapstore.repo.repository import Repository
 from snapstore.worktree import treememo
 from snapstore.worktree.excludes import Matcher, check_patterns, initial_patterns
 from snapstore.worktree.gitrules import LeadingRules, leading_rules
-from snapstore.worktree.ingest import ingest_scan
+from snapstore.worktree.ingestscan import ingest_scan
 from snapstore.worktree.scan import GITIGNORE_ADVICE, Scanner, relative_to_base
 from snapstore.worktree.statcache import StatCache
 

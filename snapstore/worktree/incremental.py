@@ -80,7 +80,7 @@ from snapstore.worktree.create import (
 )
 from snapstore.worktree.excludes import Matcher, initial_patterns
 from snapstore.worktree.gitrules import LeadingRules
-from snapstore.worktree.ingest import ingest_scan
+from snapstore.worktree.ingestscan import ingest_scan
 from snapstore.worktree.parentmemo import (
     Committed,
     Remembered,

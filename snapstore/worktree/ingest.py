@@ -18,9 +18,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Callable, Mapping
-from operator import itemgetter
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 import blake3
 
@@ -35,18 +33,28 @@ from snapstore.format.extents import (
     map_digest,
 )
 from snapstore.format.hashing import CHUNK_BYTES, new_hasher
-from snapstore.format.manifest import EntryRow
-from snapstore.format.tree import FileAttrs
 from snapstore.fs.chunking import read_chunks
 from snapstore.fs.sparse import has_holes, may_have_holes, read_pieces
-from snapstore.fs.stamps import FileId, file_id, version
-from snapstore.models import SkippedPath
-from snapstore.repo.batch import BlobBatch, is_small
-from snapstore.worktree.links import record_links
-from snapstore.worktree.scanned import ScanResult, sorted_rows
-from snapstore.worktree.statcache import StatCache
+from snapstore.fs.stamps import version
+from snapstore.repo.batch import is_small
+from snapstore.repo.blobs import Blobs
+from snapstore.repo.loose import BlobWriter
 
 MAX_READ_ATTEMPTS = 3
+
+
+class BlobSink(Protocol):
+    """Where ``ingest_file`` stores what it reads: a create's ``BlobBatch``, or the
+    ``RecordedAdds`` of a file read on another thread (``snapstore.worktree.ingestscan``)."""
+
+    @property
+    def storage(self) -> Blobs: ...
+
+    def add(self, digest: bytes, data: bytes, kind: int = 0, *, alone: bool = False) -> None: ...
+
+    def add_counted(self, digest: bytes, data: bytes, *, alone: bool = False) -> None: ...
+
+    def commit_loose(self, writer: BlobWriter) -> bytes: ...
 
 
 class IngestedFile(NamedTuple):
@@ -63,6 +71,11 @@ class IngestedFile(NamedTuple):
     chunked), not its bytes."""
 
 
+def is_chunked(size: int) -> bool:
+    """Whether a regular file of ``size`` bytes is stored as chunks, whatever else it is."""
+    return size >= CHUNKED_FROM_BYTES
+
+
 def _same_version(before: os.stat_result, after: os.stat_result) -> bool:
     return version(before) == version(after)
 
@@ -74,7 +87,7 @@ def _changed(path: str) -> SourceChangedError:
 
 
 def ingest_file(
-    batch: BlobBatch,
+    batch: BlobSink,
     path: str,
     scanned: os.stat_result | None = None,
     *,
@@ -131,7 +144,7 @@ def _as_extents(fd: int, info: os.stat_result, opened: os.stat_result | None = N
 
 
 def _ingest_as_seen(
-    batch: BlobBatch,
+    batch: BlobSink,
     fd: int,
     path: str,
     before: os.stat_result,
@@ -166,7 +179,7 @@ def _is_racy(info: os.stat_result, racy_from_ns: int) -> bool:
 
 
 def _ingest_small(
-    batch: BlobBatch,
+    batch: BlobSink,
     fd: int,
     path: str,
     before: os.stat_result,
@@ -205,7 +218,7 @@ def _rehash(fd: int, size: int) -> bytes | None:
 
 
 def _ingest_large(
-    batch: BlobBatch,
+    batch: BlobSink,
     fd: int,
     path: str,
     before: os.stat_result,
@@ -244,7 +257,7 @@ def _ingest_large(
     return batch.commit_loose(writer), after, False
 
 
-def _extent_map(batch: BlobBatch | None, fd: int, size: int, chunked: bool) -> bytes:
+def _extent_map(batch: BlobSink | None, fd: int, size: int, chunked: bool) -> bytes:
     """The extent map (``chunked``: the chunked map) of the file's first ``size`` bytes, its
     pieces stored through ``batch`` (None: only hashed)."""
     extents = []
@@ -260,7 +273,7 @@ def _extent_map(batch: BlobBatch | None, fd: int, size: int, chunked: bool) -> b
 
 
 def _ingest_extents(
-    batch: BlobBatch,
+    batch: BlobSink,
     fd: int,
     path: str,
     before: os.stat_result,
@@ -297,102 +310,3 @@ def _ingest_extents(
     digest = map_digest(data)
     batch.add_counted(digest, data, alone=True)
     return digest, after, True
-
-
-def ingest_scan(
-    scanned: ScanResult,
-    batch: BlobBatch,
-    cache: StatCache | None,
-    *,
-    racy_from_ns: int,
-    skip_unreadable: bool,
-    progress: Callable[[int, int], None] | None = None,
-) -> tuple[list[EntryRow], dict[str, FileAttrs]]:
-    """All the manifest rows of a scan, sorted by path, after reading and storing through
-    ``batch`` every file the scan could not reuse, and the attributes of the file rows that
-    have any (holes, hard links), by path. Each digest is recorded in ``cache``, if given. A
-    file changed at or after ``racy_from_ns`` is read twice (see ``ingest_file``).
-
-    An unreadable file raises, or with ``skip_unreadable`` is added to ``scanned.skipped``.
-    ``scanned.to_read`` is consumed, each file's stat freed once its row exists. Of the links
-    of one inode, unchanged since it was read, only the first is read.
-    """
-    to_read, scanned.to_read = scanned.to_read, []
-    to_read.sort(key=itemgetter(0), reverse=True)  # packs hold blobs in path order
-    rows = scanned.rows
-    reused = cache.reused_extents if cache is not None else ()
-    attrs: dict[str, FileAttrs] = {path: {"extents": True} for path in reused}
-    links = scanned.links
-    read_inodes: dict[FileId, IngestedFile] = {}
-    total = len(to_read)
-    parents = _ListedDirectories(scanned.dirs)
-    try:
-        while to_read:
-            path, absolute, info = to_read.pop()
-            key = links.get(path) if links else None
-            stored = None if key is None else read_inodes.get(key)
-            if stored is None or version(stored.stat) != version(info):
-                try:
-                    dir_fd = parents.open(path, absolute)
-                    stored = ingest_file(
-                        batch, absolute, info, racy_from_ns=racy_from_ns, dir_fd=dir_fd
-                    )
-                except OSError as error:
-                    if not skip_unreadable:
-                        raise
-                    scanned.skipped.append(SkippedPath(path, error.strerror or str(error)))
-                    continue
-                if key is not None and file_id(stored.stat) != key:
-                    del links[path]  # replaced since the scan: no longer a link of the others
-                elif key is not None:
-                    read_inodes[key] = stored
-            if cache is not None:
-                cache.record(path, stored.stat, stored.digest, stored.extents)
-            if stored.extents:
-                attrs[path] = {"extents": True}
-            rows.append(
-                (path, "file", stored.mode, stored.size, stored.mtime_ns, stored.digest, None)
-            )
-            if progress is not None:
-                progress(total - len(to_read), total)
-    finally:
-        parents.close()
-    rows = sorted_rows(rows, overlapping=scanned.overlapping)
-    if links:
-        record_links(rows, links, attrs)
-    return rows, attrs
-
-
-class _ListedDirectories:
-    """The directories files are read from, each opened (one at a time: files come in path
-    order) and checked to be the very directory the scan listed; a directory the scan did
-    not list (the parent of a file asked for by name, which is looked up from the base by
-    name, as given) gives None: the file is opened by path, as it was found."""
-
-    def __init__(self, listed: Mapping[str, FileId]) -> None:
-        self.listed = listed
-        self._open: tuple[str, int] | None = None
-
-    def open(self, path: str, absolute: str) -> int | None:
-        """A descriptor of the directory holding ``path`` (valid until the next call), or
-        None; UnreadablePathError if that directory was replaced since the scan listed it."""
-        parent = path.rpartition("/")[0] or "."
-        expected = self.listed.get(parent)
-        if expected is None:
-            return None
-        if self._open is not None and self._open[0] == parent:
-            return self._open[1]
-        self.close()  # followed if a symlink (the base may be one): the identity decides
-        fd = os.open(os.path.dirname(absolute), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        if file_id(os.fstat(fd)) != expected:
-            os.close(fd)
-            raise UnreadablePathError(
-                f"cannot snapshot {path!r}: {parent!r} was replaced while the tree was snapshotted"
-            )
-        self._open = (parent, fd)
-        return fd
-
-    def close(self) -> None:
-        if self._open is not None:
-            os.close(self._open[1])
-            self._open = None

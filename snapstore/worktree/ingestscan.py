@@ -1,0 +1,298 @@
+"""Reading every file a scan could not reuse, in path order, with large files read aside.
+
+Small files are read, hashed and handed to the create's batch on the calling thread: each
+takes a few system calls and a little Python, and a second thread reading them only fights
+the first for the interpreter lock. A file to be cut into chunks (``CHUNKED_FROM_BYTES`` or
+more) is different: reading it, cutting it (FastCDC), hashing and copying its chunks all run
+without the interpreter lock, so it is read on a thread of its own while the calling thread
+goes on with the next files, and its chunks are added to the batch when it is done. That is
+the calling thread's share of a first snapshot made smaller, and on two cores the calling
+thread is what a first snapshot waits for (the other core compresses).
+
+A file read aside goes through the very same ``ingest_file`` (its attempts, its racy reads,
+its checks that the directory and the file are the ones the scan listed) into a
+``RecordedAdds`` instead of the batch; the calling thread adds what it recorded, in the
+order the files were handed over, as soon as each is done (checked between files), so it
+never waits for one unless ``ASIDE_HELD_BYTES`` are under way, or at the end: that much,
+at most, waits in memory. The rows, digests
+and blobs stored are the same as if every file were read in place; only where a large file's
+chunks lie in the pack depends on when it was done. A failure reading one aside is raised,
+or with ``skip_unreadable`` recorded as skipped, when the calling thread collects it, as if
+the file had been read in place.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from operator import itemgetter
+
+from snapstore.errors import UnreadablePathError
+from snapstore.format.manifest import EntryRow
+from snapstore.format.packfile import KIND_DATA
+from snapstore.format.tree import FileAttrs
+from snapstore.fs.stamps import FileId, file_id, version
+from snapstore.models import SkippedPath
+from snapstore.repo.batch import BlobBatch
+from snapstore.repo.blobs import Blobs
+from snapstore.repo.loose import BlobWriter
+from snapstore.worktree import ingest
+from snapstore.worktree.ingest import IngestedFile
+from snapstore.worktree.links import record_links
+from snapstore.worktree.scanned import ScanResult, sorted_rows
+from snapstore.worktree.statcache import StatCache
+
+ASIDE_MAX_BYTES = 8 << 20
+"""Larger files are read on the calling thread, streaming (their chunks would otherwise wait
+in memory until collected)."""
+ASIDE_HELD_BYTES = 32 << 20
+"""The most bytes of files read aside (or waiting to be) that may be held at once."""
+
+
+class RecordedAdds:
+    """Stands in for the batch on the thread that reads a file aside: keeps each blob
+    ``ingest_file`` stores, in order, for the calling thread to add (``replay``)."""
+
+    def __init__(self) -> None:
+        self.adds: list[tuple[bytes, bytes, bool, bool]] = []
+
+    @property
+    def storage(self) -> Blobs:
+        raise AssertionError("a file read aside is chunked, never streamed into a loose blob")
+
+    def add(
+        self, digest: bytes, data: bytes, kind: int = KIND_DATA, *, alone: bool = False
+    ) -> None:
+        if kind != KIND_DATA:
+            raise AssertionError("a file read aside stores file data only")
+        self.adds.append((digest, data, False, alone))
+
+    def add_counted(self, digest: bytes, data: bytes, *, alone: bool = False) -> None:
+        self.adds.append((digest, data, True, alone))
+
+    def commit_loose(self, writer: BlobWriter) -> bytes:
+        raise AssertionError("a file read aside is chunked, never streamed into a loose blob")
+
+    def replay(self, batch: BlobBatch) -> None:
+        """Add what was recorded to ``batch``, as ``ingest_file`` would have."""
+        for digest, data, counted, alone in self.adds:
+            if counted:
+                batch.add_counted(digest, data, alone=alone)
+            else:
+                batch.add(digest, data, alone=alone)
+        self.adds = []
+
+
+def _read_aside(
+    absolute: str, info: os.stat_result, dir_fd: int | None, racy_from_ns: int
+) -> tuple[RecordedAdds, IngestedFile]:
+    """``ingest_file`` into a ``RecordedAdds``, on the reading thread; closes ``dir_fd`` (a
+    duplicate the calling thread made for it)."""
+    recorded = RecordedAdds()
+    try:
+        stored = ingest.ingest_file(
+            recorded, absolute, info, racy_from_ns=racy_from_ns, dir_fd=dir_fd
+        )
+    finally:
+        if dir_fd is not None:
+            os.close(dir_fd)
+    return recorded, stored
+
+
+_Pending = tuple[str, "Future[tuple[RecordedAdds, IngestedFile]]", int | None, int]
+"""A file read aside: its path, the reading, the directory descriptor it was given, and its
+size when scanned."""
+
+
+class _Ingest:
+    """One ``ingest_scan``: what it has recorded so far, and the files being read aside."""
+
+    def __init__(
+        self,
+        scanned: ScanResult,
+        batch: BlobBatch,
+        cache: StatCache | None,
+        racy_from_ns: int,
+        skip_unreadable: bool,
+        progress: Callable[[int, int], None] | None,
+        total: int,
+    ) -> None:
+        self.scanned = scanned
+        self.batch = batch
+        self.cache = cache
+        self.racy_from_ns = racy_from_ns
+        self.skip_unreadable = skip_unreadable
+        self.progress = progress
+        self.total = total
+        self.done = 0
+        reused = cache.reused_extents if cache is not None else ()
+        self.attrs: dict[str, FileAttrs] = {path: {"extents": True} for path in reused}
+        self.read_inodes: dict[FileId, IngestedFile] = {}
+        self.parents = _ListedDirectories(scanned.dirs)
+        self.aside: deque[_Pending] = deque()
+        self.aside_bytes = 0
+        self._pool: ThreadPoolExecutor | None = None
+
+    def read(self, path: str, absolute: str, info: os.stat_result) -> None:
+        """Read one file the scan listed (aside if it fits) and record it."""
+        links = self.scanned.links
+        key = links.get(path) if links else None
+        stored = None if key is None else self.read_inodes.get(key)
+        if stored is not None and version(stored.stat) == version(info):
+            self.record(path, stored)
+            return
+        try:
+            dir_fd = self.parents.open(path, absolute)
+            if key is None and ingest.is_chunked(info.st_size) and info.st_size <= ASIDE_MAX_BYTES:
+                self._submit(path, absolute, info, dir_fd)
+                return
+            stored = ingest.ingest_file(
+                self.batch, absolute, info, racy_from_ns=self.racy_from_ns, dir_fd=dir_fd
+            )
+        except OSError as error:
+            self._skip_or_raise(path, error)
+            return
+        if key is not None and file_id(stored.stat) != key:
+            del links[path]  # replaced since the scan: no longer a link of the others
+        elif key is not None:
+            self.read_inodes[key] = stored
+        self.record(path, stored)
+
+    def _submit(self, path: str, absolute: str, info: os.stat_result, dir_fd: int | None) -> None:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="snapstore-read")
+        own_fd = None if dir_fd is None else os.dup(dir_fd)
+        try:
+            future = self._pool.submit(_read_aside, absolute, info, own_fd, self.racy_from_ns)
+        except BaseException:
+            if own_fd is not None:
+                os.close(own_fd)
+            raise
+        self.aside.append((path, future, own_fd, info.st_size))
+        self.aside_bytes += info.st_size
+        while self.aside_bytes > ASIDE_HELD_BYTES:
+            self.collect_oldest()
+
+    def collect_done(self) -> None:
+        """Collect the files read aside that are done, oldest first (never waits)."""
+        while self.aside and self.aside[0][1].done():
+            self.collect_oldest()
+
+    def collect_oldest(self) -> None:
+        """Wait for the oldest file read aside, add its blobs to the batch and record it."""
+        path, future, _fd, size = self.aside.popleft()
+        self.aside_bytes -= size
+        try:
+            recorded, stored = future.result()
+        except OSError as error:
+            self._skip_or_raise(path, error)
+            return
+        recorded.replay(self.batch)
+        self.record(path, stored)
+
+    def _skip_or_raise(self, path: str, error: OSError) -> None:
+        if not self.skip_unreadable:
+            raise error
+        self.scanned.skipped.append(SkippedPath(path, error.strerror or str(error)))
+
+    def record(self, path: str, stored: IngestedFile) -> None:
+        """The row of a file read (and its digest in the stat cache)."""
+        if self.cache is not None:
+            self.cache.record(path, stored.stat, stored.digest, stored.extents)
+        if stored.extents:
+            self.attrs[path] = {"extents": True}
+        self.scanned.rows.append(
+            (path, "file", stored.mode, stored.size, stored.mtime_ns, stored.digest, None)
+        )
+        self.done += 1
+        if self.progress is not None:
+            self.progress(self.done, self.total)
+
+    def close(self) -> None:
+        """Stop reading aside (files not started are dropped, their descriptors closed) and
+        close the directory in use."""
+        try:
+            if self._pool is not None:
+                for _path, future, fd, _size in self.aside:
+                    if future.cancel() and fd is not None:
+                        os.close(fd)
+                self._pool.shutdown(wait=True)
+                self._pool = None
+            self.aside.clear()
+        finally:
+            self.parents.close()
+
+
+def ingest_scan(
+    scanned: ScanResult,
+    batch: BlobBatch,
+    cache: StatCache | None,
+    *,
+    racy_from_ns: int,
+    skip_unreadable: bool,
+    progress: Callable[[int, int], None] | None = None,
+) -> tuple[list[EntryRow], dict[str, FileAttrs]]:
+    """All the manifest rows of a scan, sorted by path, after reading and storing through
+    ``batch`` every file the scan could not reuse, and the attributes of the file rows that
+    have any (holes, hard links), by path. Each digest is recorded in ``cache``, if given. A
+    file changed at or after ``racy_from_ns`` is read twice (see ``ingest_file``).
+
+    An unreadable file raises, or with ``skip_unreadable`` is added to ``scanned.skipped``.
+    ``scanned.to_read`` is consumed, each file's stat freed once its row exists. Of the links
+    of one inode, unchanged since it was read, only the first is read.
+    """
+    to_read, scanned.to_read = scanned.to_read, []
+    to_read.sort(key=itemgetter(0), reverse=True)  # packs hold blobs in path order
+    ingest = _Ingest(
+        scanned, batch, cache, racy_from_ns, skip_unreadable, progress, total=len(to_read)
+    )
+    try:
+        while to_read:
+            ingest.read(*to_read.pop())
+            if ingest.aside:
+                ingest.collect_done()
+        while ingest.aside:
+            ingest.collect_oldest()
+    finally:
+        ingest.close()
+    rows = sorted_rows(scanned.rows, overlapping=scanned.overlapping)
+    if scanned.links:
+        record_links(rows, scanned.links, ingest.attrs)
+    return rows, ingest.attrs
+
+
+class _ListedDirectories:
+    """The directories files are read from, each opened (one at a time: files come in path
+    order) and checked to be the very directory the scan listed; a directory the scan did
+    not list (the parent of a file asked for by name, which is looked up from the base by
+    name, as given) gives None: the file is opened by path, as it was found."""
+
+    def __init__(self, listed: Mapping[str, FileId]) -> None:
+        self.listed = listed
+        self._open: tuple[str, int] | None = None
+
+    def open(self, path: str, absolute: str) -> int | None:
+        """A descriptor of the directory holding ``path`` (valid until the next call), or
+        None; UnreadablePathError if that directory was replaced since the scan listed it."""
+        parent = path.rpartition("/")[0] or "."
+        expected = self.listed.get(parent)
+        if expected is None:
+            return None
+        if self._open is not None and self._open[0] == parent:
+            return self._open[1]
+        self.close()  # followed if a symlink (the base may be one): the identity decides
+        fd = os.open(os.path.dirname(absolute), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        if file_id(os.fstat(fd)) != expected:
+            os.close(fd)
+            raise UnreadablePathError(
+                f"cannot snapshot {path!r}: {parent!r} was replaced while the tree was snapshotted"
+            )
+        self._open = (parent, fd)
+        return fd
+
+    def close(self) -> None:
+        if self._open is not None:
+            os.close(self._open[1])
+            self._open = None
