@@ -47,7 +47,7 @@ from snapstore.worktree.statcache import StatCache
 ASIDE_MAX_BYTES = 8 << 20
 """Larger files are read on the calling thread, streaming (their chunks would otherwise wait
 in memory until collected)."""
-ASIDE_HELD_BYTES = 32 << 20
+ASIDE_HELD_BYTES = 16 << 20
 """The most bytes of files read aside (or waiting to be) that may be held at once."""
 
 
