@@ -12,11 +12,13 @@ thread is what a first snapshot waits for (the other core compresses).
 A file read aside goes through the very same ``ingest_file`` (its attempts, its racy reads,
 its checks that the directory and the file are the ones the scan listed) into a
 ``RecordedAdds`` instead of the batch; the calling thread adds what it recorded, in the
-order the files were handed over, as soon as each is done (checked between files), so it
-never waits for one unless ``ASIDE_HELD_BYTES`` are under way, or at the end: that much,
-at most, waits in memory. The rows, digests
-and blobs stored are the same as if every file were read in place; only where a large file's
-chunks lie in the pack depends on when it was done. A failure reading one aside is raised,
+order the files were handed over, at fixed points of the walk: when more than
+``ASIDE_HELD_BYTES`` of such files are under way (that much, at most, waits in memory) and at
+the end. Never when one happens to be done: the blobs then reach the pack in the same order
+and the same blocks whatever the timing, so a run makes the same calls through the I/O seam
+(the fault and kill-point suites count on it). The rows, digests and blobs stored are the
+same as if every file were read in place; only where a large file's chunks lie in the pack
+differs. A failure reading one aside is raised,
 or with ``skip_unreadable`` recorded as skipped, when the calling thread collects it, as if
 the file had been read in place.
 """
@@ -175,11 +177,6 @@ class _Ingest:
         while self.aside_bytes > ASIDE_HELD_BYTES:
             self.collect_oldest()
 
-    def collect_done(self) -> None:
-        """Collect the files read aside that are done, oldest first (never waits)."""
-        while self.aside and self.aside[0][1].done():
-            self.collect_oldest()
-
     def collect_oldest(self) -> None:
         """Wait for the oldest file read aside, add its blobs to the batch and record it."""
         path, future, _fd, size = self.aside.popleft()
@@ -251,8 +248,6 @@ def ingest_scan(
     try:
         while to_read:
             ingest.read(*to_read.pop())
-            if ingest.aside:
-                ingest.collect_done()
         while ingest.aside:
             ingest.collect_oldest()
     finally:
