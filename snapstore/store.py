@@ -163,7 +163,7 @@ class SnapStore(RestoringMethods, UpkeepMethods, KeyMethods):
                 skip_unreadable=skip_unreadable,
                 rehash=rehash,
             )
-            with self._restores.guard.snapshotting(request.base):
+            with self._guard.snapshotting(request.base):
                 report, replaced = take_incremental(
                     self._repository, request, parent, changes, progress=progress
                 )
