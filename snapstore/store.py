@@ -182,9 +182,7 @@ class SnapStore(RestoringMethods, UpkeepMethods, KeyMethods):
     def list(self, session: str | None = None) -> list[SnapshotInfo]:
         """Every valid checkpoint and state value (of one session, or all), oldest first;
         corrupt ones warn. Undo backups are not listed here (see ``backups``)."""
-        return [
-            m.header.info for m in self._repository.listing(session) if not m.header.info.is_backup
-        ]
+        return self._repository.infos(session)
 
     def latest(self, session: str) -> SnapshotInfo:
         """The newest file checkpoint of a session (the last committed: never an undo backup,

@@ -364,6 +364,10 @@ class EncryptedBackend:
         below = listing_prefix(self.name_cipher, kind, prefix)
         return None if below is None else self.inner.listing_stamp(kind, below)
 
+    def listing_stamps(self, kind: Kind, prefix: str = "") -> None:
+        """None: the groups' stored names are sealed; their manifests are listed instead."""
+        return None
+
     def pack_log(self) -> PackLog | None:
         return self.inner.pack_log()
 

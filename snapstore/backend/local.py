@@ -157,7 +157,8 @@ class LocalBackend:
         if handle.kind is Kind.MANIFEST:
             data, info = self.manifests.read(handle.name, max_bytes)
             return data, object_info(info)
-        data, info = read_regular(self.path(handle), max_bytes=max_bytes)
+        follow = handle.kind is not Kind.CACHE  # a cache is only ever renamed into place
+        data, info = read_regular(self.path(handle), max_bytes=max_bytes, follow=follow)
         return data, object_info(info)
 
     def read_range(self, handle: Handle, offset: int, length: int) -> bytes:
@@ -267,6 +268,10 @@ class LocalBackend:
         except (FileNotFoundError, NotADirectoryError):
             return ()
         return (info.st_ino, info.st_dev, info.st_mtime_ns, info.st_ctime_ns, info.st_size)
+
+    def listing_stamps(self, kind: Kind, prefix: str = "") -> dict[str, Hashable | None] | None:
+        """For the manifests: each session directory's settled stamp (``ManifestFiles``)."""
+        return self.manifests.stamps(prefix) if kind is Kind.MANIFEST else None
 
     # ------------------------------------------------------------------ durability
 

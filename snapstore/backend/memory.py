@@ -231,6 +231,19 @@ class MemoryBackend:
         with self._mutex:
             return self._changes[(kind, prefix[:-1])]
 
+    def listing_stamps(self, kind: Kind, prefix: str = "") -> dict[str, Hashable | None] | None:
+        """For the manifests: each session's change count (settled: every change counts)."""
+        group_prefix, slash, rest = prefix.partition("/")
+        if kind is not Kind.MANIFEST or rest:
+            return None
+        with self._mutex:
+            groups = {h.name.partition("/")[0] for h in self._objects if h.kind is kind}
+            return {
+                group: self._changes[(kind, group)]
+                for group in sorted(groups)
+                if (group == group_prefix if slash else group.startswith(group_prefix))
+            }
+
     def note_existing(self, handle: Handle) -> None:
         return None
 

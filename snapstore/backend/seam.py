@@ -193,6 +193,15 @@ class Backend(Protocol):
         added, replaced or removed; None if the backend cannot tell without listing them."""
         ...
 
+    def listing_stamps(self, kind: Kind, prefix: str = "") -> dict[str, Hashable | None] | None:
+        """The groups of objects of ``kind`` (manifests: the sessions, by session directory)
+        whose names start with ``prefix`` (``""`` or ``<session-dir>/``), each with its
+        *settled* listing stamp: a ``listing_stamp`` that no later change of the group can
+        leave as it is, or None for a group whose stamp cannot promise that now (local: its
+        directory changed within the last seconds). None for the whole if the backend
+        cannot tell without listing the objects."""
+        ...
+
     def pack_log(self) -> PackLog | None:
         """The store's pack log (``packlog``: how a process learns of packs others published
         without listing them all), or None if the backend keeps none (its packs are listed

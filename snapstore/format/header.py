@@ -6,7 +6,10 @@ module holds what is built from them once they are valid.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, NamedTuple
+
+import msgpack
 
 from snapstore.format.times import ns_to_time
 from snapstore.models import SkippedPath, SnapshotInfo, SnapshotKind, frozen_from_fields
@@ -107,63 +110,109 @@ class Header(NamedTuple):
         return (self.seq, self.order_ns, self.info.name)
 
 
-def header_values(header: Header) -> list[Any]:
-    """A header's fields as one list in a fixed order: the compact form caches keep of a
-    header decoded here (``header_from_values`` reads it back)."""
+ROW_TIMESTAMPS = 3
+"""How rows are decoded: ``msgpack.unpackb(..., use_list=False, timestamp=ROW_TIMESTAMPS)``
+(arrays as tuples, msgpack timestamps as aware UTC datetimes: decoded in C); they are packed
+with ``datetime=True``."""
+
+
+def header_row(header: Header, name_dir: str, written_ns: int) -> tuple[Any, ...]:
+    """The compact form the header cache keeps of a header decoded here, with the snapshot
+    directory name and modification time of its manifest (``header_from_row`` reads it
+    back): the metadata map packed on its own (None when empty), so that the row decodes
+    with arrays as tuples; the times also as the datetimes the header's info holds, packed
+    as msgpack timestamps (``ROW_DATETIMES``), which decode to equal ones."""
     info = header.info
-    return [
-        info.session,
+    return (
+        name_dir,
         info.name,
         info.kind,
         header.created_ns,
+        info.created_at,
         header.expires_ns,
+        info.expires_at,
         info.file_count,
         info.total_bytes,
-        info.meta,
+        msgpack.packb(info.meta, use_bin_type=True) if info.meta else None,
         info.base_dir,
-        [[s.path, s.error] for s in info.skipped],
-        list(info.roots),
+        tuple((s.path, s.error) for s in info.skipped),
+        info.roots,
         info.backup_of,
-        list(info.excludes),
+        info.excludes,
         header.seq,
         info.stored_bytes,
-    ]
-
-
-def header_from_values(values: list[Any]) -> Header:
-    """The Header whose ``header_values`` these are (not validated again: they were when
-    their manifest was decoded; a cache that holds them checks its own integrity)."""
-    (
-        session,
-        name,
-        kind,
-        created_ns,
-        expires_ns,
-        file_count,
-        total_bytes,
-        meta,
-        base_dir,
-        skipped,
-        roots,
-        backup_of,
-        excludes,
-        seq,
-        stored_bytes,
-    ) = values
-    info = snapshot_info(
-        session,
-        name,
-        kind,
-        created_ns,
-        expires_ns,
-        file_count,
-        total_bytes,
-        meta,
-        base_dir,
-        tuple(SkippedPath(path, error) for path, error in skipped) if skipped else (),
-        tuple(roots),
-        backup_of,
-        tuple(excludes),
-        stored_bytes,
+        written_ns,
     )
-    return Header(info, created_ns, expires_ns, created_ns, seq, created_ns)
+
+
+def header_from_row(session: str, row: tuple[Any, ...]) -> Header | None:
+    """The Header of a snapshot of ``session`` from its ``header_row`` (decoded as
+    ``ROW_TIMESTAMPS`` says), ordered as its manifest's modification time allows; None if
+    the row is not one (its fields were validated when their manifest was decoded; a cache
+    that holds them checks its own integrity, and a row of the wrong shape or type is only a
+    miss). One call per snapshot of a listing: kept lean."""
+    try:
+        (
+            _,
+            name,
+            kind,
+            created,
+            created_at,
+            expires,
+            expires_at,
+            file_count,
+            total_bytes,
+            meta,
+            base_dir,
+            skipped,
+            roots,
+            backup_of,
+            excludes,
+            seq,
+            stored_bytes,
+            written_ns,
+        ) = row
+        if type(name) is not str or type(created) is not int or type(seq) is not int:
+            return None
+        if type(created_at) is not datetime or type(written_ns) is not int:
+            return None
+        info = _new_object(SnapshotInfo)
+        _set_attribute(
+            info,
+            "__dict__",
+            {
+                "session": session,
+                "name": name,
+                "kind": kind,
+                "created_at": created_at,
+                "expires_at": expires_at,
+                "file_count": file_count,
+                "total_bytes": total_bytes,
+                "meta": {} if meta is None else _unpacked_meta(meta),
+                "base_dir": base_dir,
+                "skipped": tuple(SkippedPath(p, e) for p, e in skipped) if skipped else (),
+                "roots": roots if type(roots) is tuple else tuple(roots),
+                "backup_of": backup_of,
+                "excludes": excludes if type(excludes) is tuple else tuple(excludes),
+                "stored_bytes": stored_bytes,
+                "replaced": False,
+            },
+        )
+        order = created if created <= written_ns + CLOCK_TOLERANCE_NS else written_ns
+        age = created if abs(created - written_ns) <= CLOCK_TOLERANCE_NS else written_ns
+    except Exception:  # a row of another shape is only a cache miss
+        return None
+    return _new_header(Header, (info, created, expires, order, seq, age))
+
+
+def _unpacked_meta(packed: bytes) -> dict[str, Any]:
+    meta = msgpack.unpackb(packed, raw=False, strict_map_key=True, use_list=True)
+    if type(meta) is not dict:
+        raise ValueError("metadata is not a map")
+    return meta
+
+
+_new_header = tuple.__new__
+_new_object = object.__new__
+
+_set_attribute = object.__setattr__

@@ -172,38 +172,85 @@ class Catalog:
         if info is None:
             raise CorruptManifestError(f"{self.backend.describe(handle)} is not a regular file")
         header, _ = self._checked_header(object_name)
-        self.header_cache.put(handle, info.version, header)
+        self.header_cache.put(handle, info.version, header, info.written_ns)
         return header
 
     def manifests(
         self, session: str | None = None, *, cached: bool = False, session_dir: str | None = None
     ) -> Iterator[ManifestFile | CorruptManifestError]:
-        """Every manifest now (headers only), or the error for one that is corrupt.
+        """Every manifest now (headers only), in name order, or the error for one that is
+        corrupt.
 
-        With ``cached``, a header decoded before (by this process or, through the header
-        cache, another) is reused while its object keeps the same version; see
-        ``headercache``. Never use ``cached`` to decide what to delete.
+        With ``cached``, headers decoded before (by this process or, through the header
+        cache, another) are reused while their session, or their object, stays as it was;
+        see ``headercache``. Never use ``cached`` to decide what to delete.
         """
         prefix = _prefix(session, session_dir)
-        listed = self.backend.infos(Kind.MANIFEST, prefix) if cached else None
-        known = self.header_cache.known(listed) if listed else {}
-        names = self.backend.names(Kind.MANIFEST, prefix) if listed is None else sorted(listed)
-        for object_name in names:
-            version: Version | None = None
+        if cached:
+            yield from self._cached_manifests(prefix)
+            return
+        for object_name in self.backend.names(Kind.MANIFEST, prefix):
             try:
-                if listed is None:
-                    header, version = self._checked_header(object_name)
-                else:
-                    header = known.get(object_name) or self._decoded_header(
-                        object_name, listed[object_name]
-                    )
+                header, version = self._checked_header(object_name)
             except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
                 continue
             except CorruptManifestError as error:
-                where = self.backend.describe(self.handle(object_name))
-                yield CorruptManifestError(f"corrupt manifest {where}: {error}")
+                yield self._corrupt(object_name, error)
                 continue
             yield ManifestFile(object_name, header, version)
+
+    def _corrupt(self, object_name: str, error: CorruptManifestError) -> CorruptManifestError:
+        where = self.backend.describe(self.handle(object_name))
+        return CorruptManifestError(f"corrupt manifest {where}: {error}")
+
+    def _cached_manifests(self, prefix: str) -> list[ManifestFile | CorruptManifestError]:
+        """``manifests(cached=True)``: each session from its header cache entry while its
+        settled listing stamp is the one recorded; else listed, each manifest's header from
+        the cache while the manifest keeps its version, or decoded (and the entry recorded
+        at the stamp read before, if every manifest was valid)."""
+        stamps = self.backend.listing_stamps(Kind.MANIFEST, prefix)
+        groups: dict[str, dict[str, ObjectInfo | None]] = {}
+        if stamps is None:
+            for object_name, info in self.backend.infos(Kind.MANIFEST, prefix).items():
+                groups.setdefault(object_name.partition("/")[0], {})[object_name] = info
+            stamps = dict.fromkeys(groups)
+        cache = self.header_cache
+        if not prefix:
+            cache.keep_only(stamps)
+        found: list[ManifestFile | CorruptManifestError] = []
+        new_file = tuple.__new__
+        for session_dir in sorted(stamps, key=lambda name: name + "/"):
+            stamp = stamps[session_dir]
+            trusted = None if stamp is None else cache.by_stamp(session_dir, stamp)
+            if trusted is not None:
+                found += [new_file(ManifestFile, (n, h, None)) for n, h in trusted]
+                continue
+            listed = groups.get(session_dir)
+            if listed is None:
+                listed = self.backend.infos(Kind.MANIFEST, session_dir + "/")
+            items = self._listed_session(session_dir, listed)
+            if stamp is not None and all(type(item) is ManifestFile for item in items):
+                cache.settle(session_dir, stamp)
+            found += items
+        return found
+
+    def _listed_session(
+        self, session_dir: str, listed: dict[str, ObjectInfo | None]
+    ) -> list[ManifestFile | CorruptManifestError]:
+        """The manifests ``listed`` (one session's), in name order: headers the cache knows
+        at their versions, the others decoded."""
+        known = self.header_cache.by_version(session_dir, listed)
+        found: list[ManifestFile | CorruptManifestError] = []
+        for object_name, info in sorted(listed.items()):
+            try:
+                header = known.get(object_name) or self._decoded_header(object_name, info)
+            except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+                continue
+            except CorruptManifestError as error:
+                found.append(self._corrupt(object_name, error))
+                continue
+            found.append(ManifestFile(object_name, header, None))
+        return found
 
     def headers(
         self, session: str | None = None, *, cached: bool = False, session_dir: str | None = None
@@ -212,14 +259,12 @@ class Catalog:
         all), warning about (and skipping) corrupt ones."""
         found: list[ManifestFile] = []
         for item in self.manifests(session, cached=cached, session_dir=session_dir):
-            if isinstance(item, CorruptManifestError):
-                warnings.warn(str(item), CorruptManifestWarning, stacklevel=3)
-            else:
+            if type(item) is ManifestFile:
                 found.append(item)
+            else:
+                warnings.warn(str(item), CorruptManifestWarning, stacklevel=3)
         if cached:
-            whole = session is None and session_dir is None
-            seen = {item.name for item in found} if whole else None
-            self.header_cache.finish(seen)
+            self.header_cache.finish()
         return found
 
     def commit(self, session: str, name: str, data: bytes) -> bool:

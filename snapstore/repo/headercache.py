@@ -1,17 +1,30 @@
-"""A cache of manifest headers, so ``list()`` need not open and decode every manifest.
+"""A cache of manifest headers, so a listing need not open and decode every manifest.
 
-Each entry maps a manifest's object name to the version its object had (local: inode, size,
-mtime_ns, ctime_ns, device) and the header decoded from it then. An entry is used only while
-the object keeps that version: a manifest is never changed in place, only replaced whole, so a
-match means the same, already validated, bytes. The cache lives in memory and in the cache
-object ``headers``, written atomically and not flushed; a missing, torn or corrupt one only
-costs speed. It is never used to decide what to delete: sweep and gc read the manifests.
+The cache keeps, per session directory, one packed entry: the session's raw name, the
+session's listing stamp when the entry was made (if it could be trusted), the headers of its
+manifests as rows, and the version each manifest object had. A listing uses an entry in one
+of two ways (docs/format.md, "Header cache"):
+
+- **by stamp**: if the backend's settled listing stamp of the session (``listing_stamps``:
+  a value that changes whenever a manifest of the session is added, replaced or removed) is
+  the one recorded, nothing of the session changed since the entry was made: its rows are
+  the session's headers, and the session is not even listed. The stamp is recorded only
+  after a listing of the session found every entry a valid manifest, and is the one read
+  before that listing: a change during it leaves another stamp;
+- **by version**: otherwise the session is listed, and a row is used only while its manifest
+  keeps the recorded version (a manifest is never changed in place, only replaced whole).
+
+Either way a manifest committed or deleted by another process after the entry was made
+changes the listing, never the cache's word. Loading a session's rows is one C call, however
+many snapshots it holds. The cache lives in the cache object ``headers`` (each ``HeaderCache``
+reads it once and keeps each session's packed bytes), written atomically and not flushed; a
+missing, torn, corrupt or foreign one only costs speed. It is never used to decide what to
+delete: sweep and gc read the manifests.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 from collections.abc import Hashable, Mapping
 from typing import Any
@@ -20,130 +33,225 @@ import msgpack
 
 from snapstore.backend.seam import Backend, Handle, Kind, ObjectInfo
 from snapstore.format.envelope import seal, unseal
-from snapstore.format.header import Header, header_from_values, header_values
-from snapstore.repo.filememo import backend_key
+from snapstore.format.header import ROW_TIMESTAMPS, Header, header_from_row, header_row
+from snapstore.format.names import dir_name
 
-MAGIC = b"SNAPHDC\x06"
+MAGIC = b"SNAPHDC\x07"
 CACHE = Handle(Kind.CACHE, "headers")
 MAX_CACHE_BYTES = 256 << 20
 
-_DECODED: dict[tuple[str, str], tuple[Hashable, Header]] = {}
-"""Headers decoded in this process, by (backend, manifest name): shared by every ``SnapStore``
-of the process (the in-process cache docs/concurrency.md allows: keyed by version). Changed
-only under ``_DECODED_LOCK``."""
-_DECODED_LOCK = threading.Lock()
+Row = tuple[Any, ...]
+"""A cached header: ``header_row`` (docs/format.md, "Header cache")."""
 
 
-def _new_lock_in_child() -> None:
-    """A forked child starts with a free lock (another thread may have held it mid-fork)."""
-    global _DECODED_LOCK
-    _DECODED_LOCK = threading.Lock()
+class _Entry:
+    """One session's cache entry: decoded when first needed, packed again when changed."""
 
+    __slots__ = ("blob", "dirty", "rows", "session", "stamp", "versions", "versions_blob")
 
-os.register_at_fork(after_in_child=_new_lock_in_child)
+    def __init__(self, blob: object) -> None:
+        self.blob = blob
+        self.session = ""
+        self.stamp: Any = None
+        self.rows: dict[str, Row] | None = None
+        """Rows by snapshot directory name, in name order."""
+        self.versions: dict[str, Hashable] | None = None
+        """The version of each row's manifest, by snapshot directory name."""
+        self.versions_blob = b""
+        self.dirty = False
 
+    def decoded(self, session_dir: str) -> dict[str, Row]:
+        """The rows, decoded from the cache object's entry of ``session_dir`` once: none if
+        the entry is not one, or names a session that does not map to that directory."""
+        if self.rows is None:
+            self.rows = {}
+            try:
+                session, stamp, rows, versions = msgpack.unpackb(
+                    self.blob, use_list=False, raw=False, timestamp=ROW_TIMESTAMPS
+                )
+                if type(session) is not str or type(versions) is not bytes:
+                    return self.rows
+                if type(rows) is not tuple or not all(type(row) is tuple for row in rows):
+                    return self.rows
+                if dir_name(session, "session") != session_dir:
+                    return self.rows
+                self.rows = {row[0]: row for row in rows if type(row[0]) is str}
+                if len(self.rows) != len(rows):
+                    self.rows = {}
+                    return self.rows
+                self.session, self.stamp, self.versions_blob = session, stamp, versions
+            except Exception:  # anything else is only a cache miss
+                self.rows = {}
+        return self.rows
 
-def _packed(version: Hashable, packer: msgpack.Packer | None = None) -> bytes:
-    """A version as the msgpack bytes that start its cache entry (self-delimiting, so the
-    header fields follow); empty (matching nothing) for one msgpack cannot hold. ``packer``:
-    one this thread alone uses (a listing packs 10,000 versions)."""
-    try:
-        packed = (packer or msgpack.Packer()).pack(version)
-    except (TypeError, ValueError, OverflowError):
-        return b""
-    assert isinstance(packed, bytes)
-    return packed
+    def row_versions(self) -> dict[str, Hashable]:
+        """The versions of the rows' manifests (decoded only for a listing by version)."""
+        if self.versions is None:
+            self.versions = {}
+            rows = self.rows or {}
+            try:
+                versions = msgpack.unpackb(self.versions_blob, use_list=False, raw=False)
+                if len(versions) == len(rows):
+                    self.versions = dict(zip(rows, versions, strict=True))
+            except Exception:  # a damaged list of versions only costs speed
+                pass
+        return self.versions
+
+    def packed(self) -> bytes | None:
+        """The entry packed again (None: no rows, or rows msgpack cannot hold)."""
+        rows = self.rows or {}
+        versions = self.row_versions()
+        names = sorted(n for n in rows if n in versions)
+        if not names:
+            return None
+        try:
+            packed_versions = msgpack.packb([versions[n] for n in names], use_bin_type=True)
+            packed = msgpack.packb(
+                (self.session, self.stamp, [rows[n] for n in names], packed_versions),
+                use_bin_type=True,
+                datetime=True,
+            )
+        except (TypeError, ValueError, OverflowError):
+            return None
+        assert isinstance(packed, bytes)
+        return packed
 
 
 class HeaderCache:
-    """Headers by manifest, kept while the manifest keeps its version."""
+    """Headers by manifest, kept while the session, or the manifest, stays as it was."""
 
     def __init__(self, backend: Backend) -> None:
         self.backend = backend
-        self._owner = backend_key(backend)
         self._loaded = False
-        self._stored: dict[str, Any] = {}
+        self._entries: dict[str, _Entry] = {}
         self._dirty = False
         self._lock = threading.RLock()
-        self._packer = msgpack.Packer()
-        """Used under ``_lock`` only (a packer keeps state between calls)."""
 
     def _load(self) -> None:
-        """Read the cache object once; entries put before that take precedence."""
+        """Read the cache object once (under ``_lock``)."""
         self._loaded = True
         try:
             data, _ = self.backend.read(CACHE, max_bytes=MAX_CACHE_BYTES)
-        except OSError:
+        except (OSError, ValueError):
             return
         stored = unseal(MAGIC, data)
-        if isinstance(stored, dict):
-            stored.update(self._stored)
-            self._stored = stored
+        if not isinstance(stored, dict):
+            return
+        for session_dir, blob in stored.items():
+            if type(session_dir) is str and type(blob) is bytes:
+                self._entries.setdefault(session_dir, _Entry(blob))
 
-    def known(self, listed: Mapping[str, ObjectInfo | None]) -> dict[str, Header]:
-        """The headers recorded for the manifests ``listed`` (object name -> its info, None
-        for no object) that still have those versions: one pass for a whole listing."""
-        owner = self._owner
-        found: dict[str, Header] = {}
-        decoded: dict[tuple[str, str], tuple[Hashable, Header]] = {}
-        remembered = _DECODED
-        unpack = msgpack.unpackb
+    def _entry(self, session_dir: str) -> _Entry | None:
+        if not self._loaded:
+            self._load()
+        return self._entries.get(session_dir)
+
+    def keep_only(self, session_dirs: Mapping[str, object]) -> None:
+        """After a listing of the whole store: forget the sessions it did not find."""
         with self._lock:
             if not self._loaded:
                 self._load()
-            stored_entries = self._stored
-            packer = self._packer
-            for name, info in listed.items():
-                if info is None:
+            for session_dir in [s for s in self._entries if s not in session_dirs]:
+                del self._entries[session_dir]
+                self._dirty = True
+
+    def by_stamp(self, session_dir: str, stamp: Hashable) -> list[tuple[str, Header]] | None:
+        """Every manifest of the session and its header, in name order, if the entry was
+        recorded at listing stamp ``stamp`` (the session's settled stamp now); else None."""
+        with self._lock:
+            entry = self._entry(session_dir)
+            if entry is None:
+                return None
+            rows = entry.decoded(session_dir)
+            if not rows or entry.stamp is None or entry.stamp != stamp:
+                return None
+            session = entry.session
+            prefix = session_dir + "/"
+            found = []
+            for name_dir, row in rows.items():
+                header = header_from_row(session, row)
+                if header is None:
+                    return None
+                found.append((prefix + name_dir, header))
+            if not entry.dirty:
+                entry.rows = entry.versions = None  # the bytes are all a later listing needs
+            return found
+
+    def by_version(
+        self, session_dir: str, listed: Mapping[str, ObjectInfo | None]
+    ) -> dict[str, Header]:
+        """The headers recorded for the manifests ``listed`` (every manifest of the session:
+        object name -> its info, None for no object) that still have those versions. Rows of
+        manifests gone or replaced are dropped, and the entry's stamp with them."""
+        found: dict[str, Header] = {}
+        with self._lock:
+            entry = self._entry(session_dir)
+            if entry is None:
+                return found
+            rows = entry.decoded(session_dir)
+            versions = entry.row_versions()
+            session = entry.session
+            current: set[str] = set()
+            for object_name, info in listed.items():
+                name_dir = object_name.partition("/")[2]
+                row = rows.get(name_dir)
+                if row is None or info is None or versions.get(name_dir) != info.version:
                     continue
-                version = info.version
-                key = (owner, name)
-                known = remembered.get(key)
-                if known is not None and known[0] == version:
-                    found[name] = known[1]
-                    continue
-                stored = stored_entries.get(name)
-                prefix = _packed(version, packer)
-                if type(stored) is not bytes or not prefix or not stored.startswith(prefix):
-                    continue
-                try:
-                    fields = unpack(stored[len(prefix) :], raw=False)
-                    header = header_from_values(fields).with_file_time(info.written_ns)
-                except Exception:  # an entry that does not decode is only a cache miss
-                    continue
-                found[name] = header
-                decoded[key] = (version, header)
-        if decoded:
-            with _DECODED_LOCK:
-                _DECODED.update(decoded)
+                header = header_from_row(session, row)
+                if header is not None:
+                    found[object_name] = header
+                    current.add(name_dir)
+            if len(current) != len(rows) or entry.stamp is not None:
+                for name_dir in [n for n in rows if n not in current]:
+                    del rows[name_dir]
+                entry.stamp = None
+                entry.dirty = self._dirty = True
         return found
 
-    def put(self, handle: Handle, version: Hashable, header: Header) -> None:
-        """Remember the header just decoded from the manifest ``handle``."""
-        fields = msgpack.packb(header_values(header), use_bin_type=True)
-        with _DECODED_LOCK:
-            _DECODED[(self._owner, handle.name)] = (version, header)
+    def put(self, handle: Handle, version: Hashable, header: Header, written_ns: int) -> None:
+        """Remember the header just decoded from the manifest ``handle`` (of that version,
+        written at ``written_ns``)."""
+        session_dir, _, name_dir = handle.name.partition("/")
         with self._lock:
-            self._stored[handle.name] = _packed(version, self._packer) + fields
-            self._dirty = True
+            entry = self._entry(session_dir)
+            if entry is None:
+                entry = self._entries[session_dir] = _Entry(None)
+            rows = entry.decoded(session_dir)
+            versions = entry.row_versions()
+            if entry.session != header.info.session:
+                rows.clear()
+                versions.clear()
+                entry.session = header.info.session
+            rows[name_dir] = header_row(header, name_dir, written_ns)
+            versions[name_dir] = version
+            entry.stamp = None
+            entry.dirty = self._dirty = True
 
-    def finish(self, seen: set[str] | None) -> None:
-        """After a listing: with ``seen`` (the object names of a full listing), forget the
-        manifests no longer there; then write the cache if this listing decoded anything
-        new. Errors are ignored: it is only a cache."""
-        if seen is not None:
-            with _DECODED_LOCK:
-                for key in [k for k in _DECODED if k[0] == self._owner and k[1] not in seen]:
-                    del _DECODED[key]
+    def settle(self, session_dir: str, stamp: Hashable) -> None:
+        """Record that the entry holds every manifest of the session as of listing stamp
+        ``stamp`` (read before the listing that found each of them valid, and no other)."""
+        with self._lock:
+            entry = self._entry(session_dir)
+            if entry is None or not entry.decoded(session_dir):
+                return
+            if entry.stamp != stamp:
+                entry.stamp = stamp
+                entry.dirty = self._dirty = True
+
+    def finish(self) -> None:
+        """After a listing: write the cache if the listing changed it. Errors are ignored:
+        it is only a cache."""
         with self._lock:
             if not self._dirty:
                 return
             self._dirty = False
-            if not self._loaded:
-                self._load()
-            if seen is not None:
-                for name in [n for n in self._stored if n not in seen]:
-                    del self._stored[name]
-            data = seal(MAGIC, self._stored)
+            body: dict[str, bytes] = {}
+            for session_dir, entry in self._entries.items():
+                if entry.dirty:
+                    entry.blob = entry.packed()
+                    entry.dirty = False
+                if type(entry.blob) is bytes:
+                    body[session_dir] = entry.blob
+            data = seal(MAGIC, body)
         with contextlib.suppress(Exception):
             self.backend.write(CACHE, data, durable=False)

@@ -11,6 +11,7 @@ import contextlib
 import os
 import time
 from collections.abc import Callable, Collection, Iterator, Sequence
+from operator import attrgetter
 from typing import Any
 
 from snapstore.backend.layout import (
@@ -44,6 +45,8 @@ from snapstore.repo.heads import Head
 from snapstore.repo.locks import shared_behind
 from snapstore.repo.sessions import Sessions, in_order
 from snapstore.repo.trees import Trees
+
+_INFO = attrgetter("header.info")
 
 
 class Repository:
@@ -126,9 +129,20 @@ class Repository:
             if m.header.info.kind == "files" and not m.header.info.is_backup
         ]
 
+    def infos(self, session: str | None, *, backups: bool = False) -> list[SnapshotInfo]:
+        """``listing``'s checkpoints and state values (or with ``backups``, its undo backups
+        only) as infos. The cyclic collector stays paused until the listing's manifests
+        and headers are gone: its one pass then visits the infos alone."""
+        with gc_paused():
+            return [
+                info
+                for info in map(_INFO, self.listing(session))
+                if (info.backup_of is not None) is backups
+            ]
+
     def backups(self, session: str) -> list[SnapshotInfo]:
         """The session's undo backups, oldest first."""
-        return [m.header.info for m in self.listing(session) if m.header.info.is_backup]
+        return self.infos(session, backups=True)
 
     def latest(self, session: str, back: int = 0) -> SnapshotInfo:
         """The ``back``-th file checkpoint of the session before its newest (0: the newest);

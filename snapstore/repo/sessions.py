@@ -29,21 +29,33 @@ def session_dir_of(object_name: str) -> str:
     return object_name.partition("/")[0]
 
 
+_BY_TIME = attrgetter("header.order_ns", "header.info.session", "header.info.name")
+_BY_COMMIT = attrgetter("header.seq", "header.order_ns", "header.info.name")
+"""``Header.session_order`` of a manifest, read in C (a listing sorts 10,000 of them)."""
+_SESSION = attrgetter("header.info.session")
+
+
 def in_order(found: list[ManifestFile]) -> list[ManifestFile]:
     """Manifests oldest first: snapshots of different sessions by time (``order_ns``), those of
     one session in the order of their commits (``Header.session_order``), which a clock
-    running behind cannot invert."""
-    by_time = attrgetter("header.order_ns", "header.info.session", "header.info.name")
-    found = sorted(found, key=by_time)
-    places: dict[str, list[int]] = defaultdict(list)
-    for place, item in enumerate(found):
-        places[item.header.info.session].append(place)
-    ordered = list(found)
-    for session_places in places.values():
-        items = sorted((found[p] for p in session_places), key=lambda m: m.header.session_order)
-        for place, item in zip(session_places, items, strict=True):
-            ordered[place] = item
-    return ordered
+    running behind cannot invert: the places of each session's snapshots in the order by
+    time are filled with them in the order of their commits."""
+    by_time = sorted(found, key=_BY_TIME)
+    sessions = list(map(_SESSION, by_time))
+    groups: dict[str, list[ManifestFile]] = defaultdict(list)
+    for item, session in zip(by_time, sessions, strict=True):
+        groups[session].append(item)
+    reordered: dict[str, Iterator[ManifestFile]] = {}
+    for session, items in groups.items():
+        keys = list(map(_BY_COMMIT, items))
+        if keys != sorted(keys):
+            reordered[session] = iter(sorted(items, key=_BY_COMMIT))
+    if not reordered:
+        return by_time
+    return [
+        next(reordered[session]) if session in reordered else item
+        for item, session in zip(by_time, sessions, strict=True)
+    ]
 
 
 class SessionChange:

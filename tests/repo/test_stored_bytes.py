@@ -8,12 +8,13 @@ import dataclasses
 import os
 from pathlib import Path
 
+import msgpack
 import pytest
 from helpers.trees import write_tree
 
 from snapstore import SnapStore
 from snapstore.errors import CorruptManifestError
-from snapstore.format.header import header_from_values, header_values
+from snapstore.format.header import ROW_TIMESTAMPS, header_from_row, header_row
 from snapstore.format.manifest import decode, decode_header, encode
 from snapstore.internals import repository
 from snapstore.repo.batch import PACKED_MAX_BYTES
@@ -60,7 +61,10 @@ def test_the_header_field_round_trips_and_is_checked(store: SnapStore, tmp_path:
         decoded = decode_header(data, len(data))
         assert decoded.info.stored_bytes == stored and decoded.seq == 3
         assert decode(data).info.stored_bytes == stored
-        assert header_from_values(header_values(decoded)) == decoded
+        row = header_row(decoded, "n-dir", decoded.created_ns)
+        packed = msgpack.packb(row, use_bin_type=True, datetime=True)
+        unpacked = msgpack.unpackb(packed, use_list=False, timestamp=ROW_TIMESTAMPS)
+        assert header_from_row(decoded.info.session, unpacked) == decoded
     for bad in (-1, True, "12", 1.5):
         data = encode(
             dataclasses.replace(manifest.info, stored_bytes=bad),  # type: ignore[arg-type]

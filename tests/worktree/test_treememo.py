@@ -166,22 +166,19 @@ def test_the_oldest_trees_are_forgotten_beyond_the_budget(
     assert remembered == [str(tmp_path / "b"), str(tmp_path / "c")]
 
 
-@pytest.mark.parametrize("module_lock", ["treememo", "headercache"])
 def test_a_child_forked_while_another_thread_holds_a_memo_lock_can_create(
-    tmp_path: Path, module_lock: str
+    tmp_path: Path,
 ) -> None:
-    """The memos shared by every store of a process are locked by module-level locks; a
-    child forked while another thread holds one must not inherit it held (it would hang)."""
+    """The memo shared by every store of a process is locked by a module-level lock; a child
+    forked while another thread holds it must not inherit it held (it would hang)."""
     import signal
     import threading
-
-    from snapstore.repo import headercache
 
     base = tmp_path / "p"
     write_tree(base, {"a.txt": "a"})
     store = SnapStore(tmp_path / "store", durable=False)
     store.create("s", "one", ["."], base_dir=base)
-    lock = treememo._LOCK if module_lock == "treememo" else headercache._DECODED_LOCK
+    lock = treememo._LOCK
     inside, leave = threading.Event(), threading.Event()
 
     def holding() -> None:

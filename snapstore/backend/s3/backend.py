@@ -310,6 +310,10 @@ class S3Backend:
         """None: a bucket tells what changed under a prefix only by listing it."""
         return None
 
+    def listing_stamps(self, kind: Kind, prefix: str = "") -> None:
+        """None: a bucket has no listing stamps."""
+        return None
+
     def note_existing(self, handle: Handle) -> None:
         """Nothing to do: an object is durable when its PUT returns."""
         return None

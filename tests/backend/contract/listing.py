@@ -124,6 +124,32 @@ class ListingContract:
         assert moved()
         assert backend.listing_stamp(Kind.BLOB, "") is None
 
+    def test_settled_listing_stamps_name_each_session_and_move_with_it(
+        self, backend: Backend, other: Backend
+    ) -> None:
+        if backend.listing_stamps(Kind.MANIFEST) is None:
+            other.write(Handle(Kind.MANIFEST, "s-1/a"), b"a")
+            assert backend.listing_stamps(Kind.MANIFEST) is None
+            return
+        other.write(Handle(Kind.MANIFEST, "s-1/a"), b"a")
+        other.write(Handle(Kind.MANIFEST, "s-2/b"), b"b")
+        stamps = backend.listing_stamps(Kind.MANIFEST)
+        assert stamps is not None and sorted(stamps) == ["s-1", "s-2"]
+        assert list(backend.listing_stamps(Kind.MANIFEST, "s-2/") or {}) == ["s-2"]
+        assert backend.listing_stamps(Kind.MANIFEST, "s-3/") == {}
+        for session, stamp in stamps.items():
+            assert stamp is None or stamp == backend.listing_stamp(Kind.MANIFEST, session + "/")
+        for change in (
+            lambda: other.write(Handle(Kind.MANIFEST, "s-1/c"), b"c"),
+            lambda: other.write(Handle(Kind.MANIFEST, "s-1/a"), b"a again"),
+            lambda: other.delete(Handle(Kind.MANIFEST, "s-1/c")),
+        ):
+            before = (backend.listing_stamps(Kind.MANIFEST, "s-1/") or {})["s-1"]
+            change()
+            after = (backend.listing_stamps(Kind.MANIFEST, "s-1/") or {})["s-1"]
+            assert after is None or after != before
+        assert backend.listing_stamps(Kind.BLOB) is None
+
     def test_a_pack_log_tells_other_writers_of_new_packs(
         self, backend: Backend, other: Backend
     ) -> None:
