@@ -201,11 +201,13 @@ class HeaderCache:
                 if header is not None:
                     found[object_name] = header
                     current.add(name_dir)
-            if len(current) != len(rows) or entry.stamp is not None:
+            if len(current) != len(rows):
                 for name_dir in [n for n in rows if n not in current]:
                     del rows[name_dir]
                 entry.stamp = None
                 entry.dirty = self._dirty = True
+            # Rows all current keep their stamp: it was settled, so the session, having
+            # changed since (or it would have been read by it), never shows it again.
         return found
 
     def put(self, handle: Handle, version: Hashable, header: Header, written_ns: int) -> None:
