@@ -366,7 +366,6 @@ class EncryptedBackend:
 
     def listing_stamps(self, kind: Kind, prefix: str = "") -> None:
         """None: the groups' stored names are sealed; their manifests are listed instead."""
-        return None
 
     def pack_log(self) -> PackLog | None:
         return self.inner.pack_log()
