@@ -7,7 +7,10 @@ create and the packs in the store at the block's end, then how long a full ``gc`
     .venv/bin/python bench/folding.py --creates 400 --out result.json
 
 The fold thread runs in the process that makes the creates, so its CPU time competes with
-theirs: the per-block p99 shows what that costs a bridge on this machine.
+theirs: the per-block p99 shows what that costs a bridge on this machine. Each create leaves
+a small pack of its own, as one-shot commands (``snapstore create``) do: a long-lived process
+appends its creates to one pack (``--appending`` runs the series so), and small packs pile up
+only from processes that each write a few.
 """
 
 from __future__ import annotations
@@ -25,15 +28,18 @@ from typing import Any
 from commits import blocks, edit, make_project, ms
 
 from snapstore import SnapStore
-from snapstore.internals import autofold
+from snapstore.internals import autofold, repository
 
 
 def pack_count(root: Path) -> int:
     return sum(1 for name in os.listdir(root / "packs") if name.endswith(".pack"))
 
 
-def series(root: Path, project: Path, creates: int, block: int, threshold: int) -> dict[str, Any]:
-    """The series with ``fold_threshold=threshold`` (0: no folding), then a full gc."""
+def series(
+    root: Path, project: Path, creates: int, block: int, threshold: int, *, appending: bool
+) -> dict[str, Any]:
+    """The series with ``fold_threshold=threshold`` (0: no folding), then a full gc; unless
+    ``appending``, each create leaves a pack of its own."""
     store = SnapStore(root, fold_threshold=threshold)
     samples, packs = [], []
     for n in range(creates):
@@ -41,6 +47,8 @@ def series(root: Path, project: Path, creates: int, block: int, threshold: int) 
         started = time.perf_counter()
         store.create("bridge", None, paths, base_dir=project)
         samples.append(time.perf_counter() - started)
+        if not appending:
+            repository(store).blobs.close()
         if (n + 1) % block == 0 or n + 1 == creates:
             packs.append(pack_count(root))
     autofold(store).join()
@@ -69,6 +77,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--creates", type=int, default=2000, help="creates per series")
     parser.add_argument("--block", type=int, default=200, help="creates per reported block")
     parser.add_argument("--threshold", type=int, default=32, help="fold threshold when on")
+    parser.add_argument(
+        "--appending",
+        action="store_true",
+        help="append every create to the process's pack (a long-lived bridge)",
+    )
     parser.add_argument("--out", type=Path, help="write the result as JSON here")
     args = parser.parse_args(argv)
     results = []
@@ -77,7 +90,16 @@ def main(argv: list[str] | None = None) -> int:
         make_project(work / "project")
         for threshold in (0, args.threshold):
             root = work / f"store-{threshold}"
-            results.append(series(root, work / "project", args.creates, args.block, threshold))
+            results.append(
+                series(
+                    root,
+                    work / "project",
+                    args.creates,
+                    args.block,
+                    threshold,
+                    appending=args.appending,
+                )
+            )
     for result in results:
         label = "folding off" if result["fold_threshold"] == 0 else "folding on "
         print(

@@ -13,6 +13,7 @@ import contextlib
 import threading
 from collections import OrderedDict
 from collections.abc import Hashable, Iterator
+from dataclasses import replace
 
 from snapstore.backend import keyring
 from snapstore.backend.packlog import PackLog
@@ -33,6 +34,7 @@ from snapstore.backend.sealing import (
 )
 from snapstore.backend.seam import Backend, Handle, Kind, Lock, ObjectInfo, StagedObject, Version
 from snapstore.backend.secret import Secret
+from snapstore.backend.wholeobjects import WritesWhole
 from snapstore.errors import (
     CorruptBlobError,
     CorruptManifestError,
@@ -49,14 +51,14 @@ _IMMUTABLE = frozenset({Kind.PACK, Kind.INDEX, Kind.BLOB})
 _PREFIX_MEMO = 4096
 
 
-class EncryptedBackend:
+class EncryptedBackend(WritesWhole):
     """The store on ``inner``, sealed with the master key ``secret`` opens (see the module
     docstring). ``open`` makes a new encrypted store, or unlocks an existing one."""
 
     def __init__(self, inner: Backend, secret: Secret) -> None:
         self.inner = inner
         self.secret = secret
-        self.properties = inner.properties
+        self.properties = replace(inner.properties, appends=False)
         self.key_id = ""
         self._master = b""
         self._objects: ObjectCipher | None = None

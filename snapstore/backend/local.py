@@ -23,74 +23,18 @@ from snapstore.backend.filelock import FileLock
 from snapstore.backend.layout import MARKER_FILE, open_layout
 from snapstore.backend.localmanifests import ManifestFiles, object_info
 from snapstore.backend.localpaths import LocalPaths, listdir
+from snapstore.backend.localstaged import AppendableFile, StagedFile
 from snapstore.backend.lockfds import IdleLockFiles
 from snapstore.backend.packlog import PackLog
 from snapstore.backend.seam import Handle, Kind, ObjectInfo, Properties, Version
 from snapstore.errors import ConcurrentWriteError, StoreNotFoundError
-from snapstore.fs.durable import TEMP_PREFIX, create_temp, discard, ensure_dir, write_atomic
+from snapstore.fs.durable import TEMP_PREFIX, ensure_dir, write_atomic
 from snapstore.fs.reading import UnfitFileError, open_regular, read_all, read_regular
-from snapstore.fs.seam import LOCAL, FileSystem, start_writeback
+from snapstore.fs.seam import LOCAL, FileSystem
 
 MAX_OPEN_PACKS = 16
-WRITEBACK_BYTES = 8 << 20
 _READ_ONLY_MODE = {Kind.BLOB, Kind.PACK, Kind.INDEX, Kind.MANIFEST, Kind.KEY}
 """Kinds written with mode 0444 (immutable once published)."""
-
-
-class _StagedFile:
-    """An object staged in ``tmp/`` (see ``StagedObject``)."""
-
-    def __init__(self, backend: LocalBackend, kind: Kind) -> None:
-        self._backend = backend
-        self._kind = kind
-        self._fd, self._temp_path = create_temp(backend.fs, backend.tmp_dir)
-        self._open = True
-        self._unflushed = 0
-        self.size = 0
-
-    def write(self, data: bytes | memoryview) -> None:
-        self._backend.fs.write(self._fd, data)
-        self.size += len(data)
-        self._unflushed += len(data)
-        if self._backend.durable and self._unflushed >= WRITEBACK_BYTES:
-            # Let the disk work while the rest is still being produced; the fsync then waits less.
-            start_writeback(self._fd)
-            self._unflushed = 0
-
-    def restart(self) -> None:
-        self._backend.fs.ftruncate(self._fd, 0)
-        os.lseek(self._fd, 0, os.SEEK_SET)
-        self.size = 0
-
-    def commit(self, name: str, *, name_durable: bool = False) -> None:
-        backend = self._backend
-        try:
-            backend.fs.fchmod(self._fd, 0o444)
-            if backend.durable:
-                backend.fs.fsync(self._fd)
-            self._close()
-            final = backend.path(Handle(self._kind, name))
-            directory = os.path.dirname(final)
-            if not os.path.isdir(directory):
-                ensure_dir(backend.fs, directory, stop_at=backend.root, durable=backend.durable)
-            backend.fs.replace(self._temp_path, final)
-        except BaseException:
-            self.abort()
-            raise
-        if name_durable:
-            backend.flush_dir(directory)
-        else:
-            backend.unflushed.add(directory)
-
-    def _close(self) -> None:
-        if self._open:
-            self._open = False
-            self._backend.fs.close(self._fd)
-
-    def abort(self) -> None:
-        with contextlib.suppress(OSError):
-            self._close()
-        discard(self._backend.fs, self._temp_path)
 
 
 class LocalBackend:
@@ -110,7 +54,7 @@ class LocalBackend:
         self.durable = durable
         self.lock_timeout = lock_timeout
         self.tmp_dir = os.path.join(self.root, "tmp")
-        self.properties = Properties(durable=durable, local_root=self.root)
+        self.properties = Properties(durable=durable, local_root=self.root, appends=True)
         self._local = threading.local()
         self._fds: OrderedDict[str, int] = OrderedDict()
         self._fds_lock = threading.Lock()
@@ -213,8 +157,11 @@ class LocalBackend:
 
     # ------------------------------------------------------------------ writing
 
-    def stage(self, kind: Kind, size_hint: int = 0) -> _StagedFile:
-        return _StagedFile(self, kind)
+    def stage(self, kind: Kind, size_hint: int = 0) -> StagedFile:
+        return StagedFile(self, kind)
+
+    def stage_appendable(self, kind: Kind) -> AppendableFile:
+        return AppendableFile(self, kind)
 
     def write(self, handle: Handle, data: bytes, *, durable: bool = True) -> None:
         if handle.kind is Kind.MANIFEST:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from snapstore.backend.names import check_name
 from snapstore.backend.seam import Handle, Kind, ObjectInfo, Properties, Version
+from snapstore.backend.wholeobjects import WritesWhole
 from snapstore.errors import ConcurrentWriteError, LockTimeout, StoreNotFoundError
 from snapstore.fs.reading import UnfitFileError
 
@@ -125,7 +126,7 @@ class _StagedBytes:
         self._parts = []
 
 
-class MemoryBackend:
+class MemoryBackend(WritesWhole):
     """A store held in memory (see the module docstring)."""
 
     def __init__(self, *, lock_timeout: float = 30.0) -> None:

@@ -3,15 +3,18 @@ which gc or a fold deleted, since it last looked, without listing ``packs/``.
 
 ``packs/log`` is a text file: a first line holding a random token (its generation), then one
 line per change, appended (``O_APPEND``, one ``write`` per change) by the process making it:
-``<id>`` once a pack and its index are in place, ``-<id>`` when a pack is deleted: by gc
-before it unlinks the index (the gc lock held exclusively), by a fold just after (the gc lock
-held shared: a process listing meanwhile took its position before its listing, so the line
-lies after it; see ``maintenance.fold``). It is a hint, never flushed: a reader that finds no
-log, or a token other than the one it saw, lists ``packs/`` instead and remembers where the
-log ends. A reader takes a line only if the whole line is one of these forms. A deleter's
-lines follow a newline of their own, so a line left torn by a failed append cannot swallow
-them; a deleter that cannot append starts a new log (a new token) instead, so a process
-that followed the log either reads the deletion or lists the packs again. A log
+``<id>`` once a pack and its index are in place, ``<id> <end hex>`` once a segment of an
+appendable pack is appended and flushed (it ends at ``end``), ``-<id>`` when a pack is
+deleted: by gc before it unlinks the index (an appendable pack: the pack itself; the gc lock
+held exclusively), by a fold just after (the gc lock held shared: a process listing meanwhile
+took its position before its listing, so the line lies after it; a fold's appendable packs
+under the lock held exclusively; see ``maintenance.fold``). It is a hint, never flushed: a
+reader that finds no log, or a token other than the one it saw, lists ``packs/`` instead and
+remembers where the log ends. A reader takes a line only if the whole line is one of these
+forms. A deleter's lines follow a newline of their own, so a line left torn by a failed
+append cannot swallow them; a deleter that cannot append starts a new log (a new token)
+instead, so a process that followed the log either reads the deletion or lists the packs
+again. A log
 that grew past ``RESTART_BYTES`` is started again at the next deletion. A line lost in a
 power cut only means a pack is found by the next listing (a reader that misses a blob lists
 the packs before giving up); no process that followed the log outlives a power cut.
@@ -22,14 +25,19 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from snapstore.fs.durable import write_atomic
 from snapstore.fs.seam import FileSystem
 
 TOKEN_BYTES = 32
-_PUBLISHED = re.compile(rb"[0-9a-f]{32}")
-"""A whole line (without its newline) saying that the pack of that id was published."""
+_PUBLISHED = re.compile(rb"([0-9a-f]{32})(?: ([0-9a-f]{1,16}))?")
+"""A whole line (without its newline) saying that the pack of that id was published, or a
+segment of the appendable pack of that id appended, and where it ends."""
+LogEntry = tuple[str, int | None]
+"""A publication read from the log: a pack id, and where the segment it announces ends
+(None: a whole pack with an index file of its own)."""
 MAX_READ_BYTES = 16 << 20
 """A log read in one go at most this far past a reader's last position (more: list instead)."""
 _DELETED = re.compile(rb"-([0-9a-f]{32})")
@@ -55,13 +63,13 @@ class PackLog:
         self.fs = fs
         self.tmp_dir = tmp_dir
 
-    def read(self, since: LogPosition | None) -> tuple[list[str] | None, LogPosition | None]:
-        """The ids of the packs published since ``since`` (None: they cannot be told, list
+    def read(self, since: LogPosition | None) -> tuple[list[LogEntry] | None, LogPosition | None]:
+        """The packs and segments published since ``since`` (None: they cannot be told, list
         the packs), and the position to read from next (None: there is no log to follow)."""
         data, position = self.read_lines(since)
         if data is None:
             return None, position
-        return published_ids(data), position
+        return published(data), position
 
     def read_lines(self, since: LogPosition | None) -> tuple[bytes | None, LogPosition | None]:
         """The whole lines appended since ``since`` (None: they cannot be told, list the
@@ -89,10 +97,18 @@ class PackLog:
 
     def add(self, pack_id: str) -> None:
         """Note that pack ``pack_id`` was published (errors are ignored: only a hint)."""
+        self._append(pack_id.encode() + b"\n")
+
+    def add_segment(self, pack_id: str, end: int) -> None:
+        """Note that a segment of the appendable pack ``pack_id`` ending at ``end`` was
+        appended, durably (errors are ignored: only a hint)."""
+        self._append(f"{pack_id} {end:x}\n".encode())
+
+    def _append(self, line: bytes) -> None:
         with contextlib.suppress(OSError):
             fd = self.fs.open(self.path, os.O_WRONLY | os.O_APPEND)
             try:
-                self.fs.write(fd, pack_id.encode() + b"\n")
+                self.fs.write(fd, line)
             finally:
                 self.fs.close(fd)
 
@@ -127,10 +143,26 @@ class PackLog:
         return False
 
 
-def published_ids(lines: bytes) -> list[str]:
-    """The ids of the packs whose publication ``lines`` (whole lines, from
+def _published(lines: bytes) -> Iterator[re.Match[bytes]]:
+    for line in lines.split(b"\n"):
+        match = _PUBLISHED.fullmatch(line)
+        if match is not None:
+            yield match
+
+
+def published(lines: bytes) -> list[LogEntry]:
+    """The packs and segments whose publication ``lines`` (whole lines, from
     ``PackLog.read_lines``) record; a line is one full match of one form, or skipped."""
-    return [line.decode() for line in lines.split(b"\n") if _PUBLISHED.fullmatch(line)]
+    return [
+        (match.group(1).decode(), int(match.group(2), 16) if match.group(2) else None)
+        for match in _published(lines)
+    ]
+
+
+def published_ids(lines: bytes) -> list[str]:
+    """The ids of the packs with an index file whose publication ``lines`` (whole lines,
+    from ``PackLog.read_lines``) record (``published`` also gives segments)."""
+    return [match.group(1).decode() for match in _published(lines) if match.group(2) is None]
 
 
 def deleted_ids(lines: bytes) -> list[str]:

@@ -79,6 +79,8 @@ class Properties:
     a ``write`` of one that is there with other bytes raises ConcurrentWriteError (the same
     bytes again succeed). Other kinds, and every kind of a backend not listing it, are
     replaced by a ``write``."""
+    appends: bool = False
+    """Whether ``stage_appendable`` offers packs a writer appends to (a local store)."""
     fresh_listings: bool = True
     """Whether ``names``, ``infos`` and ``stat`` of blobs, packs and indexes always see what
     other writers added or removed. False: they may answer from what this backend listed
@@ -107,6 +109,35 @@ class StagedObject(Protocol):
 
     def abort(self) -> None:
         """Drop the staged bytes."""
+        ...
+
+
+class AppendableObject(StagedObject, Protocol):
+    """A staged object its writer keeps open once committed, to append to it (an appendable
+    pack): ``commit`` makes its bytes and its name durable; each ``append`` then extends it,
+    durable at the next ``sync``. Readers never see bytes before they are written whole,
+    but may see an append in progress (a torn tail), which the object's format tells apart."""
+
+    def append(self, data: bytes | memoryview) -> None:
+        """Write ``data`` after the bytes written so far."""
+        ...
+
+    def sync(self) -> None:
+        """Make every byte appended so far durable."""
+        ...
+
+    def truncate(self, size: int) -> None:
+        """Cut the object back to its first ``size`` bytes (a writer taking back an append
+        that failed, so that no reader takes it for whole)."""
+        ...
+
+    def current(self) -> bool:
+        """Whether the committed object is still the one its name holds (not deleted or
+        replaced since: a writer appends only to an object still in the store)."""
+        ...
+
+    def close(self) -> None:
+        """Stop appending (release the open file)."""
         ...
 
 
@@ -162,6 +193,11 @@ class Backend(Protocol):
 
     def stage(self, kind: Kind, size_hint: int = 0) -> StagedObject:
         """Start writing an object of ``kind`` whose name is chosen at commit."""
+        ...
+
+    def stage_appendable(self, kind: Kind) -> AppendableObject | None:
+        """Start writing an object of ``kind`` that its writer appends to once committed;
+        None where the backend cannot (``properties.appends`` is False)."""
         ...
 
     def write(self, handle: Handle, data: bytes, *, durable: bool = True) -> None:

@@ -131,4 +131,5 @@ class StoreBase:
         """Release the files this object keeps open. Safe to call more than once; the store
         stays usable (it reopens what it needs). Waits for a running fold step."""
         self._autofold.join()
+        self._repository.blobs.close()
         self._repository.backend.close()

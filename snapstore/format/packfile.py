@@ -22,6 +22,9 @@ from snapstore.format.codec import CODEC_NONE, CODECS
 
 PACK_MAGIC = b"SNAPPAK\x02"
 INDEX_MAGIC = b"SNAPIDX\x02"
+SEGMENTED_MAGIC = b"SNAPPAK\x03"
+"""The magic of an appendable pack: segments, each with its own index (``format.segments``)."""
+SEGMENT_INDEX_MAGIC = b"SNAPIDX\x03"
 PACK_MAGIC_V1 = b"SNAPPAK\x01"
 INDEX_MAGIC_V1 = b"SNAPIDX\x01"
 BLOCK_HEAD = struct.Struct("<BBII")
@@ -72,6 +75,10 @@ class PackIndex(NamedTuple):
     """digest -> (block number, offset of the blob's bytes in the block's raw bytes, size)."""
     blocks: tuple[Block, ...]
     version: int = 2
+    segments: int = 0
+    """How many segments of an appendable pack this index gathers (``format.segments``);
+    0 for a pack with an index file of its own. ``pack_size`` is then where the last of them
+    ends (the file may be longer: segments appended since, or a torn tail)."""
 
     @property
     def total_bytes(self) -> int:
@@ -88,10 +95,14 @@ def _checksum(data: bytes | memoryview) -> bytes:
 
 
 def encode_index(
-    blocks: list[Block], entries: dict[bytes, tuple[int, int, int]], pack_size: int
+    blocks: list[Block],
+    entries: dict[bytes, tuple[int, int, int]],
+    pack_size: int,
+    magic: bytes = INDEX_MAGIC,
 ) -> bytes:
-    """The format 2 index of a pack of ``pack_size`` bytes holding ``blocks`` and ``entries``."""
-    parts = [INDEX_HEAD.pack(INDEX_MAGIC, len(blocks), len(entries), pack_size)]
+    """The format 2 index of a pack of ``pack_size`` bytes holding ``blocks`` and ``entries``
+    (with another ``magic``: a segment's index, whose ``pack_size`` is where it starts)."""
+    parts = [INDEX_HEAD.pack(magic, len(blocks), len(entries), pack_size)]
     parts.extend(INDEX_BLOCK.pack(*block) for block in blocks)
     parts.extend(INDEX_ENTRY.pack(digest, *entry) for digest, entry in sorted(entries.items()))
     body = b"".join(parts)
@@ -114,6 +125,12 @@ def decode_index(pack_id: str, data: bytes) -> PackIndex:
     return _decode_v2(pack_id, data)
 
 
+def decode_segment_index(pack_id: str, data: bytes, floor: int) -> PackIndex:
+    """Decode and validate a segment's index, whose blocks lie at ``floor`` or after (its
+    ``pack_size`` is the offset the index itself starts at)."""
+    return _decode_v2(pack_id, data, SEGMENT_INDEX_MAGIC, floor)
+
+
 def _corrupt(pack_id: str, why: str) -> CorruptPackError:
     return CorruptPackError(f"pack index {pack_id} is corrupt: {why}")
 
@@ -127,11 +144,15 @@ def _checked_body(pack_id: str, data: bytes, end: int) -> memoryview:
     return view
 
 
-def _decode_v2(pack_id: str, data: bytes) -> PackIndex:
+def _decode_v2(
+    pack_id: str, data: bytes, magic_wanted: bytes = INDEX_MAGIC, floor: int = len(PACK_MAGIC)
+) -> PackIndex:
+    """A format 2 index (or, with ``magic_wanted`` and ``floor``, a segment's index, whose
+    blocks lie between ``floor`` and the offset its head records)."""
     if len(data) < INDEX_HEAD.size + CHECKSUM_BYTES:
         raise _corrupt(pack_id, "it is truncated")
     magic, block_count, count, pack_size = INDEX_HEAD.unpack_from(data)
-    if magic != INDEX_MAGIC:
+    if magic != magic_wanted:
         raise _corrupt(pack_id, "bad magic (not a snapstore pack index, or a newer format)")
     if count > MAX_INDEX_ENTRIES or block_count > MAX_INDEX_ENTRIES:
         raise _corrupt(pack_id, f"it claims {count} entries in {block_count} blocks")
@@ -139,7 +160,7 @@ def _decode_v2(pack_id: str, data: bytes) -> PackIndex:
     end = blocks_end + count * INDEX_ENTRY.size
     view = _checked_body(pack_id, data, end)
     blocks = tuple(map(Block._make, INDEX_BLOCK.iter_unpack(view[INDEX_HEAD.size : blocks_end])))
-    _check_blocks(pack_id, blocks, pack_size)
+    _check_blocks(pack_id, blocks, pack_size, floor)
     if count == 0:
         return PackIndex(pack_id, pack_size, {}, blocks)
     # Checked column by column (C-level passes): an index may list tens of thousands of blobs.
@@ -162,9 +183,9 @@ def _decode_v2(pack_id: str, data: bytes) -> PackIndex:
     )
 
 
-def _check_blocks(pack_id: str, blocks: tuple[Block, ...], pack_size: int) -> None:
-    """Blocks must follow each other in the pack, heads included, within its size."""
-    floor = len(PACK_MAGIC)
+def _check_blocks(pack_id: str, blocks: tuple[Block, ...], pack_size: int, floor: int) -> None:
+    """Blocks must follow each other in the pack (from ``floor``), heads included, within its
+    size."""
     for block in blocks:
         if block.offset < floor + BLOCK_HEAD.size or block.offset + block.stored > pack_size:
             raise _corrupt(pack_id, f"a block at {block.offset} lies outside the pack")

@@ -18,12 +18,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import blake3
+
 from snapstore.backend.layout import FORMAT_MAJOR
 from snapstore.backend.seam import Backend, Handle, Kind
 from snapstore.errors import EncryptionError
 from snapstore.format.hashing import CHUNK_BYTES
 from snapstore.format.manifest import MAX_MANIFEST_BYTES
+from snapstore.format.packfile import PackIndex
 from snapstore.logs import get_logger
+from snapstore.repo.packs import copy_as_pack
 from snapstore.repo.repository import Repository
 
 COPIED_KINDS = (Kind.BLOB, Kind.PACK, Kind.INDEX, Kind.MANIFEST)
@@ -56,10 +60,15 @@ def copy_into_encrypted(source: Repository, destination: Backend) -> CopyReport:
                 "a restore into the store is in progress (or was killed): "
                 "let it finish, or open the store to recover it, first"
             )
+        source.blobs.refresh(full=True)
+        appendable = {i.pack_id: i for i in source.blobs.packs.indexes() if i.segments}
         for kind in COPIED_KINDS:
             present = set(destination.names(kind))
             names = source.backend.names(kind)
             for name in names:
+                if kind is Kind.PACK and name in appendable:
+                    _copy_appendable(appendable[name], source.backend, destination, report)
+                    continue
                 if name in present and kind is not Kind.MANIFEST:
                     report.present += 1
                     continue
@@ -71,6 +80,22 @@ def copy_into_encrypted(source: Repository, destination: Backend) -> CopyReport:
             destination.flush()
     logger.info("copied %d objects (%d there already)", report.copied, report.present)
     return report
+
+
+def _copy_appendable(
+    index: PackIndex, source: Backend, destination: Backend, report: CopyReport
+) -> None:
+    """Copy an appendable pack as a pack with an index file of its own (an encrypted store
+    writes every object whole), named for the pack and the segments copied: a run taken up
+    again finds it by its index, or writes it again over what a stopped run left."""
+    name = blake3.blake3(f"{index.pack_id}:{index.pack_size}".encode()).hexdigest()[:32]
+    if destination.names(Kind.INDEX, name) == [name]:
+        report.present += 1
+        return
+    if destination.names(Kind.PACK, name) == [name]:
+        destination.delete(Handle(Kind.PACK, name))
+    report.bytes_copied += copy_as_pack(source, index, destination, name)
+    report.copied += 1
 
 
 def _copy(source: Backend, destination: Backend, handle: Handle) -> int:

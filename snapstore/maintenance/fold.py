@@ -19,7 +19,9 @@ picks them, at most ``FoldPolicy.max_packs`` packs and ``max_bytes`` bytes) and 
    nobody holds it (unannounced: no create waits for it), else announced on gc-intent and
    waited for at most a moment. Every hold that began before the deletion was logged (and may
    read a folded pack as its view saw it) has then ended, so the fold flushes ``packs/`` and
-   deletes the packs themselves. If the barrier does not come, the fold is left pending: the
+   deletes the packs themselves. Folded appendable packs (no index: deleting one unlinks the
+   pack, which its writer may append to under a shared hold) are checked and deleted only
+   within that exclusive instant, unless they grew since the fold read them. If the barrier does not come, the fold is left pending: the
    pack files stay (no index names them; gc removes them if this process ends first).
 
 No marking is needed: the merged packs hold every blob of the folded ones. A kill between the
@@ -60,13 +62,21 @@ per create with 50 ms, in one loaded run)."""
 class Fold:
     """A fold whose merged packs are published: the packs it folded and the packs it wrote."""
 
-    sources: list[str]
+    folded: list[PackIndex]
+    """The packs it folded, as it read them (an appendable pack grown since is kept)."""
     merged: list[PackIndex] = field(default_factory=list)
     unindexed: list[str] | None = None
     """The folded packs whose indexes this fold unlinked (their files are deleted after the
     barrier); None until ``unindex_sources`` ran."""
+    appendable: list[PackIndex] = field(default_factory=list)
+    """The folded appendable packs still to delete, under the barrier's exclusive hold."""
     held: float = 0.0
     """Seconds its barrier took (waiting for the holds of the gc lock in progress to end)."""
+
+    @property
+    def sources(self) -> list[str]:
+        """The ids of the packs it folded."""
+        return [index.pack_id for index in self.folded]
 
     @property
     def bytes_written(self) -> int:
@@ -158,14 +168,15 @@ def _copy(
         series.finish()
     finally:
         series.abort()
-    return Fold([index.pack_id for index in chosen], series.published)
+    return Fold(chosen, series.published)
 
 
 def unindex_sources(repo: Repository, fold: Fold) -> bool:
     """Deletion, first half: take the folded packs out of the store (their indexes unlinked,
     their deletion logged) under the gc lock held **shared**, with ``gc-run`` held shared so
     that no gc starts meanwhile; True once done (or no longer needed), False if a gc runs or
-    the store is busy. Creates and readers go on meanwhile: none is stopped by it."""
+    the store is busy. Creates and readers go on meanwhile: none is stopped by it. Folded
+    appendable packs are left to the barrier (``_take_out_appendable``)."""
     with _shared_if_free(repo, gc_run=True) as free:
         if not free:
             return False  # a gc deleting in steps counts on the packs it saw staying
@@ -176,23 +187,44 @@ def unindex_sources(repo: Repository, fold: Fold) -> bool:
             logger.debug("merged packs of a fold are gone (gc or another fold took them)")
             fold.unindexed = []
             return True
-        doomed = [pack_id for pack_id in fold.sources if pack_id in present]
+        doomed = [i for i in fold.folded if i.pack_id in present and not i.segments]
         if doomed:
             repo.require_current_format()  # a version before 4 reads no deletion line
             packs.unindex(doomed, held_by=fold.merged)
-        fold.unindexed = doomed
+        fold.unindexed = [index.pack_id for index in doomed]
+        fold.appendable = [i for i in fold.folded if i.pack_id in present and i.segments]
         return True
 
 
-def _barrier(repo: Repository, wait: float) -> bool:
+def _take_out_appendable(repo: Repository, fold: Fold) -> None:
+    """Delete the folded appendable packs that did not grow since the fold read them, under
+    the barrier's exclusive hold: a writer appends only under the gc lock held shared, so
+    none grows meanwhile (under a shared hold, one could append a segment, which the merged
+    pack lacks, between the check and the unlink). Nothing while a gc runs between its steps,
+    or if the merged packs went meanwhile; the packs kept are duplicates a later fold drops."""
+    if not fold.appendable or repo.sessions.gc_journal.gc_running():
+        return
+    packs = repo.blobs.packs
+    packs.refresh()
+    present = {index.pack_id for index in packs.indexes()}
+    if not all(index.pack_id in present for index in fold.merged):
+        return
+    doomed = [i for i in fold.appendable if i.pack_id in present and not packs.grown(i)]
+    if doomed:
+        packs.unindex(doomed, held_by=fold.merged)
+    fold.unindexed = [*(fold.unindexed or []), *(index.pack_id for index in doomed)]
+
+
+def _barrier(repo: Repository, wait: float, then: Callable[[], None]) -> bool:
     """True once every hold of the gc lock that began before this call has ended (each may
-    count on a pack as its view saw it when it refreshed). The exclusive lock is taken and
-    let go at once: first unannounced, at an instant when nobody holds it (no create waits
-    behind that; tried for ``QUIET_WAIT`` or ``wait``, whichever is longer), then, if none
-    came, announced on gc-intent, so that new holders wait behind it (at most ``wait``)
-    until the holds in progress end."""
+    count on a pack as its view saw it when it refreshed), ``then`` run within the exclusive
+    hold. The exclusive lock is taken and let go at once: first unannounced, at an instant
+    when nobody holds it (no create waits behind that; tried for ``QUIET_WAIT`` or ``wait``,
+    whichever is longer), then, if none came, announced on gc-intent, so that new holders
+    wait behind it (at most ``wait``) until the holds in progress end."""
     try:
         with repo.gc_lock.exclusive(timeout=max(wait, QUIET_WAIT)):
+            then()
             return True
     except LockTimeout:
         pass
@@ -201,6 +233,7 @@ def _barrier(repo: Repository, wait: float) -> bool:
             return False
         try:
             with repo.gc_lock.exclusive(timeout=wait):
+                then()
                 return True
         except LockTimeout:
             return False
@@ -212,13 +245,15 @@ def drop_sources(repo: Repository, fold: Fold, wait: float = 0.0) -> bool:
     if the store stayed busy (tried again later: what is done stays done)."""
     if fold.unindexed is None and not unindex_sources(repo, fold):
         return False
-    doomed = fold.unindexed or []
-    if doomed:
+    if fold.unindexed or fold.appendable:
         started = time.monotonic()
-        if not _barrier(repo, wait):
+        if not _barrier(repo, wait, lambda: _take_out_appendable(repo, fold)):
             return False
         fold.held = time.monotonic() - started
-        repo.blobs.packs.remove_unindexed(doomed)
+        fold.appendable = []
+        if fold.unindexed:
+            repo.blobs.packs.remove_unindexed(fold.unindexed)
+    doomed = fold.unindexed or []
     logger.info(
         "folded %d small packs into %d (%d bytes)",
         len(doomed),

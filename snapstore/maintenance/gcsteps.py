@@ -125,11 +125,12 @@ class Steps:
         self.drop = list(work.drop)
         going = {index.pack_id for index in work.drop}
         self.going = set(going)
+        packs = repo.blobs.packs
         self.safe = {
             digest
-            for index in repo.blobs.packs.indexes()
+            for index in packs.indexes()
             if index.pack_id not in going
-            for digest in index.entries
+            for digest in packs.durable(index)
         }
         self.result = StepResult()
         self.paces = {kind: Pace(STEP_ITEMS) for kind in ("garbage", "packed", "orphan", "pack")}
@@ -190,7 +191,7 @@ class Steps:
             started = time.monotonic()
             batch = self._droppable(count)
             if batch:
-                self.repo.blobs.packs.unindex([index.pack_id for index in batch])
+                self.repo.blobs.packs.unindex(batch)
                 pace.took(len(batch), time.monotonic() - started)
             unindexed += [index.pack_id for index in batch]
             self._count_dropped(batch)
@@ -245,12 +246,18 @@ class Steps:
             logger.info("deleted pack %s, which no index names", pack_id)
 
     def _can_drop(self, index: PackIndex) -> bool:
-        """Whether every blob of ``index`` marked now is in a pack that stays; if not, the
-        pack stays (and its blobs count as safe from then on)."""
+        """Whether every blob of ``index`` marked now is in a pack that stays, and no segment
+        was appended to it since gc read it (blobs no other pack holds); if not, the pack
+        stays (and its blobs count as safe from then on)."""
         self.going.discard(index.pack_id)
+        if self.repo.blobs.packs.grown(index):
+            self.safe.update(self.repo.blobs.packs.durable(index))
+            self.result.packs_kept += 1
+            logger.info("kept pack %s: segments were appended to it during gc", index.pack_id)
+            return False
         for digest in index.entries:
             if digest in self.marks.sizes and digest not in self.safe:
-                self.safe.update(index.entries)
+                self.safe.update(self.repo.blobs.packs.durable(index))
                 self.result.packs_kept += 1
                 logger.info("kept pack %s: a snapshot committed during gc uses it", index.pack_id)
                 return False

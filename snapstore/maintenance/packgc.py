@@ -161,7 +161,7 @@ def _copy_order(
     writer may have died before flushing its name, and only its size would be known)."""
     packs = storage.packs
     going = {index.pack_id for index in todo.delete + todo.rewrite}
-    kept = {d for i in packs.indexes() if i.pack_id not in going for d in i.entries}
+    kept = {d for i in packs.indexes() if i.pack_id not in going for d in packs.durable(i)}
     order: dict[bytes, tuple[int, str, bytes, Location | None]] = {}
     for index in todo.rewrite:
         for digest, (number, offset, size) in index.entries.items():

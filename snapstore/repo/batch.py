@@ -17,7 +17,7 @@ from snapstore.format.packfile import KIND_DATA, PackIndex
 from snapstore.repo.blobs import Blobs
 from snapstore.repo.contents import load_map
 from snapstore.repo.loose import BlobWriter
-from snapstore.repo.packs import PackWriter
+from snapstore.repo.packs import PackWriter, SegmentSink
 
 PACKED_MAX_BYTES = 16 << 20
 PACK_MAX_BYTES = 256 << 20
@@ -35,11 +35,23 @@ class PackSeries:
     ``finish`` publishes the last one. ``level``: the zstd level of the packs' blocks;
     ``inline``: compress in the caller's thread (``PackWriter``). Used from one thread."""
 
-    def __init__(self, storage: Blobs, *, level: int = WRITE_LEVEL, inline: bool = False) -> None:
+    def __init__(
+        self,
+        storage: Blobs,
+        *,
+        level: int = WRITE_LEVEL,
+        inline: bool = False,
+        segments: SegmentSink | None = None,
+    ) -> None:
         self.storage = storage
         self.level = level
         self.inline = inline
+        self.segments = segments
+        """Where a small series goes, as one segment of an appendable pack (``PackWriter``);
+        None: packs with index files of their own (gc and folding write those)."""
         self.published: list[PackIndex] = []
+        self.bytes_written = 0
+        """The bytes of the packs published and the segments appended."""
         self._writer: PackWriter | None = None
 
     def __contains__(self, digest: bytes) -> bool:
@@ -49,7 +61,9 @@ class PackSeries:
     def add(self, digest: bytes, data: bytes | memoryview, kind: int = KIND_DATA) -> None:
         """Append one blob already hashed to ``digest`` (file contents or a tree: ``kind``)."""
         if self._writer is None:
-            self._writer = PackWriter(self.storage.backend, level=self.level, inline=self.inline)
+            self._writer = PackWriter(
+                self.storage.backend, level=self.level, inline=self.inline, segments=self.segments
+            )
         self._writer.add(digest, data, kind)
         if self._writer.size >= PACK_MAX_BYTES:
             self._publish()
@@ -58,7 +72,11 @@ class PackSeries:
         assert self._writer is not None
         writer, self._writer = self._writer, None
         index = writer.publish()
-        self.storage.packs.register(index)
+        if writer.appended:
+            self.bytes_written += writer.appended
+        else:
+            self.storage.packs.register(index)
+            self.bytes_written += index.pack_size
         self.published.append(index)
 
     def add_alone(self, digest: bytes, data: bytes, kind: int = KIND_DATA) -> None:
@@ -88,9 +106,11 @@ class BlobBatch:
 
     def __init__(self, storage: Blobs) -> None:
         self.storage = storage
-        self.packs = PackSeries(storage)
+        self.packs = PackSeries(storage, segments=storage.open_pack)
         self._added: set[bytes] = set()
-        self._counts_on_packs: set[str] = set()
+        self._counts_on_packs: dict[str, int] = {}
+        """Packs of other writers the batch counts on (``finish`` flushes their names), and
+        how far their bytes are known flushed."""
         self._shards: dict[str, frozenset[str]] = {}
         self._packed = storage.packs.by_digest()
         self._loose_bytes = 0
@@ -103,15 +123,22 @@ class BlobBatch:
         """True if the blob is already stored with this size (in a pack this process saw
         when the batch began, or one it published since). The writer then counts on it, so
         ``finish`` flushes the directory that names it (its writer may have died before
-        doing so)."""
+        doing so). A blob in a segment of another writer's appendable pack that this process
+        does not know that writer flushed (``PackSet.flushed``: it read the segment from a
+        listing, with no log line for it) is not claimed: that writer may have been killed
+        before its flush, or seen it fail, and after a failed flush no later flush can make
+        those bytes durable. The blob is stored again."""
         if digest in self._added:
             return True
         index = self._packed.get(digest)
         if index is not None and index.size_of(digest) == size:
-            pack_id = index.pack_id
-            if pack_id not in self._counts_on_packs and not self.storage.packs.settled(pack_id):
-                self._counts_on_packs.add(pack_id)
-                self.storage.backend.note_existing(Handle(Kind.PACK, pack_id))
+            packs = self.storage.packs
+            if not packs.settled(index, digest):
+                if not packs.flushed(index, digest):
+                    return False
+                if index.pack_id not in self._counts_on_packs:
+                    self._counts_on_packs[index.pack_id] = packs.flushed_end(index)
+                    self.storage.backend.note_existing(Handle(Kind.PACK, index.pack_id))
             return True
         if self._maybe_loose(digest) and self.storage.loose.has(digest, expected_size=size):
             self.storage.loose.reuse(digest)
@@ -168,7 +195,7 @@ class BlobBatch:
         """The bytes this batch added to the store: the packs it published and the loose
         blobs it wrote (not those it found stored, nor the packs' indexes). Complete after
         ``finish``."""
-        return self._loose_bytes + sum(index.pack_size for index in self.packs.published)
+        return self._loose_bytes + self.packs.bytes_written
 
     def claim_extents(self, digest: bytes, file_size: int) -> bool:
         """True if the extent map ``digest`` of a file of ``file_size`` bytes, and every

@@ -13,6 +13,7 @@ from snapstore.format.codec import CODEC_NONE
 from snapstore.format.hashing import CHUNK_BYTES, new_hasher
 from snapstore.format.manifest import EntryRow
 from snapstore.repo.loose import BlobWriter, LooseBlobs
+from snapstore.repo.openpack import OpenPack
 from snapstore.repo.packset import Location, PackSet
 
 WHOLE_READ_BYTES = 64 << 20
@@ -25,6 +26,8 @@ class Blobs:
         self.backend = backend
         self.loose = LooseBlobs(backend)
         self.packs = PackSet(backend)
+        self.open_pack = OpenPack(backend, self.packs)
+        """The appendable pack this process's small creates append to (``openpack``)."""
 
     def refresh(self, *, full: bool = False) -> None:
         """See the packs stored now; call right after taking the gc lock (``full``: list them
@@ -78,6 +81,18 @@ class Blobs:
                 return row
         return None
 
+    def durable_rows(self, file_rows: Iterable[EntryRow]) -> bool:
+        """Whether no blob of ``file_rows`` is held only in a segment of an appendable pack
+        not known flushed by its writer (``PackSet.flushed``): what a create may count on
+        without storing it again (``BlobBatch.claim`` applies the same rule)."""
+        packed = self.packs.by_digest()
+        for row in file_rows:
+            digest = row[5]
+            index = packed.get(digest) if digest is not None else None
+            if index is not None and digest is not None and not self.packs.flushed(index, digest):
+                return False
+        return True
+
     def writer(self, size_hint: int = 0) -> BlobWriter:
         """Stage one blob as a loose file (large blobs, and single puts)."""
         return self.loose.writer(size_hint)
@@ -104,13 +119,28 @@ class Blobs:
             yield from self._streamed(digest, location)
         else:
             try:
-                data = self._packed(digest, location)
+                data: bytes | None = self._packed(digest, location)
             except (CorruptBlobError, MissingBlobError):
-                if not self.loose.has(digest, location.size):
+                data = self._elsewhere(digest, location)
+                if data is None and not self.loose.has(digest, location.size):
                     raise
+            if data is None:
                 yield from self.loose.chunks(digest)
                 return
             yield data
+
+    def _elsewhere(self, digest: bytes, failed: Location) -> bytes | None:
+        """The blob's verified bytes from another pack holding it, if one reads (a blob
+        stored again beside a copy in a segment that was never flushed, and that a power
+        cut left as zeros); None if none does."""
+        for location in self.packs.locate_all(digest):
+            if location.pack_id == failed.pack_id or location.size != failed.size:
+                continue
+            try:
+                return self._packed(digest, location)
+            except (CorruptBlobError, MissingBlobError):
+                continue
+        return None
 
     def _packed(self, digest: bytes, location: Location) -> bytes:
         """A packed blob's bytes, verified."""
@@ -163,6 +193,10 @@ class Blobs:
         for digest in self.loose.iter_digests():
             if digest not in packed:
                 yield digest
+
+    def close(self) -> None:
+        """Stop appending to this process's appendable pack (the next create starts one)."""
+        self.open_pack.close()
 
     def sync(self) -> None:
         """Make the names of blobs published (or counted on) by this thread durable."""

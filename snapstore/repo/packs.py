@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import os
 from collections import deque
+from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Protocol
 
-from snapstore.backend.seam import Backend, Handle, Kind
+from snapstore.backend.seam import Backend, Handle, Kind, StagedObject
 from snapstore.errors import CorruptPackError
 from snapstore.format.codec import WRITE_LEVEL, compress
 from snapstore.format.packfile import (
@@ -64,6 +66,25 @@ _DECODED: FileMemo[PackIndex] = FileMemo(limit=MAX_REMEMBERED_INDEXES)
 """Indexes decoded in this process: indexes are immutable, so a new ``SnapStore`` of the same
 root need not decode them again. ``forget_indexes`` drops those of packs that went away; the
 limit bounds what roots no longer used can leave behind."""
+
+
+class SegmentSink(Protocol):
+    """Where a writer appends its blocks as one segment of an appendable pack
+    (``openpack.OpenPack``)."""
+
+    available: bool
+
+    def append(
+        self,
+        body: Sequence[bytes | memoryview],
+        blocks: list[Block],
+        entries: dict[bytes, tuple[int, int, int]],
+    ) -> tuple[PackIndex, int]: ...
+
+
+SEGMENT_BYTES = 4 << 20
+"""The stored bytes of blocks a writer may append as one segment; past them it writes a
+pack with an index file of its own (one flush for many blobs costs little there)."""
 
 
 class PackSizeError(CorruptPackError):
@@ -129,9 +150,19 @@ class PackWriter:
     bytes are flushed. ``level`` is the zstd level of its blocks. ``inline``: compress every
     block in the caller's thread (a writer that is itself a background thread, which must
     also work while the interpreter shuts down and no new thread pool may start).
+    ``segments``: where the backend appends, the blocks are kept in memory and ``publish``
+    appends them as one segment of the process's appendable pack, unless they grow past
+    ``SEGMENT_BYTES`` (then they go on into a pack of their own).
     """
 
-    def __init__(self, backend: Backend, *, level: int = WRITE_LEVEL, inline: bool = False) -> None:
+    def __init__(
+        self,
+        backend: Backend,
+        *,
+        level: int = WRITE_LEVEL,
+        inline: bool = False,
+        segments: SegmentSink | None = None,
+    ) -> None:
         self.backend = backend
         self.level = level
         self.inline = inline
@@ -145,12 +176,36 @@ class PackWriter:
         self._closed = 0
         self._compressing: deque[tuple[int, int, Future[tuple[int, bytes]]]] = deque()
         self._pool: ThreadPoolExecutor | None = None
-        self._staged = backend.stage(Kind.PACK)
+        self._segments = segments if segments is not None and segments.available else None
+        self._held: list[bytes] = []
+        self.appended = 0
+        """The bytes of the segment ``publish`` appended (0: a pack of its own)."""
+        self._staged: StagedObject | None = None
+        if self._segments is None:
+            self._start_staged()
+
+    def _start_staged(self) -> None:
+        """Stage a pack of its own, holding the blocks kept in memory so far."""
+        self._staged = staged = self.backend.stage(Kind.PACK)
         try:
-            self._staged.write(PACK_MAGIC)
+            staged.write(PACK_MAGIC)
+            for part in self._held:
+                staged.write(part)
         except BaseException:
-            self._staged.abort()
+            staged.abort()
             raise
+        self._held = []
+        self._segments = None
+
+    def _emit(self, head: bytes, stored: bytes) -> None:
+        """Put a block (its head and stored bytes) after the previous one."""
+        if self._staged is not None:
+            self._staged.write(head)
+            self._staged.write(stored)
+            return
+        self._held += (head, stored)
+        if self.size + len(head) + len(stored) - len(PACK_MAGIC) > SEGMENT_BYTES:
+            self._start_staged()
 
     def __contains__(self, digest: bytes) -> bool:
         return digest in self.entries
@@ -211,9 +266,8 @@ class PackWriter:
         """Append the oldest closed block to the pack, once compressed."""
         kind, raw_length, future = self._compressing.popleft()
         codec, stored = future.result()
-        self._staged.write(BLOCK_HEAD.pack(codec, kind, len(stored), raw_length))
+        self._emit(BLOCK_HEAD.pack(codec, kind, len(stored), raw_length), stored)
         offset = self.size + BLOCK_HEAD.size
-        self._staged.write(stored)
         self.blocks.append(Block(offset, len(stored), raw_length, codec, kind))
         self.size = offset + len(stored)
 
@@ -237,6 +291,11 @@ class PackWriter:
             raise
         finally:
             self._stop()
+        if self._staged is None:
+            assert self._segments is not None
+            index, self.appended = self._segments.append(self._held, self.blocks, self.entries)
+            self._held = []
+            return index
         self._staged.commit(self.pack_id, name_durable=True)
         index = PackIndex(self.pack_id, self.size, dict(self.entries), tuple(self.blocks))
         handle = Handle(Kind.INDEX, self.pack_id)
@@ -247,4 +306,38 @@ class PackWriter:
     def abort(self) -> None:
         """Drop the unpublished pack."""
         self._stop()
-        self._staged.abort()
+        self._held = []
+        if self._staged is not None:
+            self._staged.abort()
+
+
+def copy_as_pack(source: Backend, index: PackIndex, destination: Backend, pack_id: str) -> int:
+    """Copy the blocks of pack ``index`` (an appendable pack: its segments) of ``source``
+    into a new pack ``pack_id`` of ``destination`` with an index file of its own, each block
+    as it is (its head checked against the index); the bytes of the new pack."""
+    staged = destination.stage(Kind.PACK)
+    blocks: list[Block] = []
+    size = len(PACK_MAGIC)
+    handle = Handle(Kind.PACK, index.pack_id)
+    try:
+        staged.write(PACK_MAGIC)
+        for block in index.blocks:
+            data = source.read_range(
+                handle, block.offset - BLOCK_HEAD.size, BLOCK_HEAD.size + block.stored
+            )
+            if len(data) != BLOCK_HEAD.size + block.stored or BLOCK_HEAD.unpack_from(data) != (
+                block.codec,
+                block.kind,
+                block.stored,
+                block.raw,
+            ):
+                raise CorruptPackError(f"pack {index.pack_id}: a block does not match its index")
+            staged.write(data)
+            blocks.append(block._replace(offset=size + BLOCK_HEAD.size))
+            size += len(data)
+        staged.commit(pack_id, name_durable=True)
+    except BaseException:
+        staged.abort()
+        raise
+    destination.write(Handle(Kind.INDEX, pack_id), encode_index(blocks, dict(index.entries), size))
+    return size

@@ -1,9 +1,10 @@
 """The packs of a store as this process sees them: which digests each pack holds, and reads.
 
-Indexes are loaded lazily and kept (packs are immutable). ``refresh``, right after taking the
-gc lock, follows the pack log (``packlog``, a local store) from where it stopped: it loads the
-packs published since and drops those deleted (gc logs a deletion before it unlinks the index,
-a fold just after); a new log, or a backend without one, means listing ``packs/``. A reader
+Indexes (and the segments of appendable packs) are loaded lazily and kept. ``refresh``, right
+after taking the gc lock, follows the pack log (``packlog``, a local store) from where it
+stopped: it loads the packs published and the segments appended since, and drops the packs
+deleted (gc logs a deletion before it unlinks the index or appendable pack, a fold's shared
+half just after); a new log, or a backend without one, means listing ``packs/``. A reader
 that misses a blob lists once more. ``BlockCache`` keeps the last decompressed blocks.
 """
 
@@ -11,67 +12,21 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections import OrderedDict
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 
-from snapstore.backend.packlog import LogPosition, deleted_ids, published_ids
+from snapstore.backend.packlog import TOKEN_BYTES, LogPosition, deleted_ids, published
 from snapstore.backend.seam import Backend, Handle, Kind
-from snapstore.errors import CorruptPackError, MissingBlobError
-from snapstore.format.codec import CODEC_NONE, decompress
-from snapstore.format.packfile import BLOCK_HEAD, Block, PackIndex, is_pack_id
+from snapstore.errors import CorruptPackError
+from snapstore.format.packfile import PackIndex, is_pack_id
+from snapstore.format.segments import Segment, merge
+from snapstore.repo import segmented
+from snapstore.repo.blockcache import BlockCache
+from snapstore.repo.packreads import Location as Location
+from snapstore.repo.packreads import PackReads
 from snapstore.repo.packs import PackSizeError, forget_indexes, read_index
 
-BLOCK_CACHE_BYTES = 16 << 20
 
-
-@dataclass(frozen=True)
-class Location:
-    """Where one blob's bytes lie: ``size`` bytes at ``offset`` in the raw bytes of block
-    number ``number`` (``block``) of a pack."""
-
-    pack_id: str
-    number: int
-    block: Block
-    offset: int
-    size: int
-
-
-class BlockCache:
-    """The raw bytes of recently decompressed blocks, up to a byte budget (oldest dropped)."""
-
-    def __init__(self, budget: int = BLOCK_CACHE_BYTES) -> None:
-        self.budget = budget
-        self._blocks: OrderedDict[tuple[str, int], bytes] = OrderedDict()
-        self._bytes = 0
-        self._lock = threading.Lock()
-
-    def get(self, key: tuple[str, int]) -> bytes | None:
-        with self._lock:
-            found = self._blocks.get(key)
-            if found is not None:
-                self._blocks.move_to_end(key)
-            return found
-
-    def put(self, key: tuple[str, int], data: bytes) -> None:
-        with self._lock:
-            if key in self._blocks or len(data) > self.budget:
-                return
-            self._blocks[key] = data
-            self._bytes += len(data)
-            while self._bytes > self.budget:
-                _, dropped = self._blocks.popitem(last=False)
-                self._bytes -= len(dropped)
-
-    def forget(self, keys: Iterable[tuple[str, int]]) -> None:
-        """Drop these blocks (of deleted packs), at a cost that grows with them, not the cache."""
-        with self._lock:
-            for key in keys:
-                dropped = self._blocks.pop(key, None)
-                self._bytes -= 0 if dropped is None else len(dropped)
-
-
-class PackSet:
+class PackSet(PackReads):
     """The packs of one store root."""
 
     def __init__(self, backend: Backend) -> None:
@@ -85,7 +40,10 @@ class PackSet:
         self._log = backend.pack_log()
         self._position: LogPosition | None = None
         self._listed_since_refresh = False
-        self._settled: set[str] = set()
+        self._settled: dict[str, int] = {}
+        """Packs whose name (and bytes, up to the offset given) this process knows durable."""
+        self._flushed: dict[str, int] = {}
+        """Appendable packs whose bytes their writer flushed, up to the offset given."""
         self._where_partial = False
         """``_where`` may lack a digest another pack holds (``_drop``): a listing rebuilds it."""
         self.follow_log = True
@@ -110,7 +68,7 @@ class PackSet:
                 if lines is not None:
                     self._position = position
                     gone = set(deleted_ids(lines))
-                    self._load_new([i for i in published_ids(lines) if i not in gone])
+                    self._load_new([e for e in published(lines) if e[0] not in gone])
                     self._drop(gone)
                     return
             self._list_all()
@@ -129,18 +87,91 @@ class PackSet:
             self._list_all()
             return True
 
-    def _load_new(self, ids: list[str]) -> None:
-        """Load the indexes of packs the log names that this view lacks."""
-        added = []
-        for pack_id in dict.fromkeys(ids):
-            if not is_pack_id(pack_id) or pack_id in self._indexes:
+    def _load_new(self, entries: list[tuple[str, int | None]]) -> None:
+        """Load the indexes of packs the log names that this view lacks, and the segments
+        of appendable packs up to the ends it gives."""
+        ends: dict[str, int | None] = {}
+        for pack_id, end in entries:
+            if is_pack_id(pack_id) and (pack_id not in ends or end is not None):
+                ends[pack_id] = max(ends.get(pack_id) or 0, end) if end is not None else None
+        for pack_id, end in ends.items():
+            if end is not None:
+                self._load_segments(pack_id, end)
+                continue
+            if pack_id in self._indexes:
                 continue
             index = self._load(pack_id)
             if index is not None:
                 self._indexes[pack_id] = index
-                added.append(index)
-        for index in added:
-            self._where.update(dict.fromkeys(index.entries, index))
+                self._where.update(dict.fromkeys(index.entries, index))
+
+    def _load_segments(self, pack_id: str, end: int | None) -> bool:
+        """Read an appendable pack's segments after those this view holds, up to ``end``
+        (None: its last whole one); False if it is no appendable pack or is gone. A damaged
+        one is noted as broken (its blobs count as missing, gc leaves it alone)."""
+        previous = self._indexes.get(pack_id)
+        if end is not None:  # a log line or this process's append: flushed that far
+            self._flushed[pack_id] = max(self._flushed.get(pack_id, 0), end)
+        if previous is not None and (
+            not previous.segments or (end is not None and end <= previous.pack_size)
+        ):
+            return bool(previous.segments)
+        try:
+            index, added, first = segmented.load(self.backend, pack_id, previous, end)
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+        except (CorruptPackError, OSError) as error:
+            if end is not None:
+                return previous is not None  # a line past what reads: the next listing judges
+            if previous is None and not segmented.is_appendable(self.backend, pack_id):
+                return False
+            self._broken[pack_id] = str(error)
+            self._indexes.pop(pack_id, None)
+            self._where_partial = True
+            return True
+        self._indexes[pack_id] = index
+        self._where.update(dict.fromkeys(added, index))
+        self._flushed[pack_id] = max(self._flushed.get(pack_id, 0), first)
+        return True
+
+    def flushed(self, index: PackIndex, digest: bytes) -> bool:
+        """Whether the bytes of ``digest`` in the pack of ``index`` are known flushed by
+        their writer: a pack with an index file; an appendable pack up to where a log line,
+        its first segment, or this process's own append ended (nothing else may count on)."""
+        if not index.segments:
+            return True
+        block = index.blocks[index.entries[digest][0]]
+        return self._flushed.get(index.pack_id, 0) > block.offset
+
+    def durable(self, index: PackIndex) -> set[bytes]:
+        """The digests of the pack of ``index`` whose bytes are known flushed (``flushed``):
+        what gc may count on that pack to hold."""
+        return {digest for digest in index.entries if self.flushed(index, digest)}
+
+    def flushed_end(self, index: PackIndex) -> int:
+        """How far the bytes of the pack of ``index`` are known flushed (``flushed``)."""
+        flushed = self._flushed.get(index.pack_id, 0) if index.segments else index.pack_size
+        return min(index.pack_size, flushed)
+
+    def add_segment(self, pack_id: str, segment: Segment) -> PackIndex:
+        """Count on a segment this process just appended (durably) to its appendable pack,
+        and tell other processes through the pack log; the pack's index now."""
+        with self._lock:
+            previous = self._indexes.get(pack_id)
+            if previous is None or previous.pack_size != segment.start:
+                self._load_segments(pack_id, segment.end)
+                index = self._indexes.get(pack_id)
+                if index is None:
+                    raise CorruptPackError(f"pack {pack_id} cannot be read back")
+            else:
+                index, added = merge(pack_id, previous, [segment])
+                self._indexes[pack_id] = index
+                self._where.update(dict.fromkeys(added, index))
+            self._settled[pack_id] = max(self._settled.get(pack_id, 0), segment.end)
+            self._flushed[pack_id] = max(self._flushed.get(pack_id, 0), segment.end)
+        if self._log is not None:
+            self._log.add_segment(pack_id, segment.end)
+        return index
 
     def _drop(self, pack_ids: set[str]) -> None:
         """Stop counting on deleted packs (a digest another pack also holds may leave the
@@ -180,14 +211,17 @@ class PackSet:
         return position
 
     def _list_all(self) -> None:
-        """List ``packs/``: load indexes that appeared, forget packs that went away."""
+        """List ``packs/``: load indexes (and segments) that appeared, forget packs that went
+        away. A pack file without an index is an appendable pack (by its magic) or garbage."""
         self._position = self._log_position()
+        self._learn_flushed()
         self._listed_since_refresh = True
         indexed, packed = self._listed()
         forget_indexes(self.backend, indexed)
         before = set(self._indexes)
-        for gone in before - indexed:
-            del self._indexes[gone]
+        for pack_id in before:
+            if pack_id not in (packed if self._indexes[pack_id].segments else indexed):
+                del self._indexes[pack_id]
         self._broken = {}
         self._damaged = {}
         for pack_id in sorted(indexed):
@@ -198,10 +232,27 @@ class PackSet:
         for pack_id in indexed & (set(self._indexes) - packed):
             del self._indexes[pack_id]
             self._broken[pack_id] = f"pack {pack_id} is missing (its index is there)"
+        for pack_id in sorted(packed - indexed):
+            self._load_segments(pack_id, None)
         if set(self._indexes) != before or not self._loaded or self._where_partial:
             self._rebuild()
             self._where_partial = False
         self._loaded = True
+
+    def _learn_flushed(self) -> None:
+        """Read the pack log from its start for the segments its lines announce: their
+        writers flushed them (see ``flushed``). Where the log cannot be read whole, nothing
+        is learnt (a blob of such a segment is then stored again, not counted on)."""
+        if self._log is None or self._position is None:
+            return
+        start = LogPosition(self._position.token, TOKEN_BYTES + 1)
+        entries, position = self._log.read(start)
+        if entries is None or position is None:
+            return
+        self._position = position
+        for pack_id, end in entries:
+            if end is not None:
+                self._flushed[pack_id] = max(self._flushed.get(pack_id, 0), end)
 
     def _rebuild(self) -> None:
         """The map from digest to pack; of two packs holding a digest, the larger (a fold's
@@ -217,19 +268,25 @@ class PackSet:
         with self._lock:
             self._indexes[index.pack_id] = index
             self._where.update(dict.fromkeys(index.entries, index))
-            self._settled.add(index.pack_id)
+            self._settled[index.pack_id] = index.pack_size
         if self._log is not None:
             self._log.add(index.pack_id)
 
-    def settled(self, pack_id: str) -> bool:
-        """Whether this process knows the pack's and its index's names to be durable (it
-        published it, or flushed ``packs/`` since): a writer counting on it need not flush."""
-        return pack_id in self._settled
+    def settled(self, index: PackIndex, digest: bytes) -> bool:
+        """Whether this process knows the name of the pack of ``index`` (and its index's),
+        and the bytes of ``digest`` in it, to be durable (it published them, or flushed them
+        since it counted on them): a writer that counts on it need not flush them again."""
+        settled = self._settled.get(index.pack_id, -1)
+        if not index.segments:
+            return settled >= 0
+        return settled > index.blocks[index.entries[digest][0]].offset
 
-    def settle(self, pack_ids: set[str]) -> None:
-        """Note that the names of these packs were just made durable (see ``settled``)."""
+    def settle(self, ends: dict[str, int]) -> None:
+        """Note that the names of these packs, and their bytes up to the offsets given,
+        were just made durable (see ``settled``)."""
         with self._lock:
-            self._settled |= pack_ids
+            for pack_id, end in ends.items():
+                self._settled[pack_id] = max(self._settled.get(pack_id, -1), end)
 
     def announce_deletions(self) -> None:
         """Start a new pack log, followed by this process (the exclusive gc lock held, this
@@ -259,6 +316,17 @@ class PackSet:
             return None
         number, offset, size = index.entries[digest]
         return Location(index.pack_id, number, index.blocks[number], offset, size)
+
+    def locate_all(self, digest: bytes) -> list[Location]:
+        """Every place a pack of this view holds the digest (a pass over the packs: for a
+        reader whose first copy did not read)."""
+        found = []
+        for index in self.indexes():
+            entry = index.entries.get(digest)
+            if entry is not None:
+                number, offset, size = entry
+                found.append(Location(index.pack_id, number, index.blocks[number], offset, size))
+        return found
 
     def damage(self, digest: bytes) -> str | None:
         """Why the blob cannot be read from the pack that was meant to hold it, if its pack
@@ -293,108 +361,37 @@ class PackSet:
         self._ensure_loaded()
         yield from list(self._where)
 
-    def pack_path(self, pack_id: str) -> str:
-        """Where a pack lives, for people."""
-        return self.backend.describe(Handle(Kind.PACK, pack_id))
-
     def orphans(self) -> list[str]:
-        """Packs with no index (a writer died between publishing the two): garbage."""
+        """Packs with no index that are not appendable packs (a writer died between
+        publishing the two): garbage."""
         indexed, packed = self._listed()
-        return sorted(packed - indexed)
+        return sorted(
+            pack_id
+            for pack_id in packed - indexed
+            if not segmented.is_appendable(self.backend, pack_id)
+        )
 
-    def read_unverified(self, location: Location) -> bytes:
-        """The blob's bytes at ``location`` (its block decompressed, or found in the cache);
-        CorruptPackError if the pack is shorter than its index says or its block is damaged,
-        MissingBlobError if the pack is gone."""
-        block = location.block
-        if block.codec == CODEC_NONE:
-            return self._read(location.pack_id, block.offset + location.offset, location.size)
-        key = (location.pack_id, location.number)
-        raw = self.cache.get(key)
-        if raw is None:
-            raw = self._block(location.pack_id, location.number, block)
-            self.cache.put(key, raw)
-        return raw[location.offset : location.offset + location.size]
-
-    def _block(self, pack_id: str, number: int, block: Block) -> bytes:
-        """The raw bytes of a compressed block, its head checked against the index."""
-        where = f"block {number} of pack {pack_id}"
-        data = self._read(pack_id, block.offset - BLOCK_HEAD.size, BLOCK_HEAD.size + block.stored)
-        head = BLOCK_HEAD.unpack_from(data)
-        if head != (block.codec, block.kind, block.stored, block.raw):
-            raise CorruptPackError(f"{where}: its head does not match the pack's index")
-        return decompress(block.codec, data[BLOCK_HEAD.size :], block.raw, where)
-
-    def _read(self, pack_id: str, offset: int, length: int) -> bytes:
-        try:
-            data = self.backend.read_range(Handle(Kind.PACK, pack_id), offset, length)
-        except FileNotFoundError:
-            raise MissingBlobError(f"pack {pack_id} is missing from the store") from None
-        if len(data) != length:
-            raise CorruptPackError(f"pack {pack_id} is truncated")
-        return data
-
-    def check_sizes(self) -> list[str]:
-        """Packs that are not the size their index records (truncated or overwritten)."""
-        problems = []
-        for index in self.indexes():
-            try:
-                size = self.backend.stat(Handle(Kind.PACK, index.pack_id)).size
-            except FileNotFoundError:
-                problems.append(f"pack {index.pack_id} is missing")
-                continue
-            if size != index.pack_size:
-                problems.append(
-                    f"pack {index.pack_id} is {size} bytes; its index says {index.pack_size}"
-                )
-        return problems
-
-    def unindex(self, pack_ids: list[str], *, held_by: list[PackIndex] | None = None) -> None:
-        """Take packs out of the store (view refreshed under the gc lock): log, drop from this
-        view, unlink the indexes. gc (lock exclusive) logs first; a fold (lock shared) points
-        this view at ``held_by`` and logs last (why: ``maintenance.fold``)."""
+    def unindex(self, indexes: list[PackIndex], *, held_by: list[PackIndex] | None = None) -> None:
+        """Take packs out of the store as the caller read them (view refreshed under the gc
+        lock): log, drop from this view, unlink (``_take_out``). gc logs first; a fold points
+        this view at ``held_by`` first and logs last (why: ``maintenance.fold``)."""
+        pack_ids = [index.pack_id for index in indexes]
         if held_by is None:
             self._record_deletions(pack_ids)
         with self._lock:
             for index in held_by or ():
                 self._where.update(dict.fromkeys(index.entries, index))
             self._drop(set(pack_ids))
-        for pack_id in pack_ids:
-            with contextlib.suppress(FileNotFoundError):
-                self.backend.delete(Handle(Kind.INDEX, pack_id), durable=False)
+        for index in indexes:
+            self._take_out(index)
         if held_by is not None:
             self._record_deletions(pack_ids, follow_restart=False)
 
-    def remove_unindexed(self, pack_ids: list[str]) -> None:
-        """Delete packs whose indexes ``unindex`` unlinked: one flush of ``packs/``
-        first (no index may outlive its pack in a power cut), then the packs."""
-        self.backend.note_existing(Handle(Kind.INDEX, pack_ids[0]))
-        self.backend.flush()
-        for pack_id in pack_ids:
-            with contextlib.suppress(FileNotFoundError):
-                self.backend.delete(Handle(Kind.PACK, pack_id), durable=False)
-
-    def size_of(self, pack_id: str) -> int:
-        """A pack's size (0 if it is gone)."""
-        try:
-            return self.backend.stat(Handle(Kind.PACK, pack_id)).size
-        except FileNotFoundError:
-            return 0
-
-    def settle_listing(self, pack_id: str) -> None:
-        """Make the names of packs and indexes durable as they are listed now, before an
-        orphan pack is deleted: a pack is an orphan because its index was unlinked, and that
-        unlink must not be lost while the pack's is kept (an index naming a missing pack)."""
-        self.backend.note_existing(Handle(Kind.PACK, pack_id))
-        self.backend.flush()
-
-    def delete_orphan(self, pack_id: str) -> int:
-        """Remove a pack that no index names; returns its size."""
-        self._record_deletions([pack_id])
-        handle = Handle(Kind.PACK, pack_id)
-        try:
-            size = self.backend.stat(handle).size
-            self.backend.delete(handle, durable=False)
-        except FileNotFoundError:
-            return 0
-        return size
+    def _take_out(self, index: PackIndex) -> None:
+        """Unlink a pack's index, or an appendable pack itself (it has no index), as the
+        caller read it (not as this view holds it now): under the exclusive gc lock, so no
+        writer appends to it meanwhile, and the writer that kept it open starts another."""
+        self.cache.forget((index.pack_id, number) for number in range(len(index.blocks)))
+        kind = Kind.PACK if index.segments else Kind.INDEX
+        with contextlib.suppress(FileNotFoundError):
+            self.backend.delete(Handle(kind, index.pack_id), durable=False)

@@ -133,8 +133,11 @@ def build(
 
 
 def _all_stored(repo: Repository, refs: Mapping[str, TreeRef]) -> bool:
+    """Whether every tree object of a previous build is stored where a create may count on
+    it (``Blobs.durable_rows``: not in a segment its writer may never have flushed, such as
+    the one a failed create of this process appended)."""
     rows: list[EntryRow] = [("", "file", 0, r.size, 0, r.digest, None) for r in refs.values()]
-    return repo.blobs.first_missing(rows) is None
+    return repo.blobs.first_missing(rows) is None and repo.blobs.durable_rows(rows)
 
 
 def forget_all() -> None:

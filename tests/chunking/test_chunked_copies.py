@@ -39,6 +39,7 @@ def test_gc_keeps_each_map_in_a_block_of_its_own(store: SnapStore, tmp_path: Pat
         (base / f"big{number}.bin").write_bytes(random.Random(number).randbytes(3 * MIB))
         (base / f"note{number}.txt").write_text(f"note {number}\n" * 50)
         store.create("s", f"v{number}", ["."], base_dir=base)
+        repository(store).blobs.close()  # as if each create ran in a process of its own
     before = {assert_alone(store, "v1", f"big{n}.bin") for n in range(2)}
     assert len(before) == 2  # one pack per create
 
@@ -64,6 +65,7 @@ def test_fold_keeps_each_map_in_a_block_of_its_own(tmp_path: Path) -> None:
                 handle.write(random.Random(number).randbytes(20_000))
             (base / f"note{number}.txt").write_text(f"note {number}\n" * 50)
             store.create("s", f"v{number}", ["."], base_dir=base)
+            repository(store).blobs.close()  # as if each create ran in a process of its own
         before = {assert_alone(store, "v2", f"sparse{n}.img") for n in range(3)}
 
         repo = repository(store)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from helpers.blobs import two_file_packs
 from helpers.replay import check_every_power_cut, recorded_model
 from helpers.scenarios import (
     Scenario,
@@ -15,6 +16,7 @@ from helpers.scenarios import (
     open_store,
     template,
 )
+from helpers.trees import write_tree
 
 from snapstore.backend.layout import FORMAT_TEXT
 from snapstore.fs.seam import FileSystem
@@ -147,7 +149,17 @@ def test_orphan_pack_unlinked_before_its_index_unlink_is_durable(scratch: Path) 
                 open_store(scenario_dir, fs).gc()
         return open_store(scenario_dir, fs).gc()
 
-    scenario = Scenario("gc_after_failed_gc", _prepare_gc, run)
+    def prepare(scenario_dir: Path) -> None:
+        """As for the gc scenario, with packs that have index files (an appendable pack has
+        none: gc unlinks it whole, under the lock)."""
+        _prepare_gc(scenario_dir)
+        with two_file_packs(_setup_store(scenario_dir)) as store:
+            store.gc()  # merges every small pack into one with an index file
+            write_tree(scenario_dir / "dead", {"unique.txt": b"garbage soon\n"})
+            store.create("s", "dead", ["."], base_dir=scenario_dir / "dead")
+            store.delete("s", "dead")  # a pack with an index file, all garbage
+
+    scenario = Scenario("gc_after_failed_gc", prepare, run)
     template_dir = template(scenario, scratch / "template")
     expect = expectation(scenario, template_dir, scratch / "reference")
     work = scratch / "recorded"

@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 
 import pytest
+from helpers.blobs import two_file_packs
 from helpers.figures import depth
 from helpers.fork import call_trace, kill_at_every_call
 from helpers.replay import check_every_power_cut, recorded_model
@@ -97,12 +98,51 @@ def _run_create_reusing_dead_pack(scenario_dir: Path, fs: FileSystem) -> object:
     return open_store(scenario_dir, fs).create(SESSION, "new", ["."], base_dir=scenario_dir / "src")
 
 
+class _DiesBeforeFlushingAppends(_DiesBeforeFlushingNames):
+    """A writer whose flushes of files stop once ``dying`` is set: it appends a segment to
+    its pack and dies before flushing it (and before its log line mattered)."""
+
+    dying = False
+
+    def fsync(self, fd: int) -> None:
+        if not self.dying:
+            self.inner.fsync(fd)
+
+    def fsync_dir(self, path: str, *, dir_fd: int | None = None) -> None:
+        self.inner.fsync_dir(path, dir_fd=dir_fd)
+
+
+def _run_create_reusing_unflushed_segment(scenario_dir: Path, fs: FileSystem) -> object:
+    """Another process appended a segment holding some of these blobs to its pack and died
+    before flushing it; this snapshot's process reads that segment from the file (no log
+    line announced it), so it must not count on it: it stores those blobs again."""
+    import blake3
+
+    from snapstore.repo.openpack import OpenPack
+    from snapstore.repo.packset import PackSet
+
+    root = scenario_dir / "root"
+    dying = _DiesBeforeFlushingAppends(fs)
+    backend = LocalBackend(str(root), fs=dying)
+    appendable = OpenPack(backend, PackSet(backend))
+    for part, dies in ((list(FILES.values())[5:8], False), (list(FILES.values())[:5], True)):
+        dying.dying = dies
+        writer = PackWriter(backend, segments=appendable)
+        for data in part:
+            writer.add(blake3.blake3(data).digest(), data)
+        writer.publish()
+    write_tree(scenario_dir / "src", dict(list(FILES.items())[:5]))
+    return open_store(scenario_dir, fs).create(SESSION, "new", ["."], base_dir=scenario_dir / "src")
+
+
 def _prepare_empty(scenario_dir: Path) -> None:
     _store(scenario_dir)
 
 
-def _prepare_pack_gc(scenario_dir: Path) -> None:
-    store = _store(scenario_dir)
+def _prepare_pack_gc(scenario_dir: Path, *, appending: bool = True) -> None:
+    """Snapshots of one process (one appendable pack; or, without ``appending``, a pack
+    with an index file each), most of them deleted, and an orphan pack."""
+    store = _store(scenario_dir) if appending else two_file_packs(_store(scenario_dir))
     write_tree(scenario_dir / "src", FILES)
     store.create(SESSION, "all", ["."], base_dir=scenario_dir / "src")
     store.create(SESSION, "few", ["d0"], base_dir=scenario_dir / "src")
@@ -134,13 +174,17 @@ def _run_restore(scenario_dir: Path, fs: FileSystem) -> object:
 SCENARIOS = [
     Scenario("packed_create", _prepare_packed_create, _run_packed_create),
     Scenario("create_reusing_dead_pack", _prepare_empty, _run_create_reusing_dead_pack),
+    Scenario(
+        "create_reusing_unflushed_segment", _prepare_empty, _run_create_reusing_unflushed_segment
+    ),
     Scenario("pack_gc", _prepare_pack_gc, _run_gc),
+    Scenario("pack_gc_index_files", lambda path: _prepare_pack_gc(path, appending=False), _run_gc),
     Scenario("restore_from_pack", _prepare_restore_from_pack, _run_restore, restores=True),
 ]
 
 
 def _uses_packs(scenario_dir: Path) -> None:
-    assert any(name.endswith(".idx") for name in os.listdir(scenario_dir / "root" / "packs"))
+    assert any(name.endswith(".pack") for name in os.listdir(scenario_dir / "root" / "packs"))
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.name)

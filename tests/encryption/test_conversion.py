@@ -56,6 +56,12 @@ def test_encrypt_copies_a_plain_store_into_an_encrypted_one(tmp_path: Path) -> N
     }
     _same_store(cli.root, tmp_path / "sealed", markers, tmp_path)
     markers.check(directory_objects(tmp_path / "sealed"))
+    plain_indexes = {p.stem for p in cli.root.glob("packs/*.idx")}
+    assert {p.stem for p in cli.root.glob("packs/*.pack")} - plain_indexes  # an appendable one
+    sealed_packs = {p.stem for p in (tmp_path / "sealed" / "packs").glob("*.pack")}
+    assert sealed_packs and sealed_packs == {
+        p.stem for p in (tmp_path / "sealed" / "packs").glob("*.idx")
+    }  # copied as packs with index files
     again = cli.run(
         "--json", "encrypt", "--to", str(tmp_path / "sealed"), env={"SNAPSTORE_PASSWORD": "pw"}
     )

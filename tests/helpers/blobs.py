@@ -13,8 +13,18 @@ from snapstore.repo.packs import PackWriter
 
 
 def _pack_files(store: SnapStore, pack_id: str) -> list[Path]:
+    """The pack file and its index file, if it has one (an appendable pack has none)."""
     pack = Path(repository(store).blobs.packs.pack_path(pack_id))
-    return [pack, pack.with_suffix(".idx")]
+    index = pack.with_suffix(".idx")
+    return [pack, index] if index.exists() else [pack]
+
+
+def two_file_packs(store: SnapStore) -> SnapStore:
+    """Make ``store`` write every pack with an index file of its own (as gc, folding, object
+    storage and encrypted stores do), instead of appending small creates to a pack it keeps
+    open: for tests of what readers do with index files."""
+    repository(store).blobs.open_pack.available = False
+    return store
 
 
 def corrupt_blob(store: SnapStore, digest: bytes) -> None:

@@ -5,7 +5,10 @@ The model (conservative, after ALICE and CrashMonkey):
 * Before recording starts, everything on disk is durable.
 * A file's contents and mode become durable only at an ``fsync`` of that file. Until then a
   power cut may leave the last durable contents (empty, for a file never synced), the latest
-  contents, or a torn mix of them (the latest contents cut in half).
+  contents, or a torn mix of them (the latest contents cut in half). Bytes made durable stay
+  so when a file is appended to: a torn append keeps them, and may end in half the appended
+  bytes, in zeros as long as the appended bytes (its size durable before its data), or in
+  the appended bytes with their first half zeros (pages written back out of order).
 * A directory entry change (create, mkdir, symlink, rename, link, unlink, rmdir) becomes
   durable only when the directory holding the new entry (the destination's, for a rename) is
   fsynced afterwards. fsync of a file does not make its name durable. Until then the change
@@ -231,8 +234,7 @@ class PowerLossModel:
         mode = rng.choice((synced.mode, now.mode))
         if synced.data == now.data:
             return Inode("file", now.data, mode)
-        data = rng.choice((synced.data, now.data, now.data[: len(now.data) // 2]))
-        return Inode("file", data, mode)
+        return Inode("file", rng.choice(_unsynced_contents(synced.data, now.data)), mode)
 
     def unsynced(self, prefix: int) -> list[int]:
         """The entry changes among the first ``prefix`` events not yet made durable."""
@@ -264,6 +266,20 @@ class PowerLossModel:
                 if fingerprint not in seen:
                     seen.add(fingerprint)
                     yield candidate
+
+
+def _unsynced_contents(synced: bytes, now: bytes) -> tuple[bytes, ...]:
+    """What a power cut may leave of a file whose durable contents are ``synced`` and latest
+    ``now``: either of them, or the latest cut in half. A file appended to after a flush
+    (``now`` extends ``synced``) keeps its flushed bytes: only the appended ones may be
+    lost, cut in half, or left as zeros (its size made durable before its data), or its
+    later half kept and its earlier half zeros (pages written back out of order)."""
+    if not now.startswith(synced) or not synced:
+        return synced, now, now[: len(now) // 2]
+    appended = len(now) - len(synced)
+    half = len(synced) + appended // 2
+    earlier_lost = synced + bytes(appended // 2) + now[half:]
+    return synced, now, now[:half], synced + bytes(appended), earlier_lost
 
 
 def materialize(state: CrashState, destination: Path) -> None:

@@ -157,6 +157,38 @@ def _prepare_sweep_old_layout(scenario_dir: Path) -> None:
     mark_format(scenario_dir / "root", 3)
 
 
+TREE_V3: Spec = {
+    "a.txt": b"alpha, changed again\n",
+    "dir/new.txt": b"new file, edited\n",
+    "dir/sub/c.txt": b"charlie\n",
+    "fresh.txt": b"only in v3\n",
+}
+
+
+def _prepare_appends(scenario_dir: Path) -> None:
+    """As for a create, and a second source (``src2``) for the create after it."""
+    _prepare_create(scenario_dir)
+    write_tree(scenario_dir / "src2", TREE_V3)
+
+
+def _run_two_creates(scenario_dir: Path, fs: FileSystem) -> object:
+    """Two creates of one process: the second appends a segment to the pack the first
+    wrote (one flush for its data and index)."""
+    store = open_store(scenario_dir, fs)
+    store.create(SESSION, "new", ["."], base_dir=scenario_dir / "src")
+    return store.create(SESSION, "newer", ["."], base_dir=scenario_dir / "src2")
+
+
+def _run_create_gc_create(scenario_dir: Path, fs: FileSystem) -> object:
+    """A process creates, another gc merges the small packs (deleting the pack the first
+    keeps open), then the first creates again: it must start a new pack."""
+    store = open_store(scenario_dir, fs)
+    store.create(SESSION, "new", ["."], base_dir=scenario_dir / "src")
+    report = open_store(scenario_dir, fs).gc()
+    assert report.packs_deleted >= 1, "gc did not take the open pack"
+    return store.create(SESSION, "newer", ["."], base_dir=scenario_dir / "src2")
+
+
 def _prepare_state(scenario_dir: Path) -> None:
     store = _setup_store(scenario_dir)
     store.put_state(SESSION, "cursor", {"row": 1, "etag": "abc"})
@@ -200,10 +232,15 @@ def _run_sweep(scenario_dir: Path, fs: FileSystem) -> object:
 
 
 def _prepare_gc(scenario_dir: Path) -> None:
-    store = _setup_store(scenario_dir)
-    _snapshot(store, scenario_dir, "kept", TREE_V1)
-    _snapshot(store, scenario_dir, "gone", {"unique.txt": b"garbage soon\n"})
-    _snapshot(store, scenario_dir, "kept", TREE_V2)
+    """Three snapshots, each with a small pack of its own (written by processes of their
+    own), one of them deleted, and a stale temp file."""
+    for name, spec in [
+        ("kept", TREE_V1),
+        ("gone", {"unique.txt": b"garbage soon\n"}),
+        ("kept", TREE_V2),
+    ]:
+        with _setup_store(scenario_dir) as store:
+            _snapshot(store, scenario_dir, name, spec)
     store.delete(SESSION, "gone")
     (scenario_dir / "root" / "tmp" / f"{TEMP_PREFIX}stale").write_bytes(b"left by a crash")
 
@@ -213,12 +250,17 @@ def _run_gc(scenario_dir: Path, fs: FileSystem) -> object:
 
 
 def _prepare_fold(scenario_dir: Path) -> None:
-    """Four snapshots, each with a small pack of its own (one of them overwritten)."""
-    store = _setup_store(scenario_dir)
-    _snapshot(store, scenario_dir, "kept", TREE_V1)
-    _snapshot(store, scenario_dir, "other", {"o.txt": b"other\n"})
-    _snapshot(store, scenario_dir, "kept", TREE_V2)
-    _snapshot(store, scenario_dir, "third", {"t.txt": b"third\n", "a.txt": b"alpha\n"})
+    """Four snapshots, each with a small pack of its own (one of them overwritten): each
+    from a process of its own, as one-shot commands leave them (a process appends its
+    creates to one pack)."""
+    for name, spec in [
+        ("kept", TREE_V1),
+        ("other", {"o.txt": b"other\n"}),
+        ("kept", TREE_V2),
+        ("third", {"t.txt": b"third\n", "a.txt": b"alpha\n"}),
+    ]:
+        with _setup_store(scenario_dir) as store:
+            _snapshot(store, scenario_dir, name, spec)
 
 
 def _run_fold(scenario_dir: Path, fs: FileSystem) -> object:
@@ -296,6 +338,8 @@ SCENARIOS = [
     Scenario("restore", _prepare_restore, _run_restore, restores=True),
     Scenario("restore_new_target", _prepare_restore_new_target, _run_restore, restores=True),
     Scenario("create_chunked", _prepare_create_chunked, _run_create),
+    Scenario("two_creates", _prepare_appends, _run_two_creates),
+    Scenario("create_gc_create", _prepare_appends, _run_create_gc_create),
     Scenario("restore_chunked", _prepare_restore_chunked, _run_restore, restores=True),
 ]
 BY_NAME = {scenario.name: scenario for scenario in SCENARIOS}

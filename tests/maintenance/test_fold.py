@@ -30,10 +30,12 @@ def content(session: str, number: int) -> bytes:
 
 
 def checkpoint(store: SnapStore, project: Path, session: str, number: int) -> None:
-    """One create of a one-file project (one new small pack)."""
+    """One create of a one-file project (one new small pack: the store then stops
+    appending to it, as if each create ran in a process of its own)."""
     project.mkdir(exist_ok=True)
     (project / "f.txt").write_bytes(content(session, number))
     store.create(session, f"c{number:03d}", ["f.txt"], base_dir=project)
+    repository(store).blobs.close()
 
 
 def four_small_packs(tmp_path: Path) -> Path:
@@ -199,9 +201,12 @@ def test_a_damaged_small_pack_is_not_folded(tmp_path: Path) -> None:
     """A blob that fails its digest stops the step before anything is written or deleted."""
     root = four_small_packs(tmp_path)
     pack = sorted((root / "packs").glob("*.pack"))[0]
+    (index,) = [
+        i for i in repository(SnapStore(root)).blobs.packs.indexes() if i.pack_id == pack.stem
+    ]
     pack.chmod(0o644)
     data = bytearray(pack.read_bytes())
-    data[-3] ^= 0xFF
+    data[index.blocks[-1].offset + index.blocks[-1].stored - 3] ^= 0xFF  # a blob's bytes
     pack.write_bytes(bytes(data))
     before = sorted(path.name for path in (root / "packs").iterdir())
     folder = SnapStore(root, fold_threshold=2)

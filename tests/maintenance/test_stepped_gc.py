@@ -116,6 +116,7 @@ def test_gc_deletes_in_several_short_holds(
     for n in range(12):
         _write(base, f"version {n}\n".encode())
         store.create("s", f"n{n}", ["."], base_dir=base)
+        repository(store).blobs.close()  # a pack each, as processes of their own leave
     for n in range(10):
         store.delete("s", f"n{n}")
     runs: list[gcsteps.StepResult] = []
@@ -252,6 +253,7 @@ def test_a_process_that_followed_an_earlier_step_does_not_count_on_a_pack_a_late
         _write(base, content)
         (base / "file.bin").rename(base / f"f{n}.bin")
         store.create("s", f"g{n}", [f"f{n}.bin"], base_dir=base)
+        repository(store).blobs.close()  # a pack each, as processes of their own leave
         store.delete("s", f"g{n}")
     bridge = SnapStore(root, fold_threshold=0, lock_timeout=10)
     other = tmp_path / "other"
@@ -288,6 +290,7 @@ def test_a_fold_deletes_nothing_while_a_gc_runs(
     for n in range(4):
         _write(base, f"version {n}\n".encode())
         store.create("s", f"n{n}", ["."], base_dir=base)
+        repository(store).blobs.close()  # a pack each, as processes of their own leave
     folder = SnapStore(root, fold_threshold=0)
     fold = write_merged(repository(folder), FoldPolicy(threshold=2))
     assert fold is not None

@@ -20,7 +20,7 @@ from pathlib import Path
 import blake3
 import pytest
 from helpers.alarm import no_hang
-from helpers.blobs import loosen
+from helpers.blobs import loosen, two_file_packs
 from helpers.hostile import plant_manifest
 from helpers.trees import write_tree
 
@@ -99,7 +99,7 @@ EVERY_OPERATION = """
 def test_a_sparse_multi_gib_pack_index_costs_no_memory(tmp_path: Path) -> None:
     root, project = tmp_path / "store", tmp_path / "project"
     _many_files(project, 40)
-    SnapStore(root).create("s", "a", ["."], base_dir=project)
+    two_file_packs(SnapStore(root)).create("s", "a", ["."], base_dir=project)
     (index,) = (root / "packs").glob("*.idx")
     _make_sparse(index, INDEX_HEAD.pack(INDEX_MAGIC, 1, 80_000_000, 1 << 40))
     out = run_limited(

@@ -37,7 +37,8 @@ def _data_objects(root: Path) -> dict[str, int]:
 
 
 def _added(before: dict[str, int], after: dict[str, int]) -> int:
-    return sum(size for name, size in after.items() if name not in before)
+    """New objects' sizes, and what an appendable pack grew by."""
+    return sum(size - before.get(name, 0) for name, size in after.items())
 
 
 def _manifest_path(store: SnapStore, session: str, name: str) -> Path:

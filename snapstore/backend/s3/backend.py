@@ -43,6 +43,7 @@ from snapstore.backend.s3.lock import NoLock, S3Lock
 from snapstore.backend.s3.objects import BucketObjects
 from snapstore.backend.s3.upload import StagedUpload, abort_upload, pending_uploads
 from snapstore.backend.seam import Handle, Kind, ObjectInfo, Properties, Version
+from snapstore.backend.wholeobjects import WritesWhole
 from snapstore.errors import ConcurrentWriteError, FormatError, StoreNotFoundError
 from snapstore.fs.reading import UnfitFileError
 from snapstore.logs import get_logger
@@ -68,7 +69,7 @@ def default_cache_dir(url: StoreUrl, endpoint: str | None) -> str:
     return os.path.join(base, digest)
 
 
-class S3Backend:
+class S3Backend(WritesWhole):
     """A store at ``url`` (``s3://bucket/prefix``); see the module docstring.
 
     ``cache_dir``: this host's directory for journals, target locks and caches (default:

@@ -31,6 +31,7 @@ import pytest
 
 from snapstore.backend.seam import Backend, Handle
 
+from .appending import AppendingContract
 from .listing import ListingContract
 from .locks import LocksAndFailuresContract
 from .objects import ObjectsContract
@@ -58,7 +59,9 @@ __all__ = [
 ]
 
 
-class BackendContract(ObjectsContract, ListingContract, LocksAndFailuresContract):
+class BackendContract(
+    ObjectsContract, ListingContract, LocksAndFailuresContract, AppendingContract
+):
     """The suite; see the module docstring for how to bind it."""
 
     # ------------------------------------------------------------------ what a binding gives

@@ -162,8 +162,9 @@ class ListingContract:
         _, position = others_log.read(None)
         assert position is not None
         log.add("1f" * 16)
-        ids, _ = others_log.read(position)
-        assert ids == ["1f" * 16]
+        log.add_segment("2e" * 16, 0x1F40)
+        entries, _ = others_log.read(position)
+        assert entries == [("1f" * 16, None), ("2e" * 16, 0x1F40)]
 
     # ------------------------------------------------------------------ upkeep
 

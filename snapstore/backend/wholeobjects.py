@@ -1,0 +1,15 @@
+"""What a backend that writes every object whole says of appending: it offers no appendable
+objects (``stage_appendable`` gives None). Object storage, memory and encrypted stores share
+it."""
+
+from __future__ import annotations
+
+from snapstore.backend.seam import Kind
+
+
+class WritesWhole:
+    """The appending part of the seam, for a backend that cannot append."""
+
+    def stage_appendable(self, kind: Kind) -> None:
+        """None: objects are written whole."""
+        return None
