@@ -163,18 +163,20 @@ def merge(
     pack_id: str, previous: PackIndex | None, segments: list[Segment]
 ) -> tuple[PackIndex, list[bytes]]:
     """One index of a whole appendable pack: ``previous`` (its segments read so far) and
-    the ``segments`` that follow it, block numbers counted across the pack; and the digests
-    the new segments added (a digest stored twice keeps its first place)."""
+    the ``segments`` that follow it, block numbers counted across the pack; and every digest
+    the new segments hold (a digest stored twice keeps its first place, but is returned: a
+    process's map may have lost it when another pack that held it went, and maps it to this
+    pack again)."""
     blocks = list(previous.blocks) if previous is not None else []
     entries = dict(previous.entries) if previous is not None else {}
-    added = []
+    held = []
     for segment in segments:
         base = len(blocks)
         blocks.extend(segment.index.blocks)
         for digest, (number, offset, size) in segment.index.entries.items():
             if digest not in entries:
                 entries[digest] = (number + base, offset, size)
-                added.append(digest)
+            held.append(digest)
     count = (previous.segments if previous is not None else 0) + len(segments)
     end = segments[-1].end if segments else (previous.pack_size if previous else FIRST_SEGMENT)
-    return PackIndex(pack_id, end, entries, tuple(blocks), segments=count), added
+    return PackIndex(pack_id, end, entries, tuple(blocks), segments=count), held

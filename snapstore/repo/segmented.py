@@ -46,7 +46,7 @@ def load(
 ) -> tuple[PackIndex, list[bytes], int]:
     """The index of an appendable pack read up to ``end`` (a whole segment's end) or, with
     None, to its last whole segment, reading only the segments after ``previous`` (what
-    this process read of it before); the digests they added; and where the first segment
+    this process read of it before); every digest they hold; and where the first segment
     ends (0 with ``previous``): its writer flushed it before the pack got its name, whereas
     the later ones may have been read before their writer flushed them. FileNotFoundError
     if the pack is gone, CorruptPackError if it is no appendable pack or a segment is

@@ -483,3 +483,45 @@ def test_the_pack_log_reads_whole_lines_only(tmp_path: Path) -> None:
     )
     entries, _ = PackLog(str(path), LOCAL, str(tmp_path)).read(LogPosition(token, TOKEN_BYTES + 1))
     assert entries == [(two, None), (one, 0x1F)]
+
+
+def test_a_blob_stored_again_in_the_pack_that_held_it_is_counted_on_at_commit(
+    root: Path, tmp_path: Path
+) -> None:
+    """A reader's map names one pack per blob; when the log says that pack went, the blob
+    leaves the map even though the process's own appendable pack holds it too, and the next
+    create stores it again: into a new segment of that same pack. The map must name the pack
+    again for it (it did not: the pack already held the digest, so the segment 'added'
+    nothing, and the create failed at its commit with 'vanished before commit')."""
+    from snapstore.format.packfile import KIND_DATA
+    from snapstore.repo.packs import PackWriter
+
+    base = tmp_path / "p"
+    _edit(base, "kept.txt", "held by two packs\n")
+    store = SnapStore(root, fold_threshold=0, lock_timeout=10)
+    store.create("s", "a", ["kept.txt"], base_dir=base)
+    repo = repository(store)
+    (digest,) = [
+        d for d in repo.blobs.packs.by_digest() if repo.blobs.read(d) == b"held by two packs\n"
+    ]
+    own = repo.blobs.packs.locate(digest)
+    assert own is not None
+    other = repository(SnapStore(root, fold_threshold=0, lock_timeout=10))
+    other.blobs.refresh()
+    second = PackWriter(other.backend)
+    second.add(digest, b"held by two packs\n", KIND_DATA)
+    other.blobs.packs.register(second.publish())
+    repo.blobs.refresh()
+    mapped = repo.blobs.packs.locate(digest)
+    assert mapped is not None and mapped.pack_id == second.pack_id  # the last loaded
+    with other.gc_lock.exclusive():
+        other.blobs.refresh()
+        (index,) = [i for i in other.blobs.packs.indexes() if i.pack_id == second.pack_id]
+        other.blobs.packs.unindex([index])
+    _edit(base, "new.txt", "one more file\n")
+    store.create("s", "b", ["kept.txt", "new.txt"], base_dir=base)
+    again = repo.blobs.packs.locate(digest)
+    assert again is not None and again.pack_id == own.pack_id  # stored again into its pack
+    fresh = SnapStore(root)
+    assert fresh.read("s", "b", "kept.txt") == b"held by two packs\n"
+    assert fresh.verify(deep=True).ok
