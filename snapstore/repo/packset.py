@@ -127,6 +127,7 @@ class PackSet(PackReads):
                 return False
             self._broken[pack_id] = str(error)
             self._indexes.pop(pack_id, None)
+            self._unmap([previous] if previous is not None else [])
             self._where_partial = True
             return True
         self._indexes[pack_id] = index
@@ -178,13 +179,22 @@ class PackSet(PackReads):
         map: rare, see ``_rebuild``; a create stores it again, a read lists)."""
         for pack_id in pack_ids:
             self._broken.pop(pack_id, None)
+            self._settled.pop(pack_id, None)
+            self._flushed.pop(pack_id, None)
         gone = [self._indexes.pop(pack_id) for pack_id in pack_ids if pack_id in self._indexes]
+        self._unmap(gone)
+        self.cache.forget((i.pack_id, n) for i in gone for n in range(len(i.blocks)))
+
+    def _unmap(self, gone: list[PackIndex]) -> None:
+        """Take the digests of packs gone from this view out of the map, by pack id: the
+        map names an appendable pack's earlier segments by the index object of that time."""
+        ids = {index.pack_id for index in gone}
         for index in gone:
             for digest in index.entries:
-                if self._where.get(digest) is index:
+                held = self._where.get(digest)
+                if held is not None and held.pack_id in ids:
                     del self._where[digest]
                     self._where_partial = True
-        self.cache.forget((i.pack_id, n) for i in gone for n in range(len(i.blocks)))
 
     def _load(self, pack_id: str) -> PackIndex | None:
         """A pack's index, or None if it cannot be used (then noted as broken, unless gone)."""

@@ -525,3 +525,73 @@ def test_a_blob_stored_again_in_the_pack_that_held_it_is_counted_on_at_commit(
     fresh = SnapStore(root)
     assert fresh.read("s", "b", "kept.txt") == b"held by two packs\n"
     assert fresh.verify(deep=True).ok
+
+
+def _mapped_packs_are_in_view(store: SnapStore) -> None:
+    """Every pack the store's map names for a digest is a pack of its view."""
+    packs = repository(store).blobs.packs
+    held = {index.pack_id for index in packs.indexes()}
+    stale = {index.pack_id for index in packs.by_digest().values()} - held
+    assert not stale, f"the map still names packs that went: {sorted(stale)}"
+
+
+def test_an_undo_backup_never_counts_on_a_blob_of_a_pack_gc_deleted(
+    root: Path, tmp_path: Path
+) -> None:
+    """A writer's map named the digests of its appendable pack's first segment through the
+    index object of that moment; each later segment makes a new index object, and when gc
+    deleted the pack only the digests mapped to the newest one left the map. The undo
+    backup of a restore then counted on a file the pack held (garbage when gc ran, since the
+    snapshot that had it was deleted, so not copied) and committed a backup whose blob no
+    pack holds (seen in the mixed workload test: two blobs of an undo backup missing)."""
+    source, target = tmp_path / "src", tmp_path / "target"
+    needed = os.urandom(4000).hex()  # most of the pack's bytes: gc rewrites the pack
+    writer = SnapStore(root, fold_threshold=0, lock_timeout=10)
+    _edit(source, "f.txt", needed)
+    writer.create("s", "a", ["."], base_dir=source)  # the pack's first segment
+    writer.restore("s", "a", target)
+    _edit(source, "f.txt", "the next version\n")
+    writer.create("s", "b", ["."], base_dir=source)  # its second segment
+    writer.delete("s", "a")  # f.txt's first version is garbage, but still in the target
+    report = writer.gc()
+    assert report.packs_deleted == 1 and not report.problems
+    _mapped_packs_are_in_view(writer)
+    writer.restore("s", "b", target)  # its undo backup holds the first version
+    assert (target / "f.txt").read_text() == "the next version\n"
+    fresh = SnapStore(root)
+    assert fresh.verify(deep=True).ok
+    fresh.undo("s", target=target)
+    assert (target / "f.txt").read_text() == needed
+
+
+def test_a_create_between_gc_steps_never_counts_on_a_pack_a_step_deleted(
+    root: Path, tmp_path: Path
+) -> None:
+    """The same through the pack log: another process's gc deletes the writer's appendable
+    pack in a step, and the writer creates before the gc ends (before the new log that
+    makes every process list the packs), counting on a blob of that pack's first
+    segment."""
+    base = tmp_path / "p"
+    writer = SnapStore(root, fold_threshold=0, lock_timeout=10)
+    _edit(base, "f.txt", "garbage when gc runs, needed again right after\n")
+    writer.create("s", "a", ["."], base_dir=base)
+    _edit(base, "f.txt", "a second segment\n")
+    writer.create("s", "b", ["."], base_dir=base)
+    writer.delete("s", "a")
+    writer.delete("s", "b")  # the pack holds garbage only: gc deletes it
+    gc_store = SnapStore(root, fold_threshold=0, lock_timeout=10)
+    packs = repository(gc_store).blobs.packs
+    remove = packs.remove_unindexed
+
+    def writer_creates_between_steps(pack_ids: list[str]) -> None:
+        _edit(base, "f.txt", "garbage when gc runs, needed again right after\n")
+        writer.create("s", "c", ["."], base_dir=base)
+        _mapped_packs_are_in_view(writer)
+        remove(pack_ids)
+
+    packs.remove_unindexed = writer_creates_between_steps  # type: ignore[method-assign]
+    report = gc_store.gc()
+    assert report.packs_deleted == 1 and not report.problems
+    fresh = SnapStore(root)
+    assert fresh.read("s", "c", "f.txt") == b"garbage when gc runs, needed again right after\n"
+    assert fresh.verify(deep=True).ok
