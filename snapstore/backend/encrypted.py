@@ -13,7 +13,6 @@ import contextlib
 import threading
 from collections import OrderedDict
 from collections.abc import Hashable, Iterator
-from dataclasses import replace
 
 from snapstore.backend import keyring
 from snapstore.backend.packlog import PackLog
@@ -34,7 +33,7 @@ from snapstore.backend.sealing import (
 )
 from snapstore.backend.seam import Backend, Handle, Kind, Lock, ObjectInfo, StagedObject, Version
 from snapstore.backend.secret import Secret
-from snapstore.backend.wholeobjects import WritesWhole
+from snapstore.backend.wholeobjects import WritesWhole, cannot_append
 from snapstore.errors import (
     CorruptBlobError,
     CorruptManifestError,
@@ -52,13 +51,12 @@ _PREFIX_MEMO = 4096
 
 
 class EncryptedBackend(WritesWhole):
-    """The store on ``inner``, sealed with the master key ``secret`` opens (see the module
-    docstring). ``open`` makes a new encrypted store, or unlocks an existing one."""
+    """The store on ``inner``, sealed with the key ``secret`` opens; ``open`` makes or opens it."""
 
     def __init__(self, inner: Backend, secret: Secret) -> None:
         self.inner = inner
         self.secret = secret
-        self.properties = replace(inner.properties, appends=False)
+        self.properties = cannot_append(inner.properties)
         self.key_id = ""
         self._master = b""
         self._objects: ObjectCipher | None = None

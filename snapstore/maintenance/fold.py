@@ -21,8 +21,9 @@ picks them, at most ``FoldPolicy.max_packs`` packs and ``max_bytes`` bytes) and 
    read a folded pack as its view saw it) has then ended, so the fold flushes ``packs/`` and
    deletes the packs themselves. Folded appendable packs (no index: deleting one unlinks the
    pack, which its writer may append to under a shared hold) are checked and deleted only
-   within that exclusive instant, unless they grew since the fold read them. If the barrier does not come, the fold is left pending: the
-   pack files stay (no index names them; gc removes them if this process ends first).
+   within that exclusive instant, unless they grew since the fold read them. If the barrier
+   does not come, the fold is left pending: the pack files stay (no index names them; gc
+   removes them if this process ends first).
 
 No marking is needed: the merged packs hold every blob of the folded ones. A kill between the
 steps leaves duplicates the next fold or gc drops, or packs without an index, which gc

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from snapstore.backend.seam import Backend, Handle, Kind
 from snapstore.errors import CorruptPackError, MissingBlobError
 from snapstore.format.codec import CODEC_NONE, decompress
-from snapstore.format.packfile import BLOCK_HEAD, Block, PackIndex
+from snapstore.format.packfile import BLOCK_HEAD, Block, PackIndex, is_pack_id
 from snapstore.repo import segmented
 from snapstore.repo.blockcache import BlockCache
 
@@ -38,6 +38,22 @@ class PackReads:
 
     def _record_deletions(self, pack_ids: list[str]) -> None:
         raise NotImplementedError
+
+    def _listed(self) -> tuple[set[str], set[str]]:
+        """(ids with an index, ids with a pack) now."""
+        indexed = {name for name in self.backend.names(Kind.INDEX) if is_pack_id(name)}
+        packed = {name for name in self.backend.names(Kind.PACK) if is_pack_id(name)}
+        return indexed, packed
+
+    def orphans(self) -> list[str]:
+        """Packs with no index that are not appendable packs (a writer died between
+        publishing the two): garbage."""
+        indexed, packed = self._listed()
+        return sorted(
+            pack_id
+            for pack_id in packed - indexed
+            if not segmented.is_appendable(self.backend, pack_id)
+        )
 
     def grown(self, index: PackIndex) -> bool:
         """Whether segments were appended to the appendable pack of ``index`` since it was

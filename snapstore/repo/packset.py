@@ -52,12 +52,6 @@ class PackSet(PackReads):
         new log, so only a listing tells which packs are gone."""
         self.cache = BlockCache()
 
-    def _listed(self) -> tuple[set[str], set[str]]:
-        """(ids with an index, ids with a pack) now."""
-        indexed = {name for name in self.backend.names(Kind.INDEX) if is_pack_id(name)}
-        packed = {name for name in self.backend.names(Kind.PACK) if is_pack_id(name)}
-        return indexed, packed
-
     def refresh(self, *, full: bool = False) -> None:
         """Bring the view up to date (see the module docstring); ``full``: list ``packs/``
         whatever the log says (gc and verify, which judge every pack)."""
@@ -370,16 +364,6 @@ class PackSet(PackReads):
         """Every digest held by some pack."""
         self._ensure_loaded()
         yield from list(self._where)
-
-    def orphans(self) -> list[str]:
-        """Packs with no index that are not appendable packs (a writer died between
-        publishing the two): garbage."""
-        indexed, packed = self._listed()
-        return sorted(
-            pack_id
-            for pack_id in packed - indexed
-            if not segmented.is_appendable(self.backend, pack_id)
-        )
 
     def unindex(self, indexes: list[PackIndex], *, held_by: list[PackIndex] | None = None) -> None:
         """Take packs out of the store as the caller read them (view refreshed under the gc

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.blobs import two_file_packs
 from helpers.fork import ChildProcess
 from helpers.seam import FastFileSystem
 
@@ -77,9 +78,11 @@ def content(name: str, number: int) -> bytes:
 
 def store_of_small_packs(root: Path, project: Path, count: int = 4) -> None:
     """Checkpoint ``c<n>`` of session "s" adds ``f<n>`` to the project: each of the ``count``
-    checkpoints stores one new small pack, and the last one names a blob of every pack."""
+    checkpoints stores one new small pack with an index file of its own (the order of a
+    fold's shared half is about index files; appendable packs: test_fold_appendable), and the
+    last one names a blob of every pack."""
     project.mkdir(parents=True)
-    with SnapStore(root, fold_threshold=0) as writer:
+    with two_file_packs(SnapStore(root, fold_threshold=0)) as writer:
         for number in range(count):
             (project / f"f{number}").write_bytes(content(f"f{number}", number))
             writer.create("s", f"c{number}", ["."], base_dir=project)
@@ -202,7 +205,7 @@ def test_a_create_whose_own_process_folds_meanwhile_finds_its_claims_in_the_merg
 
     monkeypatch.setattr(PackSet, "_rebuild", smaller_first)
     seam = PausingFileSystem(signals, is_pack_log)
-    store = SnapStore(root, fs=seam, fold_threshold=0, lock_timeout=10)
+    store = two_file_packs(SnapStore(root, fs=seam, fold_threshold=0, lock_timeout=10))
     errors: list[BaseException] = []
 
     def create() -> None:
@@ -244,7 +247,7 @@ def test_a_fold_that_starts_a_new_log_still_sees_packs_published_meanwhile(
     class PublishingAtTheFirstIndexUnlink(FastFileSystem):
         def unlink(self, path: str, *, dir_fd: int | None = None) -> None:
             if path.endswith(".idx") and not published:
-                with SnapStore(root, fold_threshold=0) as other:
+                with two_file_packs(SnapStore(root, fold_threshold=0)) as other:
                     other.create("o", "x", ["."], base_dir=other_project)
                 published.append(index_files(root) - seen_before)
             super().unlink(path, dir_fd=dir_fd)

@@ -39,6 +39,7 @@ def small_packs(tmp_path: Path, count: int = 4) -> Path:
     with SnapStore(root, fold_threshold=0) as writer:
         for number in range(count):
             checkpoint(writer, tmp_path / "p", number)
+            repository(writer).blobs.close()  # a pack each, as processes of their own leave
     return root
 
 
