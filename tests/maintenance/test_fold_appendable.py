@@ -4,6 +4,7 @@ docs/concurrency.md, "Small packs fold themselves", "Appendable packs")."""
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 
@@ -111,6 +112,50 @@ def test_a_folds_shared_half_leaves_appendable_packs_to_its_barrier(tmp_path: Pa
     assert drop_sources(folder, fold, wait=5.0)
     kept = pack_files(root) & small
     assert len(kept) == 1  # the writer's pack, grown since the fold read it
+    with SnapStore(root, fold_threshold=0) as fresh:
+        assert fresh.read("s", "w2", "w.txt") == b"writer, appended while the fold deletes\n"
+        report = fresh.verify(deep=True)
+        assert report.ok, report.problems
+
+
+def test_a_fold_on_a_thread_of_the_writers_own_process_never_deletes_its_grown_pack(
+    tmp_path: Path,
+) -> None:
+    """The automatic fold runs on a thread of the process that keeps the pack open: one
+    view, one open pack. The writer's thread checkpoints ``w2`` at the instant the fold
+    unlinks its first folded pack; the pack it appends to must stay (or the append go to a
+    new pack), never be deleted under ``w2``."""
+    root, base = tmp_path / "store", tmp_path / "p"
+    go, appended = threading.Event(), threading.Event()
+    armed = threading.Event()
+
+    class AppendingAtTheFirstPackUnlink(FastFileSystem):
+        def unlink(self, path: str, *, dir_fd: int | None = None) -> None:
+            if armed.is_set() and path.endswith(".pack") and not go.is_set():
+                go.set()
+                appended.wait(APPEND_WAIT)
+            super().unlink(path, dir_fd=dir_fd)
+
+    store = SnapStore(root, fs=AppendingAtTheFirstPackUnlink(), fold_threshold=0, lock_timeout=30)
+    repo = repository(store)
+    for n in range(3):
+        edit(base, f"f{n}.txt", f"file {n}\n")
+        store.create("s", f"p{n}", ["."], base_dir=base)
+        repo.blobs.close()
+    edit(base, "w.txt", "writer\n")
+    store.create("s", "w1", ["."], base_dir=base)
+    fold = write_merged(repo, FoldPolicy(threshold=2))
+    assert fold is not None and len(fold.sources) == 4
+    armed.set()
+    dropped: list[bool] = []
+    folding = threading.Thread(target=lambda: dropped.append(drop_sources(repo, fold, wait=5.0)))
+    folding.start()
+    assert go.wait(10)
+    edit(base, "w.txt", "writer, appended while the fold deletes\n")
+    store.create("s", "w2", ["."], base_dir=base)
+    appended.set()
+    folding.join()
+    assert dropped == [True]
     with SnapStore(root, fold_threshold=0) as fresh:
         assert fresh.read("s", "w2", "w.txt") == b"writer, appended while the fold deletes\n"
         report = fresh.verify(deep=True)
