@@ -11,6 +11,7 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
 from helpers.consistency import Expectation, check_consistent
 from helpers.scenarios import Scenario
@@ -109,22 +110,28 @@ def kill_at_every_call(
     return done
 
 
+def _run_and_exit(work: Callable[[], object], before: Callable[[], None] | None) -> NoReturn:
+    """In a forked child: run ``before`` and ``work``, then exit with COMPLETED_EXIT, or
+    FAILED_EXIT after printing what they raised (never returning into the test's code)."""
+    code = FAILED_EXIT
+    try:
+        if before is not None:
+            before()
+        work()
+        code = COMPLETED_EXIT
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        os._exit(code)
+
+
 def in_a_child(work: Callable[[], object], *, before: Callable[[], None] | None = None) -> bool:
     """Run ``work`` in a forked child (after ``before``, there too: to patch what only the
     child should see); True if it completed, False if it was killed (``KILLED_EXIT``). A
     child that raised fails the test."""
     pid = os.fork()
     if pid == 0:
-        code = FAILED_EXIT
-        try:
-            if before is not None:
-                before()
-            work()
-            code = COMPLETED_EXIT
-        except BaseException:
-            traceback.print_exc()
-        finally:
-            os._exit(code)
+        _run_and_exit(work, before)
     _, status = os.waitpid(pid, 0)
     code = os.waitstatus_to_exitcode(status)
     assert code in (COMPLETED_EXIT, KILLED_EXIT), f"the child failed (exit status {code})"
@@ -145,14 +152,7 @@ class ChildProcess:
     def __init__(self, work: Callable[[], object]) -> None:
         self.pid = os.fork()
         if self.pid == 0:
-            code = FAILED_EXIT
-            try:
-                work()
-                code = COMPLETED_EXIT
-            except BaseException:
-                traceback.print_exc()
-            finally:
-                os._exit(code)
+            _run_and_exit(work, None)
 
     def wait(self) -> bool:
         """Wait for the child; True if it completed, False if it raised or was killed."""
