@@ -252,6 +252,11 @@ def take_snapshot(
         ),
         gitignore=git.patterns,
     )
+    reuse = (
+        None
+        if request.rehash or cache.empty
+        else cache.reuse_hook(batch.claim, batch.claim_extents)
+    )
     scanner = Scanner(
         request.base,
         exclude_dirs=repo.own_roots(),
@@ -260,8 +265,9 @@ def take_snapshot(
         excludes=excludes,
         gitignore=request.gitignore and not backup,
         ignore_read=git.read_dirs,
-        reuse=None if request.rehash else cache.reuse_hook(batch.claim, batch.claim_extents),
+        reuse=reuse,
         restore_temps=backup,
+        stat_files=reuse is not None,
     )
     try:
         for path in request.paths:

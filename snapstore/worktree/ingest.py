@@ -104,18 +104,43 @@ def ingest_file(
     file whose mtime or ctime is at or after ``racy_from_ns`` (default: any) is read twice.
     The file is opened without blocking, so one swapped for a FIFO never hangs the create.
     """
+    fd = open_source(path, dir_fd)
+    try:
+        opened = os.fstat(fd)
+    except BaseException:
+        os.close(fd)
+        raise
+    return ingest_opened(batch, fd, path, opened, scanned, racy_from_ns=racy_from_ns)
+
+
+def open_source(path: str, dir_fd: int | None = None) -> int:
+    """A descriptor of the source file ``path`` (by its name in ``dir_fd`` if given), opened
+    without following a symlink and without blocking; UnreadablePathError if it has become a
+    symlink, OSError if it cannot be opened."""
     flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     try:
         if dir_fd is None:
-            fd = os.open(path, flags)
-        else:
-            fd = os.open(os.path.basename(path), flags, dir_fd=dir_fd)
+            return os.open(path, flags)
+        return os.open(os.path.basename(path), flags, dir_fd=dir_fd)
     except OSError as error:
         if error.errno == errno.ELOOP:
             raise UnreadablePathError(f"{path!r} became a symlink while it was read") from None
         raise
+
+
+def ingest_opened(
+    batch: BlobSink,
+    fd: int,
+    path: str,
+    opened: os.stat_result,
+    scanned: os.stat_result | None = None,
+    *,
+    racy_from_ns: int | None = None,
+) -> IngestedFile:
+    """``ingest_file`` of a file already opened (``open_source``) as ``fd``, whose fstat is
+    ``opened``; closes ``fd``. Without ``scanned`` (a scan that listed the file without its
+    lstat), ``opened`` is the stat before the read."""
     try:
-        opened = os.fstat(fd)
         if not stat.S_ISREG(opened.st_mode):
             raise UnreadablePathError(f"{path!r} is no longer a regular file")
         before = scanned if scanned is not None else opened

@@ -9,8 +9,9 @@ goes on with the next files, and its chunks are added to the batch when it is do
 the calling thread's share of a first snapshot made smaller, and on two cores the calling
 thread is what a first snapshot waits for (the other core compresses).
 
-A file read aside goes through the very same ``ingest_file`` (its attempts, its racy reads,
-its checks that the directory and the file are the ones the scan listed) into a
+A file read aside is opened on the calling thread (in the very directory the scan listed),
+then goes through the very same ``ingest_opened`` as any file (its attempts, its racy reads,
+its check that the file is still a regular file) into a
 ``RecordedAdds`` instead of the batch; the calling thread adds what it recorded, in the
 order the files were handed over, at fixed points of the walk: when more than
 ``ASIDE_HELD_BYTES`` of such files are under way (that much, at most, waits in memory) and at
@@ -26,6 +27,7 @@ the file had been read in place.
 from __future__ import annotations
 
 import os
+import stat
 from collections import deque
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -55,7 +57,7 @@ ASIDE_HELD_BYTES = 16 << 20
 
 class RecordedAdds:
     """Stands in for the batch on the thread that reads a file aside: keeps each blob
-    ``ingest_file`` stores, in order, for the calling thread to add (``replay``)."""
+    ``ingest_opened`` stores, in order, for the calling thread to add (``replay``)."""
 
     def __init__(self) -> None:
         self.adds: list[tuple[bytes, bytes, bool, bool]] = []
@@ -78,7 +80,7 @@ class RecordedAdds:
         raise AssertionError("a file read aside is chunked, never streamed into a loose blob")
 
     def replay(self, batch: BlobBatch) -> None:
-        """Add what was recorded to ``batch``, as ``ingest_file`` would have."""
+        """Add what was recorded to ``batch``, as ``ingest_opened`` would have."""
         for digest, data, counted, alone in self.adds:
             if counted:
                 batch.add_counted(digest, data, alone=alone)
@@ -88,24 +90,18 @@ class RecordedAdds:
 
 
 def _read_aside(
-    absolute: str, info: os.stat_result, dir_fd: int | None, racy_from_ns: int
+    fd: int, path: str, opened: os.stat_result, scanned: os.stat_result | None, racy_from_ns: int
 ) -> tuple[RecordedAdds, IngestedFile]:
-    """``ingest_file`` into a ``RecordedAdds``, on the reading thread; closes ``dir_fd`` (a
-    duplicate the calling thread made for it)."""
+    """``ingest_opened`` of the file open as ``fd`` into a ``RecordedAdds``, on the reading
+    thread (which closes ``fd``)."""
     recorded = RecordedAdds()
-    try:
-        stored = ingest.ingest_file(
-            recorded, absolute, info, racy_from_ns=racy_from_ns, dir_fd=dir_fd
-        )
-    finally:
-        if dir_fd is not None:
-            os.close(dir_fd)
+    stored = ingest.ingest_opened(recorded, fd, path, opened, scanned, racy_from_ns=racy_from_ns)
     return recorded, stored
 
 
-_Pending = tuple[str, "Future[tuple[RecordedAdds, IngestedFile]]", int | None, int]
-"""A file read aside: its path, the reading, the directory descriptor it was given, and its
-size when scanned."""
+_Pending = tuple[str, "Future[tuple[RecordedAdds, IngestedFile]]", int, int]
+"""A file read aside: its path, the reading, the descriptor it was opened as, and its size
+when opened."""
 
 
 class _Ingest:
@@ -137,21 +133,37 @@ class _Ingest:
         self.aside_bytes = 0
         self._pool: ThreadPoolExecutor | None = None
 
-    def read(self, path: str, absolute: str, info: os.stat_result) -> None:
-        """Read one file the scan listed (aside if it fits) and record it."""
+    def read(self, path: str, absolute: str, info: os.stat_result | None) -> None:
+        """Read one file the scan listed (aside if it fits) and record it. ``info`` is the
+        lstat the scan found it with, or None if the scan listed it without one (nothing
+        could spare reading it): the file's fstat once opened then stands for it."""
         links = self.scanned.links
         key = links.get(path) if links else None
-        stored = None if key is None else self.read_inodes.get(key)
-        if stored is not None and version(stored.stat) == version(info):
-            self.record(path, stored)
+        if key is not None and info is not None and self._reuse_link(path, key, info):
             return
         try:
-            dir_fd = self.parents.open(path, absolute)
-            if key is None and ingest.is_chunked(info.st_size) and info.st_size <= ASIDE_MAX_BYTES:
-                self._submit(path, absolute, info, dir_fd)
+            fd = ingest.open_source(absolute, self.parents.open(path, absolute))
+        except OSError as error:
+            self._skip_or_raise(path, error)
+            return
+        try:
+            opened = os.fstat(fd)
+        except OSError as error:
+            os.close(fd)
+            self._skip_or_raise(path, error)
+            return
+        if info is None and opened.st_nlink > 1 and stat.S_ISREG(opened.st_mode):
+            key = links[path] = file_id(opened)
+            if self._reuse_link(path, key, opened):
+                os.close(fd)
                 return
-            stored = ingest.ingest_file(
-                self.batch, absolute, info, racy_from_ns=self.racy_from_ns, dir_fd=dir_fd
+        size = opened.st_size if info is None else info.st_size
+        if key is None and ingest.is_chunked(size) and size <= ASIDE_MAX_BYTES:
+            self._submit(path, fd, opened, info, size)
+            return
+        try:
+            stored = ingest.ingest_opened(
+                self.batch, fd, path, opened, info, racy_from_ns=self.racy_from_ns
             )
         except OSError as error:
             self._skip_or_raise(path, error)
@@ -162,18 +174,32 @@ class _Ingest:
             self.read_inodes[key] = stored
         self.record(path, stored)
 
-    def _submit(self, path: str, absolute: str, info: os.stat_result, dir_fd: int | None) -> None:
+    def _reuse_link(self, path: str, key: FileId, info: os.stat_result) -> bool:
+        """Record ``path`` as the link it is of an inode already read, if that inode is
+        unchanged since (as ``info`` shows it)."""
+        stored = self.read_inodes.get(key)
+        if stored is None or version(stored.stat) != version(info):
+            return False
+        self.record(path, stored)
+        return True
+
+    def _submit(
+        self,
+        path: str,
+        fd: int,
+        opened: os.stat_result,
+        scanned: os.stat_result | None,
+        size: int,
+    ) -> None:
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="snapstore-read")
-        own_fd = None if dir_fd is None else os.dup(dir_fd)
         try:
-            future = self._pool.submit(_read_aside, absolute, info, own_fd, self.racy_from_ns)
+            future = self._pool.submit(_read_aside, fd, path, opened, scanned, self.racy_from_ns)
         except BaseException:
-            if own_fd is not None:
-                os.close(own_fd)
+            os.close(fd)
             raise
-        self.aside.append((path, future, own_fd, info.st_size))
-        self.aside_bytes += info.st_size
+        self.aside.append((path, future, fd, size))
+        self.aside_bytes += size
         while self.aside_bytes > ASIDE_HELD_BYTES:
             self.collect_oldest()
 
@@ -213,7 +239,7 @@ class _Ingest:
         try:
             if self._pool is not None:
                 for _path, future, fd, _size in self.aside:
-                    if future.cancel() and fd is not None:
+                    if future.cancel():
                         os.close(fd)
                 self._pool.shutdown(wait=True)
                 self._pool = None

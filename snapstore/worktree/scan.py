@@ -82,7 +82,7 @@ class Scanner:
     restore, whose temp files come and go. With ``restore_temps`` (an undo backup, taken under
     its target's lock, where no restore is running) they are recorded like any name: the
     restore about to run may remove them. Any other name starting with ``.snapstore-tmp-`` is
-    an ordinary name."""
+    an ordinary name. ``stat_files``: see the attribute."""
 
     def __init__(
         self,
@@ -96,6 +96,7 @@ class Scanner:
         ignore_read: Iterable[str] = (),
         reuse: Reuse | None = None,
         restore_temps: bool = False,
+        stat_files: bool = True,
     ) -> None:
         self.base_dir = base_dir
         self.restore_temps = restore_temps
@@ -106,6 +107,13 @@ class Scanner:
         self.skip_unreadable = skip_unreadable
         self.skip_special = skip_special
         self.reuse = reuse or _read_everything
+        self.stat_files = stat_files or reuse is not None
+        """Whether a regular file found in a listing is lstat'ed there. Only a ``reuse`` hook,
+        and a caller that looks at ``links`` before the files are read, need that stat: with
+        ``stat_files=False`` (and no hook), a file the listing shows to be regular is listed
+        to be read without it (``to_read`` holds None), and the fstat it is opened with
+        stands for it: one system call per file less. Its hard links are then found when it
+        is read (``ingest_scan`` fills ``links``)."""
         self.result = ScanResult()
         self._added = False
 
@@ -305,16 +313,15 @@ class Scanner:
         """Record the directory open as ``fd`` (its ``row``, unless it is a storage root) and
         the regular files it holds; return the other children (subdirectories, symlinks,
         specials) for ``_add_found``."""
-        others: list[tuple[str, str, os.stat_result]] = []
         try:
             with os.scandir(fd) as listing:
                 children = list(listing)
         except OSError as error:
             self._problem(relative, error.strerror or str(error))
-            return others
+            return []
         names = [child.name for child in children]
         if MARKER_FILE in names and is_store_root(dir_fd=fd):
-            return others
+            return []
         if row[0]:
             self.result.rows.append(row)
         if self.gitignore and GITIGNORE in names:
@@ -325,9 +332,17 @@ class Scanner:
                 self.excludes.extend_gitignore(rebase(pattern, within) for pattern in found)
         if self.excludes:
             children = self._not_excluded(relative, children)
+        return self._record_files(relative, absolute, children, plain_names(relative, names))
+
+    def _record_files(
+        self, relative: str, absolute: str, children: list[os.DirEntry[str]], checked: bool
+    ) -> list[tuple[str, str, os.stat_result]]:
+        """``_record_children``'s loop: the regular files among ``children`` (of ``relative``,
+        found at ``absolute``) recorded or listed to be read, the other children returned.
+        ``checked``: every child's name is known to be a plain name."""
+        others: list[tuple[str, str, os.stat_result]] = []
         rows, to_read, reuse = self.result.rows, self.result.to_read, self.reuse
-        links = self.result.links
-        checked = plain_names(relative, names)
+        links, stat_files = self.result.links, self.stat_files
         prefix = relative + "/"
         directory = absolute + os.sep
         for child in children:
@@ -340,6 +355,13 @@ class Scanner:
                 except UnsafePathError as error:
                     self._problem(name if relative == "." else prefix + name, str(error))
                     continue
+            if (
+                not stat_files
+                and child.is_file(follow_symlinks=False)
+                and not name.startswith(TEMP_PREFIX)
+            ):
+                to_read.append((child_relative, directory + name, None))
+                continue
             try:
                 info = child.stat(follow_symlinks=False)
             except FileNotFoundError:

@@ -17,9 +17,10 @@ Reuse = Callable[[str, os.stat_result], EntryRow | None]
 """Given a regular file's path and lstat, its finished row if its bytes need no reading."""
 
 
-FileToRead = tuple[str, str, os.stat_result]
+FileToRead = tuple[str, str, os.stat_result | None]
 """A regular file whose bytes the snapshot must read: (path, absolute path, the lstat it was
-found with). A plain tuple: a scan may make one per file."""
+found with, or None if the scan listed it without one: see ``Scanner.stat_files``). A plain
+tuple: a scan may make one per file."""
 
 
 @dataclass

@@ -71,6 +71,12 @@ class StatCache:
         except OSError:
             return {}
 
+    @property
+    def empty(self) -> bool:
+        """Whether the cache holds no entry (nothing was snapshotted from its base yet, or
+        its cache was lost): no file can be spared its reading."""
+        return not self._old
+
     def lookup(self, relative: str, info: os.stat_result, extents: bool = False) -> bytes | None:
         """The digest recorded for ``relative`` if its stat still matches, the file is not
         racy now, and it is a digest of the kind asked for (of an extent map with

@@ -155,18 +155,18 @@ def test_a_change_made_during_a_create_is_in_the_next_one(
     store = SnapStore(tmp_path / "store", durable=False)
     watches = WatchSet(str(tmp_path / "store"))
     arguments = arguments_for(base, ["."])
-    real = ingest.ingest_file
+    real = ingest.open_source
 
-    def changing_another_file(batch: Any, path: str, *args: Any, **options: Any) -> Any:
+    def changing_another_file(path: str, dir_fd: int | None = None) -> int:
         (base / "other.txt").write_text("changed during the create\n")
-        return real(batch, path, *args, **options)
+        return real(path, dir_fd)
 
     try:
         watches.create(store, dict(arguments), None)
         (base / "read.txt").write_text("two\n")
-        monkeypatch.setattr(ingest, "ingest_file", changing_another_file)
+        monkeypatch.setattr(ingest, "open_source", changing_another_file)
         info, status = watches.create(store, dict(arguments), None)
-        monkeypatch.setattr(ingest, "ingest_file", real)
+        monkeypatch.setattr(ingest, "open_source", real)
         assert status["scan"] == "incremental"
         assert store.read("s", "n", "read.txt") == b"two\n"
         assert store.read("s", "n", "other.txt") == b"before\n"

@@ -264,9 +264,11 @@ def test_a_linked_file_is_read_once_and_a_sparse_group_stays_sparse(
         handle.write(b"data" * 1000)
     os.link(base / "disk.img", base / "copy.img")
     reads: list[str] = []
-    real = ingest.ingest_file
+    real = ingest.ingest_opened
     monkeypatch.setattr(
-        ingest, "ingest_file", lambda b, p, *a, **k: reads.append(p) or real(b, p, *a, **k)
+        ingest,
+        "ingest_opened",
+        lambda b, fd, p, *a, **k: reads.append(p) or real(b, fd, p, *a, **k),
     )
     store.create("s", "one", ["."], base_dir=base)
     assert len(reads) == 1
@@ -290,17 +292,17 @@ def test_a_file_replaced_between_the_scan_and_its_read_is_not_recorded_as_a_link
     base = tmp_path / "p"
     write_tree(base, {"a.txt": "same\n"})
     os.link(base / "a.txt", base / "b.txt")
-    real = ingest.ingest_file
+    real = ingest.open_source
     saved: list[str] = []
 
-    def saving_first(batch: Any, path: str, *args: Any, **options: Any) -> Any:
+    def saving_first(path: str, dir_fd: int | None = None) -> int:
         if path.endswith("a.txt") and not saved:
             saved.append(path)
             (base / "a.tmp").write_text("same\n")
             os.replace(base / "a.tmp", base / "a.txt")
-        return real(batch, path, *args, **options)
+        return real(path, dir_fd)
 
-    monkeypatch.setattr(ingest, "ingest_file", saving_first)
+    monkeypatch.setattr(ingest, "open_source", saving_first)
     store = SnapStore(tmp_path / "store", durable=False)
     store.create("s", "one", ["."], base_dir=base)
     assert saved

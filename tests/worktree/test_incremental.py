@@ -34,13 +34,13 @@ OLD_NS = 1_600_000_000 * 10**9
 def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Paths (relative to the base) that ingest opened and read, in order."""
     opened: list[str] = []
-    real = ingest.ingest_file
+    real = ingest.open_source
 
-    def counting(batch: object, path: str, scanned: object = None, **options: Any) -> object:
+    def counting(path: str, dir_fd: int | None = None) -> int:
         opened.append(path.split("/p/", 1)[-1])
-        return real(batch, path, scanned, **options)  # type: ignore[arg-type]
+        return real(path, dir_fd)
 
-    monkeypatch.setattr(ingest, "ingest_file", counting)
+    monkeypatch.setattr(ingest, "open_source", counting)
     return opened
 
 
@@ -482,14 +482,14 @@ def test_what_a_full_scan_leaves_out_a_rescan_leaves_out(store: SnapStore, tmp_p
 def unreadable(monkeypatch: pytest.MonkeyPatch) -> set[str]:
     """Base-relative paths ingest fails to open (permission denied), whoever runs the tests."""
     denied: set[str] = set()
-    real = ingest.ingest_file
+    real = ingest.open_source
 
-    def refusing(batch: object, path: str, scanned: object = None, **options: Any) -> object:
+    def refusing(path: str, dir_fd: int | None = None) -> int:
         if path.split("/p/", 1)[-1] in denied:
             raise PermissionError(13, "Permission denied", path)
-        return real(batch, path, scanned, **options)  # type: ignore[arg-type]
+        return real(path, dir_fd)
 
-    monkeypatch.setattr(ingest, "ingest_file", refusing)
+    monkeypatch.setattr(ingest, "open_source", refusing)
     return denied
 
 

@@ -93,15 +93,16 @@ def _failing_on(monkeypatch: pytest.MonkeyPatch, name: str, error: BaseException
     """Make the reading of ``name`` fail with ``error`` on whichever thread reads it; returns
     the names of the threads it failed on."""
     failed_on: list[str] = []
-    real = ingest.ingest_file
+    real = ingest.ingest_opened
 
-    def failing(batch: object, path: str, *args: object, **kwargs: object) -> IngestedFile:
+    def failing(batch: object, fd: int, path: str, *args: object, **kwargs: object) -> IngestedFile:
         if os.path.basename(path) == name:
             failed_on.append(threading.current_thread().name)
+            os.close(fd)
             raise error
-        return real(batch, path, *args, **kwargs)  # type: ignore[arg-type]
+        return real(batch, fd, path, *args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(ingest, "ingest_file", failing)
+    monkeypatch.setattr(ingest, "ingest_opened", failing)
     return failed_on
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
 import pytest
 from helpers.trees import read_tree, write_tree
@@ -18,13 +17,13 @@ from snapstore.worktree import ingest, statcache
 def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Paths ingest actually opened and read, in order."""
     opened: list[str] = []
-    real = ingest.ingest_file
+    real = ingest.open_source
 
-    def counting(batch: object, path: str, scanned: object = None, **options: Any) -> object:
+    def counting(path: str, dir_fd: int | None = None) -> int:
         opened.append(os.path.basename(path))
-        return real(batch, path, scanned, **options)  # type: ignore[arg-type]
+        return real(path, dir_fd)
 
-    monkeypatch.setattr(ingest, "ingest_file", counting)
+    monkeypatch.setattr(ingest, "open_source", counting)
     return opened
 
 

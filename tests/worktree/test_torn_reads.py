@@ -88,15 +88,15 @@ def test_a_file_swapped_for_a_fifo_before_it_is_read_never_blocks(
 ) -> None:
     project = tmp_path / "proj"
     write_tree(project, {"a.txt": "a", "b.txt": "b"})
-    real = ingest.ingest_file
+    real = ingest.open_source
 
-    def swap_then_read(batch: object, path: str, *args: object, **kwargs: object) -> object:
+    def swap_then_read(path: str, dir_fd: int | None = None) -> int:
         if path.endswith("b.txt"):
             os.unlink(path)
             os.mkfifo(path)
-        return real(batch, path, *args, **kwargs)  # type: ignore[arg-type]
+        return real(path, dir_fd)
 
-    monkeypatch.setattr(ingest, "ingest_file", swap_then_read)
+    monkeypatch.setattr(ingest, "open_source", swap_then_read)
     with no_hang(), pytest.raises(UnreadablePathError, match="no longer a regular file"):
         store.create("s", "n", ["."], base_dir=project)
     os.unlink(project / "b.txt")

@@ -22,15 +22,15 @@ def test_directory_swapped_for_symlink_before_read_never_records_outside_file(
     outside = tmp_path / "outside"
     write_tree(project, {"d/f.txt": "inside"})
     write_tree(outside, {"f.txt": "SECRET outside the tree"})
-    real = ingest.ingest_file
+    real = ingest.open_source
 
-    def swap_then_read(batch, path, *args, **kwargs):
+    def swap_then_read(path, dir_fd=None):
         if path.endswith("f.txt") and (project / "d").is_dir() and not (project / "d").is_symlink():
             os.rename(project / "d", tmp_path / "d-moved")
             os.symlink(outside, project / "d")
-        return real(batch, path, *args, **kwargs)
+        return real(path, dir_fd)
 
-    monkeypatch.setattr(ingest, "ingest_file", swap_then_read)
+    monkeypatch.setattr(ingest, "open_source", swap_then_read)
     try:
         info = store.create("s", "n", ["."], base_dir=project)
     except (SnapstoreError, OSError):
@@ -75,17 +75,17 @@ def test_a_directory_replaced_mid_create_is_skipped_with_skip_unreadable(
     project = tmp_path / "proj"
     write_tree(project, {"a.txt": "a", "d/f.txt": "v1"})
     store = SnapStore(tmp_path / "store")
-    real = ingest.ingest_file
+    real = ingest.open_source
     done: list[int] = []
 
-    def replace_then_read(batch: object, path: str, *args: object, **kwargs: object) -> object:
+    def replace_then_read(path: str, dir_fd: int | None = None) -> int:
         if not done:
             done.append(1)
             os.rename(project / "d", tmp_path / "d.old")
             write_tree(project, {"d/f.txt": "v2"})
-        return real(batch, path, *args, **kwargs)  # type: ignore[arg-type]
+        return real(path, dir_fd)
 
-    monkeypatch.setattr(ingest, "ingest_file", replace_then_read)
+    monkeypatch.setattr(ingest, "open_source", replace_then_read)
     info = store.create("s", "n", ["."], base_dir=project, skip_unreadable=True)
     assert [skipped.path for skipped in info.skipped] == ["d/f.txt"]
     assert store.read("s", info.name, "a.txt") == b"a"
