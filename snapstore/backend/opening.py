@@ -8,7 +8,7 @@ import warnings
 from snapstore.backend.filelock import is_untrusted_lock_filesystem
 from snapstore.backend.layout import MARKER_MAX_BYTES
 from snapstore.backend.local import LocalBackend
-from snapstore.backend.s3.client import is_store_url as is_store_url
+from snapstore.backend.s3.url import is_store_url as is_store_url
 from snapstore.backend.seam import Backend, Handle, Kind
 from snapstore.backend.secret import Secret
 from snapstore.errors import EncryptionError, PasswordRequiredError, UnreliableLockWarning

@@ -29,12 +29,14 @@ NOT_FOR_A_CREATE = {
     "snapstore.restore.recovery",
     "snapstore.restore.apply",
     "json",
+    "snapstore.backend.s3.client",
 }
 """What a create never needs: locks are taken with ``fcntl`` itself (portalocker, whose import
-reads package metadata, is for systems without it); diffs, password commands and the cutting
-of files of 1 MiB or more import what they need when they run, and so do the restore code (a
-create needs only the guard's locks unless its base has a killed restore to recover) and
-``json`` (only ``--json`` output and JSON values given as arguments)."""
+reads package metadata, is for systems without it); the S3 client is for ``s3://`` roots
+only (whether a root is one is answered by ``snapstore.backend.s3.url``); diffs, password
+commands and the cutting of files of 1 MiB or more import what they need when they run, and
+so do the restore code (a create needs only the guard's locks unless its base has a killed
+restore to recover) and ``json`` (only ``--json`` output and JSON values given as arguments)."""
 
 
 def imported_modules(cli: Cli, *args: str) -> tuple[set[str], subprocess.CompletedProcess[str]]:

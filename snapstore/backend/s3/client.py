@@ -16,9 +16,10 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from snapstore.backend.s3.url import SCHEME as SCHEME
+from snapstore.backend.s3.url import is_store_url as is_store_url
 from snapstore.errors import ConcurrentWriteError, ObjectStoreError
 
-SCHEME = "s3://"
 MAX_ATTEMPTS = 5
 CONNECT_TIMEOUT = 10.0
 READ_TIMEOUT = 60.0
@@ -38,11 +39,6 @@ class StoreUrl:
 
     def __str__(self) -> str:
         return f"{SCHEME}{self.bucket}/{self.prefix}"
-
-
-def is_store_url(root: object) -> bool:
-    """True if ``root`` is an object storage URL (``s3://bucket[/prefix]``)."""
-    return isinstance(root, str) and root.startswith(SCHEME)
 
 
 def parse_url(url: str) -> StoreUrl:
