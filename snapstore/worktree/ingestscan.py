@@ -159,11 +159,11 @@ class _Ingest:
                 return
         size = opened.st_size if info is None else info.st_size
         if key is None and ingest.is_chunked(size) and size <= ASIDE_MAX_BYTES:
-            self._submit(path, fd, opened, info, size)
+            self._submit(path, absolute, fd, opened, info)
             return
         try:
             stored = ingest.ingest_opened(
-                self.batch, fd, path, opened, info, racy_from_ns=self.racy_from_ns
+                self.batch, fd, absolute, opened, info, racy_from_ns=self.racy_from_ns
             )
         except OSError as error:
             self._skip_or_raise(path, error)
@@ -186,15 +186,20 @@ class _Ingest:
     def _submit(
         self,
         path: str,
+        absolute: str,
         fd: int,
         opened: os.stat_result,
         scanned: os.stat_result | None,
-        size: int,
     ) -> None:
+        """Hand the file open as ``fd`` (its fstat ``opened``; the scan's lstat ``scanned``,
+        if there was one) to the reading thread."""
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="snapstore-read")
+        size = opened.st_size if scanned is None else scanned.st_size
         try:
-            future = self._pool.submit(_read_aside, fd, path, opened, scanned, self.racy_from_ns)
+            future = self._pool.submit(
+                _read_aside, fd, absolute, opened, scanned, self.racy_from_ns
+            )
         except BaseException:
             os.close(fd)
             raise
