@@ -6,7 +6,10 @@ module holds what is built from them once they are valid.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
+from itertools import chain, repeat
+from operator import itemgetter
 from typing import Any, NamedTuple
 
 import msgpack
@@ -216,3 +219,108 @@ _new_header = tuple.__new__
 _new_object = object.__new__
 
 _set_attribute = object.__setattr__
+
+Row = tuple[Any, ...]
+"""A cached header: ``header_row``."""
+
+ROW_LENGTH = 18
+_ROW_COLUMNS: tuple[tuple[int, frozenset[type]], ...] = (
+    (0, frozenset({str})),  # the snapshot directory name
+    (1, frozenset({str})),  # name
+    (3, frozenset({int})),  # created_ns
+    (4, frozenset({datetime})),  # created_at
+    (9, frozenset({type(None), bytes})),  # the packed metadata
+    (11, frozenset({tuple})),  # skipped
+    (12, frozenset({tuple})),  # roots
+    (14, frozenset({tuple})),  # excludes
+    (15, frozenset({int})),  # seq
+    (17, frozenset({int})),  # the manifest's modification time
+)
+"""The columns a listing orders by or builds from with no check of its own, and the types
+each may hold (a row decoded as ``ROW_TIMESTAMPS`` says holds arrays as tuples)."""
+_COLUMN_GETTERS = tuple((itemgetter(column), allowed) for column, allowed in _ROW_COLUMNS)
+_NAME_DIR, _META, _SKIPPED = itemgetter(0), itemgetter(9), itemgetter(11)
+_KIND, _BASE_DIR, _ROOTS, _EXCLUDES = itemgetter(2), itemgetter(10), itemgetter(12), itemgetter(14)
+_KINDS = frozenset({"files", "state"})
+ROW_NAME, ROW_CREATED_NS, ROW_BACKUP_OF, ROW_SEQ, ROW_WRITTEN_NS = (
+    itemgetter(1),
+    itemgetter(3),
+    itemgetter(13),
+    itemgetter(15),
+    itemgetter(17),
+)
+
+
+def rows_valid(rows: Sequence[Row]) -> bool:
+    """Whether every row of a cache entry is one ``header_from_row`` and ``infos_of_rows``
+    can read: a tuple of the row's length, the columns a listing relies on of their types
+    (roots and excludes tuples of strings, a known kind), metadata that unpacks to a map,
+    skipped paths as pairs of strings, and no snapshot directory twice. Checked a column
+    at a time (in C: a listing checks 10,000 rows)."""
+    try:
+        if not set(map(type, rows)) <= {tuple} or not set(map(len, rows)) <= {ROW_LENGTH}:
+            return False
+        for getter, allowed in _COLUMN_GETTERS:
+            if not set(map(type, map(getter, rows))) <= allowed:
+                return False
+        if len(set(map(_NAME_DIR, rows))) != len(rows):
+            return False
+        if not set(map(_KIND, rows)) <= _KINDS or not set(map(type, map(_BASE_DIR, rows))) <= {str}:
+            return False
+        for getter in (_ROOTS, _EXCLUDES):  # each distinct value once: most rows share one
+            if not set(map(type, chain.from_iterable(set(map(getter, rows))))) <= {str}:
+                return False
+        for packed in map(_META, rows):
+            if packed is not None:
+                _unpacked_meta(packed)
+        for skipped in filter(None, map(_SKIPPED, rows)):
+            for path, error in skipped:
+                if type(path) is not str or type(error) is not str:
+                    return False
+    except Exception:  # a row of another shape is only a cache miss
+        return False
+    return True
+
+
+def row_order_ns(rows: Sequence[Row]) -> list[int]:
+    """Each row's ``Header.order_ns``: its creation time, unless that lies more than the
+    tolerance after its manifest file's modification time, which then counts instead."""
+    created_and_written = zip(map(ROW_CREATED_NS, rows), map(ROW_WRITTEN_NS, rows), strict=True)
+    return [
+        created if created <= written + CLOCK_TOLERANCE_NS else written
+        for created, written in created_and_written
+    ]
+
+
+def infos_of_rows(session: str, rows: Sequence[Row]) -> list[SnapshotInfo]:
+    """The SnapshotInfos of the rows (``rows_valid``) of one session's cache entry, equal to
+    what ``header_from_row`` builds, made in bulk: a dict per row, then the instances
+    (without their __init__) and their dicts set by C loops. Equal kinds, base directories
+    and tuples of roots and excludes are shared (they are immutable; most snapshots of a
+    session have the same), so the memory of the rows' copies is freed with the rows."""
+    share: dict[Any, Any] = {}
+    same = share.setdefault
+    fields = [
+        {
+            "session": session,
+            "name": row[1],
+            "kind": same(row[2], row[2]),
+            "created_at": row[4],
+            "expires_at": row[6],
+            "file_count": row[7],
+            "total_bytes": row[8],
+            "meta": {} if row[9] is None else _unpacked_meta(row[9]),
+            "base_dir": same(row[10], row[10]),
+            "skipped": tuple(SkippedPath(p, e) for p, e in row[11]) if row[11] else (),
+            "roots": same(row[12], row[12]),
+            "backup_of": row[13],
+            "excludes": same(row[14], row[14]),
+            "stored_bytes": row[16],
+            "replaced": False,
+        }
+        for row in rows
+    ]
+    infos: list[SnapshotInfo] = list(map(_new_object, repeat(SnapshotInfo, len(fields))))
+    for _ in map(_set_attribute, infos, repeat("__dict__"), fields):
+        pass
+    return infos

@@ -8,12 +8,12 @@ new one); commits and deletes are called with the session's lock held (``session
 from __future__ import annotations
 
 import warnings
-from collections.abc import Hashable, Iterator
+from collections.abc import Hashable, Iterator, Sequence
 from typing import NamedTuple
 
 from snapstore.backend.seam import Backend, Handle, Kind, ObjectInfo, Version
 from snapstore.errors import CorruptManifestError, SnapshotNotFound
-from snapstore.format.header import Header
+from snapstore.format.header import Header, Row, header_from_row
 from snapstore.format.manifest import (
     MAX_MANIFEST_BYTES,
     Manifest,
@@ -33,6 +33,14 @@ logger = get_logger(__name__)
 
 class CorruptManifestWarning(UserWarning):
     """A listing skipped a manifest that failed to decode or validate."""
+
+
+class SessionRows(NamedTuple):
+    """The header cache rows (``header.header_row``) of valid manifests of one session."""
+
+    session_dir: str
+    session: str
+    rows: Sequence[Row]
 
 
 class ManifestFile(NamedTuple):
@@ -165,15 +173,17 @@ class Catalog:
             raise CorruptManifestError("it sits in a directory its names do not map to")
         return header, version
 
-    def _decoded_header(self, object_name: str, info: ObjectInfo | None) -> Header:
-        """The header of a manifest whose listing gave ``info`` (None: it is no object)
-        and the header cache did not know, decoded now and remembered."""
+    def _decoded_row(self, object_name: str, info: ObjectInfo | None) -> tuple[str, Row]:
+        """The session and header cache row of a manifest whose listing gave ``info``
+        (None: it is no object) and the header cache did not know, decoded now and
+        remembered."""
         handle = self.handle(object_name)
         if info is None:
             raise CorruptManifestError(f"{self.backend.describe(handle)} is not a regular file")
         header, _ = self._checked_header(object_name)
-        self.header_cache.put(handle, info.version, header, info.written_ns)
-        return header
+        return header.info.session, self.header_cache.put(
+            handle, info.version, header, info.written_ns
+        )
 
     def manifests(
         self, session: str | None = None, *, cached: bool = False, session_dir: str | None = None
@@ -204,10 +214,27 @@ class Catalog:
         return CorruptManifestError(f"corrupt manifest {where}: {error}")
 
     def _cached_manifests(self, prefix: str) -> list[ManifestFile | CorruptManifestError]:
-        """``manifests(cached=True)``: each session from its header cache entry while its
-        settled listing stamp is the one recorded; else listed, each manifest's header from
-        the cache while the manifest keeps its version, or decoded (and the entry recorded
-        at the stamp read before, if every manifest was valid)."""
+        """``manifests(cached=True)``: the headers of ``_cached_rows``, in name order."""
+        found: list[ManifestFile | CorruptManifestError] = []
+        for session_dir, session, rows in self._cached_rows(prefix, found):
+            head = session_dir + "/"
+            for row in rows:
+                object_name = head + row[0]
+                header = header_from_row(session, row)
+                if header is None:  # rows_valid holds what header_from_row needs
+                    raise AssertionError(f"an unreadable header cache row for {object_name}")
+                found.append(ManifestFile(object_name, header, None))
+        return found
+
+    def _cached_rows(
+        self, prefix: str, errors: list[ManifestFile | CorruptManifestError]
+    ) -> Iterator[SessionRows]:
+        """The header cache rows of every valid manifest now, a session at a time (so that
+        a consumer can drop each session's rows before the next is unpacked), and the errors
+        of the corrupt ones added to ``errors``. Each session from its header cache entry
+        while its settled listing stamp is the one recorded; else listed, each manifest's
+        row from the cache while the manifest keeps its version, or its header decoded (and
+        the entry recorded at the stamp read before, if every manifest was valid)."""
         stamps = self.backend.listing_stamps(Kind.MANIFEST, prefix)
         groups: dict[str, dict[str, ObjectInfo | None]] = {}
         if stamps is None:
@@ -217,40 +244,43 @@ class Catalog:
         cache = self.header_cache
         if not prefix:
             cache.keep_only(stamps)
-        found: list[ManifestFile | CorruptManifestError] = []
-        new_file = tuple.__new__
         for session_dir in sorted(stamps, key=lambda name: name + "/"):
             stamp = stamps[session_dir]
             trusted = None if stamp is None else cache.by_stamp(session_dir, stamp)
             if trusted is not None:
-                found += [new_file(ManifestFile, (n, h, None)) for n, h in trusted]
+                yield SessionRows(session_dir, *trusted)
                 continue
             listed = groups.get(session_dir)
             if listed is None:
                 listed = self.backend.infos(Kind.MANIFEST, session_dir + "/")
-            items = self._listed_session(session_dir, listed)
-            if stamp is not None and all(type(item) is ManifestFile for item in items):
+            session, rows, corrupt = self._listed_session(session_dir, listed)
+            if stamp is not None and not corrupt:
                 cache.settle(session_dir, stamp)
-            found += items
-        return found
+            errors += corrupt
+            if rows:
+                yield SessionRows(session_dir, session, rows)
 
     def _listed_session(
         self, session_dir: str, listed: dict[str, ObjectInfo | None]
-    ) -> list[ManifestFile | CorruptManifestError]:
-        """The manifests ``listed`` (one session's), in name order: headers the cache knows
-        at their versions, the others decoded."""
-        known = self.header_cache.by_version(session_dir, listed)
-        found: list[ManifestFile | CorruptManifestError] = []
+    ) -> tuple[str, list[Row], list[CorruptManifestError]]:
+        """The session's name, the rows of the valid manifests ``listed`` (one session's),
+        in name order (rows the cache knows at their versions, the others decoded), and the
+        errors of the corrupt ones."""
+        session, known = self.header_cache.by_version(session_dir, listed)
+        rows: list[Row] = []
+        corrupt: list[CorruptManifestError] = []
         for object_name, info in sorted(listed.items()):
-            try:
-                header = known.get(object_name) or self._decoded_header(object_name, info)
-            except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-                continue
-            except CorruptManifestError as error:
-                found.append(self._corrupt(object_name, error))
-                continue
-            found.append(ManifestFile(object_name, header, None))
-        return found
+            row = known.get(object_name)
+            if row is None:
+                try:
+                    session, row = self._decoded_row(object_name, info)
+                except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+                    continue
+                except CorruptManifestError as error:
+                    corrupt.append(self._corrupt(object_name, error))
+                    continue
+            rows.append(row)
+        return session, rows, corrupt
 
     def headers(
         self, session: str | None = None, *, cached: bool = False, session_dir: str | None = None
@@ -266,6 +296,17 @@ class Catalog:
         if cached:
             self.header_cache.finish()
         return found
+
+    def listed_rows(self, session: str | None = None) -> Iterator[SessionRows]:
+        """The header cache rows of every valid manifest (of one session, or all), a session
+        at a time, warning about (and skipping) corrupt ones once all are read:
+        ``headers(cached=True)`` for a listing that builds its infos from the rows in bulk
+        (``header.infos_of_rows``) and drops each session's rows as it goes."""
+        errors: list[ManifestFile | CorruptManifestError] = []
+        yield from self._cached_rows(_prefix(session, None), errors)
+        for error in errors:
+            warnings.warn(str(error), CorruptManifestWarning, stacklevel=4)
+        self.header_cache.finish()
 
     def commit(self, session: str, name: str, data: bytes) -> bool:
         """Atomically and durably install ``data`` as the manifest of (session, name); True

@@ -33,56 +33,68 @@ import msgpack
 
 from snapstore.backend.seam import Backend, Handle, Kind, ObjectInfo
 from snapstore.format.envelope import seal, unseal
-from snapstore.format.header import ROW_TIMESTAMPS, Header, header_from_row, header_row
+from snapstore.format.header import ROW_TIMESTAMPS, Header, Row, header_row, rows_valid
 from snapstore.format.names import dir_name
 
 MAGIC = b"SNAPHDC\x07"
 CACHE = Handle(Kind.CACHE, "headers")
 MAX_CACHE_BYTES = 256 << 20
 
-Row = tuple[Any, ...]
-"""A cached header: ``header_row`` (docs/format.md, "Header cache")."""
-
 
 class _Entry:
-    """One session's cache entry: decoded when first needed, packed again when changed."""
+    """One session's cache entry: unpacked when first needed, packed again when changed."""
 
-    __slots__ = ("blob", "dirty", "rows", "session", "stamp", "versions", "versions_blob")
+    __slots__ = ("blob", "dirty", "rows", "session", "stamp", "stored", "versions", "versions_blob")
 
     def __init__(self, blob: object) -> None:
         self.blob = blob
         self.session = ""
         self.stamp: Any = None
+        self.stored: tuple[Row, ...] | None = None
+        """The rows as the cache object holds them, in name order (once unpacked)."""
         self.rows: dict[str, Row] | None = None
-        """Rows by snapshot directory name, in name order."""
+        """Rows by snapshot directory name, in name order: once built, what the entry holds."""
         self.versions: dict[str, Hashable] | None = None
         """The version of each row's manifest, by snapshot directory name."""
         self.versions_blob = b""
         self.dirty = False
 
-    def decoded(self, session_dir: str) -> dict[str, Row]:
-        """The rows, decoded from the cache object's entry of ``session_dir`` once: none if
-        the entry is not one, or names a session that does not map to that directory."""
-        if self.rows is None:
-            self.rows = {}
+    def unpacked(self, session_dir: str) -> tuple[Row, ...]:
+        """The entry's rows (not checked one by one: see ``rows_valid``), unpacked from the
+        cache object's entry of ``session_dir`` once: none if the entry is not one, or names
+        a session that does not map to that directory."""
+        if self.rows is not None:
+            return tuple(self.rows.values())
+        if self.stored is None:
+            self.stored = ()
             try:
                 session, stamp, rows, versions = msgpack.unpackb(
                     self.blob, use_list=False, raw=False, timestamp=ROW_TIMESTAMPS
                 )
                 if type(session) is not str or type(versions) is not bytes:
-                    return self.rows
-                if type(rows) is not tuple or not all(type(row) is tuple for row in rows):
-                    return self.rows
+                    return self.stored
+                if type(rows) is not tuple or not set(map(type, rows)) <= {tuple}:
+                    return self.stored
                 if dir_name(session, "session") != session_dir:
-                    return self.rows
-                self.rows = {row[0]: row for row in rows if type(row[0]) is str}
-                if len(self.rows) != len(rows):
-                    self.rows = {}
-                    return self.rows
+                    return self.stored
                 self.session, self.stamp, self.versions_blob = session, stamp, versions
+                self.stored = rows
             except Exception:  # anything else is only a cache miss
-                self.rows = {}
+                pass
+        return self.stored
+
+    def decoded(self, session_dir: str) -> dict[str, Row]:
+        """The rows by snapshot directory name (none if a name is no string, or twice)."""
+        if self.rows is None:
+            stored = self.unpacked(session_dir)
+            rows = {row[0]: row for row in stored if row and type(row[0]) is str}
+            self.rows = rows if len(rows) == len(stored) else {}
         return self.rows
+
+    def release(self) -> None:
+        """Keep only the packed bytes (all a later listing needs), unless changed since."""
+        if not self.dirty:
+            self.stored = self.rows = self.versions = None
 
     def row_versions(self) -> dict[str, Hashable]:
         """The versions of the rows' manifests (decoded only for a listing by version)."""
@@ -155,64 +167,56 @@ class HeaderCache:
                 del self._entries[session_dir]
                 self._dirty = True
 
-    def by_stamp(self, session_dir: str, stamp: Hashable) -> list[tuple[str, Header]] | None:
-        """Every manifest of the session and its header, in name order, if the entry was
-        recorded at listing stamp ``stamp`` (the session's settled stamp now); else None."""
+    def by_stamp(self, session_dir: str, stamp: Hashable) -> tuple[str, tuple[Row, ...]] | None:
+        """The session's raw name and the rows of every manifest of it, in name order, if
+        the entry was recorded at listing stamp ``stamp`` (the session's settled stamp now)
+        and its rows are all ones a listing can read; else None."""
         with self._lock:
             entry = self._entry(session_dir)
             if entry is None:
                 return None
-            rows = entry.decoded(session_dir)
-            if not rows or entry.stamp is None or entry.stamp != stamp:
+            rows = entry.unpacked(session_dir)
+            if not rows or entry.stamp is None or entry.stamp != stamp or not rows_valid(rows):
                 return None
             session = entry.session
-            prefix = session_dir + "/"
-            found = []
-            for name_dir, row in rows.items():
-                header = header_from_row(session, row)
-                if header is None:
-                    return None
-                found.append((prefix + name_dir, header))
-            if not entry.dirty:
-                entry.rows = entry.versions = None  # the bytes are all a later listing needs
-            return found
+            entry.release()
+            return session, rows
 
     def by_version(
         self, session_dir: str, listed: Mapping[str, ObjectInfo | None]
-    ) -> dict[str, Header]:
-        """The headers recorded for the manifests ``listed`` (every manifest of the session:
-        object name -> its info, None for no object) that still have those versions. Rows of
-        manifests gone or replaced are dropped, and the entry's stamp with them."""
-        found: dict[str, Header] = {}
+    ) -> tuple[str, dict[str, Row]]:
+        """The session's raw name and the rows recorded for the manifests ``listed`` (every
+        manifest of the session: object name -> its info, None for no object) that still
+        have those versions, by object name. Rows of manifests gone or replaced, and rows a
+        listing cannot read, are dropped, and the entry's stamp with them."""
+        found: dict[str, Row] = {}
         with self._lock:
             entry = self._entry(session_dir)
             if entry is None:
-                return found
+                return "", found
             rows = entry.decoded(session_dir)
             versions = entry.row_versions()
-            session = entry.session
-            current: set[str] = set()
+            cut = len(session_dir) + 1
             for object_name, info in listed.items():
-                name_dir = object_name.partition("/")[2]
+                name_dir = object_name[cut:]
                 row = rows.get(name_dir)
-                if row is None or info is None or versions.get(name_dir) != info.version:
-                    continue
-                header = header_from_row(session, row)
-                if header is not None:
-                    found[object_name] = header
-                    current.add(name_dir)
-            if len(current) != len(rows):
+                if row is not None and info is not None and versions.get(name_dir) == info.version:
+                    found[object_name] = row
+            if found and not rows_valid(tuple(found.values())):
+                found = {name: row for name, row in found.items() if rows_valid((row,))}
+            if len(found) != len(rows):
+                current = {object_name[cut:] for object_name in found}
                 for name_dir in [n for n in rows if n not in current]:
                     del rows[name_dir]
                 entry.stamp = None
                 entry.dirty = self._dirty = True
             # Rows all current keep their stamp: it was settled, so the session, having
             # changed since (or it would have been read by it), never shows it again.
-        return found
+            return entry.session, found
 
-    def put(self, handle: Handle, version: Hashable, header: Header, written_ns: int) -> None:
+    def put(self, handle: Handle, version: Hashable, header: Header, written_ns: int) -> Row:
         """Remember the header just decoded from the manifest ``handle`` (of that version,
-        written at ``written_ns``)."""
+        written at ``written_ns``); its row."""
         session_dir, _, name_dir = handle.name.partition("/")
         with self._lock:
             entry = self._entry(session_dir)
@@ -224,10 +228,11 @@ class HeaderCache:
                 rows.clear()
                 versions.clear()
                 entry.session = header.info.session
-            rows[name_dir] = header_row(header, name_dir, written_ns)
+            row = rows[name_dir] = header_row(header, name_dir, written_ns)
             versions[name_dir] = version
             entry.stamp = None
             entry.dirty = self._dirty = True
+            return row
 
     def settle(self, session_dir: str, stamp: Hashable) -> None:
         """Record that the entry holds every manifest of the session as of listing stamp

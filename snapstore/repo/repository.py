@@ -11,7 +11,6 @@ import contextlib
 import os
 import time
 from collections.abc import Callable, Collection, Iterator, Sequence
-from operator import attrgetter
 from typing import Any
 
 from snapstore.backend.layout import (
@@ -43,10 +42,8 @@ from snapstore.repo.commits import Draft
 from snapstore.repo.contents import read_content
 from snapstore.repo.heads import Head
 from snapstore.repo.locks import shared_behind
-from snapstore.repo.sessions import Sessions, in_order
+from snapstore.repo.sessions import Sessions, in_order, infos_in_order
 from snapstore.repo.trees import Trees
-
-_INFO = attrgetter("header.info")
 
 
 class Repository:
@@ -131,14 +128,13 @@ class Repository:
 
     def infos(self, session: str | None, *, backups: bool = False) -> list[SnapshotInfo]:
         """``listing``'s checkpoints and state values (or with ``backups``, its undo backups
-        only) as infos. The cyclic collector stays paused until the listing's manifests
-        and headers are gone: its one pass then visits the infos alone."""
+        only) as infos, built from the header cache's rows in bulk (``infos_in_order``).
+        The cyclic collector stays paused until the rows are gone: its one pass then visits
+        the infos alone."""
+        if session is not None:
+            encode_name(session, "session")
         with gc_paused():
-            return [
-                info
-                for info in map(_INFO, self.listing(session))
-                if (info.backup_of is not None) is backups
-            ]
+            return infos_in_order(self.catalog.listed_rows(session), backups=backups)
 
     def backups(self, session: str) -> list[SnapshotInfo]:
         """The session's undo backups, oldest first."""

@@ -13,13 +13,22 @@ from __future__ import annotations
 
 import contextlib
 from collections import defaultdict
-from collections.abc import Callable, Iterator
-from operator import attrgetter
+from collections.abc import Callable, Iterable, Iterator
+from itertools import count, repeat
+from operator import attrgetter, itemgetter
 
 from snapstore.backend.seam import Backend, Handle, Kind, Lock, Version
 from snapstore.errors import ConcurrentWriteError
+from snapstore.format.header import (
+    ROW_BACKUP_OF,
+    ROW_NAME,
+    ROW_SEQ,
+    infos_of_rows,
+    row_order_ns,
+)
 from snapstore.format.names import dir_name
-from snapstore.repo.catalog import Catalog, ManifestFile, manifest_name
+from snapstore.models import SnapshotInfo
+from snapstore.repo.catalog import Catalog, ManifestFile, SessionRows, manifest_name
 from snapstore.repo.gcjournal import GcJournal
 from snapstore.repo.heads import Head, HeadStore
 
@@ -56,6 +65,41 @@ def in_order(found: list[ManifestFile]) -> list[ManifestFile]:
         next(reordered[session]) if session in reordered else item
         for item, session in zip(by_time, sessions, strict=True)
     ]
+
+
+_FIRST, _SECOND, _LAST = itemgetter(0), itemgetter(1), itemgetter(-1)
+
+
+def infos_in_order(groups: Iterable[SessionRows], *, backups: bool) -> list[SnapshotInfo]:
+    """The infos of the rows of ``groups`` (undo backups only with ``backups``, else the
+    others), in the order of ``in_order``: each session's places in the order by time
+    (creation time, session, name) are filled with its snapshots (undo backups too) in the
+    order of their commits, then the ones not asked for leave theirs. Built in bulk
+    (``header.infos_of_rows``) and sorted once, on tuples whose leading fields never tie:
+    a listing of 10,000 snapshots makes no call per row."""
+    decorated: list[tuple[int, str, str, int, SnapshotInfo]] = []
+    places = count()
+    for _, session, rows in groups:
+        orders = row_order_ns(rows)
+        names = list(map(ROW_NAME, rows))
+        by_time = list(zip(orders, names, strict=True))
+        by_commit = list(zip(map(ROW_SEQ, rows), orders, names, strict=True))
+        slots = sorted(by_time)
+        placed = list(map(rows.__getitem__, sorted(range(len(rows)), key=by_commit.__getitem__)))
+        marks = list(map(ROW_BACKUP_OF, placed))
+        if marks.count(None) != (0 if backups else len(marks)):  # not all of them wanted
+            wanted = [
+                (slot, row)
+                for slot, row, mark in zip(slots, placed, marks, strict=True)
+                if (mark is not None) is backups
+            ]
+            slots, placed = [slot for slot, _ in wanted], [row for _, row in wanted]
+        if not placed:
+            continue
+        infos = infos_of_rows(session, placed)
+        decorated += zip(map(_FIRST, slots), repeat(session), map(_SECOND, slots), places, infos)
+    decorated.sort()
+    return list(map(_LAST, decorated))
 
 
 class SessionChange:
