@@ -13,6 +13,9 @@ new processes that each time one of:
 - ``list``: ``SnapStore(root).list()`` alone (the store opened first), with every session
   settled (unchanged for longer than the settling time: the header cache is believed by
   each session's stamp);
+- ``list_one_recent``: the same just after one session directory's times moved (the usual
+  case: the session a bridge just checkpointed is listed and matched by version, the
+  others are read by their stamps);
 - ``list_recent``: the same just after every session directory's times moved (each session
   is listed and its manifests matched with the cache by version, as right after a change).
 
@@ -83,16 +86,17 @@ def _child(what: str, root: Path) -> tuple[float, float, int]:
     return cpu, wall, count
 
 
-def _unsettle(root: Path) -> None:
-    """Move every session directory's times to now (as a change would)."""
+def _unsettle(root: Path, *, every: bool = True) -> None:
+    """Move every session directory's times (or the first one's) to now, as a change
+    would."""
     sessions = root / "sessions"
-    for name in os.listdir(sessions):
+    for name in sorted(os.listdir(sessions))[: None if every else 1]:
         os.utime(sessions / name)
 
 
 def run(root: Path, rounds: int) -> dict[str, dict[str, float]]:
     """Alternate the cases ``rounds`` times; medians and ratios to the walk."""
-    cases = ("walk", "list", "list_recent")
+    cases = ("walk", "list", "list_one_recent", "list_recent")
     seen: dict[str, list[tuple[float, float, int]]] = {case: [] for case in cases}
     ratios: dict[str, list[float]] = {case: [] for case in cases[1:]}
     for _ in range(rounds):
@@ -101,6 +105,8 @@ def run(root: Path, rounds: int) -> dict[str, dict[str, float]]:
         walk = _child("walk", root)
         seen["walk"].append(walk)
         seen["list"].append(_child("list", root))
+        _unsettle(root, every=False)
+        seen["list_one_recent"].append(_child("list_one_recent", root))
         _unsettle(root)
         seen["list_recent"].append(_child("list_recent", root))
         for case in cases[1:]:
@@ -133,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{args.snapshots} snapshots in {args.sessions} sessions, {args.rounds} rounds")
     print(f"load average at the end: {load:.1f}")
     for case, figures in report.items():
-        line = f"{case:12} CPU {figures['cpu_ms']:7.1f} ms   wall {figures['wall_ms']:7.1f} ms"
+        line = f"{case:15} CPU {figures['cpu_ms']:7.1f} ms   wall {figures['wall_ms']:7.1f} ms"
         if "cpu_ratio_median" in figures:
             line += (
                 f"   CPU vs walk {figures['cpu_ratio_median']:.2f}x"

@@ -40,8 +40,8 @@ T = TypeVar("T")
 SETTLE_NS = 3_000_000_000
 """How long a session directory must have been left alone before its stamp is trusted to
 change with its next change (coarse filesystem clocks tick in up to 2 seconds)."""
-_NO_NAME = frozenset(("", ".", ".."))
-"""Stems of ``<stem>.manifest`` that name no snapshot (see ``manifest_entry_name``)."""
+_NO_NAME_FILES = frozenset(stem + MANIFEST_SUFFIX for stem in ("", ".", ".."))
+"""Entries ``<stem>.manifest`` whose stem names no snapshot (see ``manifest_entry_name``)."""
 _DIRECTORY_FLAGS = os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_DIRECTORY", 0)
 
 
@@ -143,17 +143,19 @@ class ManifestFiles:
         listing of 10,000 snapshots runs it 10,000 times)."""
         cut = -len(MANIFEST_SUFFIX)
         head = f"{session}/"
+        narrower = len(prefix) > len(head)  # else every name of the session starts with it
         new_info = tuple.__new__
         for entry in entries:
             entry_name = entry.name
-            if entry_name[cut:] != MANIFEST_SUFFIX:
+            if not entry_name.endswith(MANIFEST_SUFFIX):
                 name = head + entry_name
                 if entry_name not in (".", "..") and name.startswith(prefix):
                     legacy.append(name)
                 continue
-            stem = entry_name[:cut]
-            name = head + stem
-            if stem in _NO_NAME or not name.startswith(prefix):
+            if entry_name in _NO_NAME_FILES:
+                continue
+            name = head + entry_name[:cut]
+            if narrower and not name.startswith(prefix):
                 continue
             try:
                 info = entry.stat(follow_symlinks=False)

@@ -267,6 +267,8 @@ class Catalog:
         in name order (rows the cache knows at their versions, the others decoded), and the
         errors of the corrupt ones."""
         session, known = self.header_cache.by_version(session_dir, listed)
+        if len(known) == len(listed):
+            return session, list(known.values()), []
         rows: list[Row] = []
         corrupt: list[CorruptManifestError] = []
         for object_name, info in sorted(listed.items()):

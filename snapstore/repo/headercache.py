@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Hashable, Mapping
+from operator import attrgetter, itemgetter
 from typing import Any
 
 import msgpack
@@ -129,6 +130,35 @@ class _Entry:
         return packed
 
 
+def _every_row_current(
+    entry: _Entry, session_dir: str, listed: Mapping[str, ObjectInfo | None]
+) -> dict[str, Row] | None:
+    """``by_version``'s answer when the entry, as the cache object holds it, has a row for
+    every manifest ``listed`` and no other, each at the version listed (the rows' names
+    and versions compared as whole lists, in C: a session just listed again after a
+    change elsewhere, or touched, costs no call per manifest); None otherwise."""
+    if entry.rows is not None:
+        return None  # changed by this process: its rows are no longer in the stored order
+    stored = entry.unpacked(session_dir)
+    if not stored or len(stored) != len(listed):
+        return None
+    try:
+        versions = msgpack.unpackb(entry.versions_blob, use_list=False, raw=False)
+        names = list(map((session_dir + "/").__add__, map(_NAME_DIR, stored)))
+        if names != list(listed) or list(versions) != list(map(_VERSION, listed.values())):
+            return None
+    except Exception:  # names that are no strings, a manifest that is no object, damage
+        return None
+    if not rows_valid(stored):
+        return None
+    return dict(zip(names, stored, strict=True))
+
+
+_NAME_DIR = itemgetter(0)
+_VERSION = attrgetter("version")
+"""An ``ObjectInfo``'s version (AttributeError for None: no object)."""
+
+
 class HeaderCache:
     """Headers by manifest, kept while the session, or the manifest, stays as it was."""
 
@@ -194,6 +224,10 @@ class HeaderCache:
             entry = self._entry(session_dir)
             if entry is None:
                 return "", found
+            every = _every_row_current(entry, session_dir, listed)
+            if every is not None:
+                entry.release()
+                return entry.session, every
             rows = entry.decoded(session_dir)
             versions = entry.row_versions()
             cut = len(session_dir) + 1
