@@ -85,7 +85,11 @@ def infos_in_order(groups: Iterable[SessionRows], *, backups: bool) -> list[Snap
         by_time = list(zip(orders, names, strict=True))
         by_commit = list(zip(map(ROW_SEQ, rows), orders, names, strict=True))
         slots = sorted(by_time)
-        placed = list(map(rows.__getitem__, sorted(range(len(rows)), key=by_commit.__getitem__)))
+        if slots == by_time and by_commit == sorted(by_commit):
+            placed = list(rows)  # the usual case: rows by name are in time and commit order
+        else:
+            by_place = sorted(range(len(rows)), key=by_commit.__getitem__)
+            placed = list(map(rows.__getitem__, by_place))
         marks = list(map(ROW_BACKUP_OF, placed))
         if marks.count(None) != (0 if backups else len(marks)):  # not all of them wanted
             wanted = [
