@@ -4,6 +4,8 @@ only a miss (the manifest is read instead), never an error or a wrong listing.""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -237,3 +239,30 @@ def test_a_row_a_listing_cannot_build_from_is_read_from_its_manifest_alone(
     monkeypatch.setattr(catalog, "_checked_header", counted)
     assert fresh.list() == listed
     assert len(decoded) == 1
+
+
+REPLACE_ONE = """
+import sys
+from snapstore import SnapStore
+root, base = sys.argv[1:3]
+SnapStore(root).create("s", "one", ["."], base_dir=base, meta={"again": True})
+"""
+
+
+@pytest.mark.parametrize("same_store", [True, False])
+def test_a_snapshot_replaced_by_another_process_shows_at_once_though_every_name_stays(
+    root: Path, tmp_path: Path, listed: list[Any], same_store: bool
+) -> None:
+    """The session's names are the ones its cache entry holds; only one manifest's version
+    differs: the whole-list match must not take the entry as current."""
+    lister = SnapStore(root)
+    assert lister.list() == listed
+    subprocess.run(
+        [sys.executable, "-c", REPLACE_ONE, str(root), str(tmp_path / "p")], check=True, timeout=120
+    )
+    for store in (lister if same_store else SnapStore(root), SnapStore(root)):
+        infos = {(info.session, info.name): info for info in store.list()}
+        assert set(infos) == {("s", "one"), ("s", "two"), ("t", "three")}
+        assert infos["s", "one"].file_count == 2
+        assert infos["s", "one"].meta == {"again": True}
+        assert [info.name for info in store.list()][-1] == "one"  # its new place
