@@ -214,7 +214,8 @@ class Catalog:
         return CorruptManifestError(f"corrupt manifest {where}: {error}")
 
     def _cached_manifests(self, prefix: str) -> list[ManifestFile | CorruptManifestError]:
-        """``manifests(cached=True)``: the headers of ``_cached_rows``, in name order."""
+        """``manifests(cached=True)``: the headers of ``_cached_rows``, session by session
+        (within one, in the order of its entry or of the backend's listing)."""
         found: list[ManifestFile | CorruptManifestError] = []
         for session_dir, session, rows in self._cached_rows(prefix, found):
             head = session_dir + "/"
@@ -263,9 +264,9 @@ class Catalog:
     def _listed_session(
         self, session_dir: str, listed: dict[str, ObjectInfo | None]
     ) -> tuple[str, list[Row], list[CorruptManifestError]]:
-        """The session's name, the rows of the valid manifests ``listed`` (one session's),
-        in name order (rows the cache knows at their versions, the others decoded), and the
-        errors of the corrupt ones."""
+        """The session's name, the rows of the valid manifests ``listed`` (one session's;
+        rows the cache knows at their versions, the others decoded), and the errors of the
+        corrupt ones. Every listing of rows orders them itself."""
         session, known = self.header_cache.by_version(session_dir, listed)
         if len(known) == len(listed):
             return session, list(known.values()), []
