@@ -229,15 +229,22 @@ _ROW_COLUMNS: tuple[tuple[int, frozenset[type]], ...] = (
     (1, frozenset({str})),  # name
     (3, frozenset({int})),  # created_ns
     (4, frozenset({datetime})),  # created_at
+    (5, frozenset({type(None), int})),  # expires_ns
+    (6, frozenset({type(None), datetime})),  # expires_at
+    (7, frozenset({int})),  # file_count
+    (8, frozenset({int})),  # total_bytes
     (9, frozenset({type(None), bytes})),  # the packed metadata
     (11, frozenset({tuple})),  # skipped
     (12, frozenset({tuple})),  # roots
+    (13, frozenset({type(None), str})),  # backup_of
     (14, frozenset({tuple})),  # excludes
     (15, frozenset({int})),  # seq
+    (16, frozenset({type(None), int})),  # stored_bytes
     (17, frozenset({int})),  # the manifest's modification time
 )
-"""The columns a listing orders by or builds from with no check of its own, and the types
-each may hold (a row decoded as ``ROW_TIMESTAMPS`` says holds arrays as tuples)."""
+"""The columns a listing orders by or builds from, and the types each may hold (a row
+decoded as ``ROW_TIMESTAMPS`` says holds arrays as tuples); ``kind`` and ``base_dir`` are
+checked apart."""
 _KINDS = frozenset({"files", "state"})
 _NAME_DIR, _KIND, _META, _BASE_DIR, _SKIPPED, _ROOTS, _EXCLUDES = 0, 2, 9, 10, 11, 12, 14
 ROW_NAME, ROW_CREATED_NS, ROW_BACKUP_OF, ROW_SEQ, ROW_WRITTEN_NS = (

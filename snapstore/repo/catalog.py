@@ -222,8 +222,14 @@ class Catalog:
             for row in rows:
                 object_name = head + row[0]
                 header = header_from_row(session, row)
-                if header is None:  # rows_valid holds what header_from_row needs
-                    raise AssertionError(f"an unreadable header cache row for {object_name}")
+                if header is None:  # rows_valid holds what it needs; if not, only a miss
+                    try:
+                        header, _ = self._checked_header(object_name)
+                    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+                        continue
+                    except CorruptManifestError as error:
+                        found.append(self._corrupt(object_name, error))
+                        continue
                 found.append(ManifestFile(object_name, header, None))
         return found
 

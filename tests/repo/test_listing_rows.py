@@ -185,6 +185,12 @@ HOSTILE_ROWS = {
     "a file time that is missing": _set(17, None),
     "a creation date that is a number": _set(4, 12),
     "roots that are text": _set(12, "abc"),
+    "an expiry that is text": _set(5, "soon"),
+    "an expiry date that is text": _set(6, "soon"),
+    "a file count that is text": _set(7, "many"),
+    "a total that is a float": _set(8, 1.5),
+    "a backup_of that is a number": _set(13, 5),
+    "stored bytes that are a list": _set(16, [1]),
 }
 
 
@@ -266,3 +272,23 @@ def test_a_snapshot_replaced_by_another_process_shows_at_once_though_every_name_
         assert infos["s", "one"].file_count == 2
         assert infos["s", "one"].meta == {"again": True}
         assert [info.name for info in store.list()][-1] == "one"  # its new place
+
+
+def test_a_row_the_header_builder_rejects_is_only_a_miss_for_a_commit_too(
+    root: Path, tmp_path: Path, listed: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """headers(cached=True), which a commit builds its session's head from, reads the
+    manifest of a row ``header_from_row`` rejects instead of failing."""
+    from snapstore.repo import catalog as catalog_module
+
+    build = catalog_module.header_from_row
+    monkeypatch.setattr(
+        catalog_module,
+        "header_from_row",
+        lambda session, row: None if row[1] == "one" else build(session, row),
+    )
+    store = SnapStore(root)
+    headers = repository(store).catalog.headers("s", cached=True)
+    assert sorted(m.header.info.name for m in headers) == ["one", "two"]
+    store.create("s", "three", ["."], base_dir=tmp_path / "p")
+    assert [i.name for i in store.list() if i.session == "s"] == ["one", "two", "three"]
