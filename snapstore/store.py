@@ -17,8 +17,8 @@ from __future__ import annotations
 import builtins
 import dataclasses
 import os
-from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from snapstore.errors import InvalidValueError, PathNotInSnapshotError
 from snapstore.facade.base import DEFAULT_UNDO_DEPTH, Duration, Progress
@@ -27,9 +27,13 @@ from snapstore.facade.restoring import RestoringMethods
 from snapstore.facade.upkeep import UpkeepMethods
 from snapstore.format.times import ttl_seconds
 from snapstore.models import FileSlice, PathVersion, Snapshot, SnapshotInfo
+from snapstore.worktree.options import CreateOptions
 
 if TYPE_CHECKING:
+    from snapstore.worktree.create import Request
     from snapstore.worktree.incremental import ChangeSource, IncrementalReport
+
+_Taken = TypeVar("_Taken")
 
 __all__ = ["DEFAULT_UNDO_DEPTH", "SnapStore"]
 
@@ -92,28 +96,27 @@ class SnapStore(RestoringMethods, UpkeepMethods, KeyMethods):
         for a restore into ``base_dir`` (or a directory holding it) to finish.
         ``SnapshotInfo.replaced`` says whether it replaced one.
         """
-        from snapstore.worktree.create import checkpoint_request, take_snapshot
+        from snapstore.worktree.create import take_snapshot
 
-        with self._autofold.creating():
-            request = checkpoint_request(
-                self._repository,
-                session,
-                name,
-                paths,
-                base_dir=base_dir,
-                meta=meta,
-                ttl=ttl_seconds(ttl),
-                exclude=exclude,
-                default_excludes=default_excludes,
-                gitignore=gitignore,
-                if_exists=if_exists,
-                missing=missing,
-                skip_unreadable=skip_unreadable,
-                rehash=rehash,
-            )
-            with self._guard.snapshotting(request.base):
-                info, replaced = take_snapshot(self._repository, request, progress=progress)
-            self._autofold.after_commit()
+        options = CreateOptions(
+            base_dir,
+            meta,
+            ttl_seconds(ttl),
+            exclude,
+            default_excludes,
+            gitignore,
+            if_exists,
+            missing,
+            skip_unreadable,
+            rehash,
+        )
+        info, replaced = self._checkpoint(
+            session,
+            name,
+            paths,
+            options,
+            lambda request: take_snapshot(self._repository, request, progress=progress),
+        )
         return dataclasses.replace(info, replaced=True) if replaced else info
 
     def create_incremental(
@@ -143,34 +146,52 @@ class SnapStore(RestoringMethods, UpkeepMethods, KeyMethods):
         (``ChangedPaths``), or None if that is not known. Any doubt makes it a full create
         (``IncrementalReport.scan`` and ``reason`` say so); what it commits is what ``create``
         would. See ``worktree.incremental`` for why it never records a stale file."""
-        from snapstore.worktree.create import checkpoint_request
         from snapstore.worktree.incremental import take_incremental
 
-        with self._autofold.creating():
-            request = checkpoint_request(
-                self._repository,
-                session,
-                name,
-                paths,
-                base_dir=base_dir,
-                meta=meta,
-                ttl=ttl_seconds(ttl),
-                exclude=exclude,
-                default_excludes=default_excludes,
-                gitignore=gitignore,
-                if_exists=if_exists,
-                missing=missing,
-                skip_unreadable=skip_unreadable,
-                rehash=rehash,
-            )
-            with self._guard.snapshotting(request.base):
-                report, replaced = take_incremental(
-                    self._repository, request, parent, changes, progress=progress
-                )
-            self._autofold.after_commit()
+        options = CreateOptions(
+            base_dir,
+            meta,
+            ttl_seconds(ttl),
+            exclude,
+            default_excludes,
+            gitignore,
+            if_exists,
+            missing,
+            skip_unreadable,
+            rehash,
+        )
+        report, replaced = self._checkpoint(
+            session,
+            name,
+            paths,
+            options,
+            lambda request: take_incremental(
+                self._repository, request, parent, changes, progress=progress
+            ),
+        )
         if replaced:
             return dataclasses.replace(report, info=dataclasses.replace(report.info, replaced=True))
         return report
+
+    def _checkpoint(
+        self,
+        session: str,
+        name: str | None,
+        paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[str] | None,
+        options: CreateOptions,
+        take: Callable[[Request], tuple[_Taken, bool]],
+    ) -> tuple[_Taken, bool]:
+        """What ``create`` and ``create_incremental`` share: the request checked, the base
+        directory guarded (its interrupted restore recovered, its locks and the gc lock
+        held) while ``take`` scans and commits, then a fold started if one is due."""
+        from snapstore.worktree.create import checkpoint_request
+
+        with self._autofold.creating():
+            request = checkpoint_request(self._repository, session, name, paths, options)
+            with self._guard.snapshotting(request.base, real_base=request.real_base):
+                taken = take(request)
+            self._autofold.after_commit()
+        return taken
 
     def get(self, session: str, name: str) -> Snapshot:
         """The snapshot's header and entries; loads no blob. ``name`` may be a selector

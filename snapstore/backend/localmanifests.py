@@ -211,24 +211,19 @@ class ManifestFiles:
         have died before flushing it). Then an old layout manifest of the name is removed."""
         path = self.path(name)
         session_dir = os.path.dirname(path)
-        unsettled = self._unsettled(session_dir)
-        ensure_dir(self.fs, session_dir, stop_at=self.sessions_dir, durable=self.durable)
+        inode = _directory_inode(session_dir)
+        if inode is None:
+            ensure_dir(self.fs, session_dir, stop_at=self.sessions_dir, durable=self.durable)
         write_atomic(self.fs, path, data, tmp_dir=self.tmp_dir, durable=self.durable, mode=0o444)
-        if unsettled and self.durable:
+        if inode is None:  # made now (its entry flushed if durable), or something else there
+            inode = _directory_inode(session_dir)
+        elif self._settled.get(session_dir) != inode and self.durable:
             self.fs.fsync_dir(self.sessions_dir)
-        with contextlib.suppress(OSError):
-            self._settled[session_dir] = os.stat(session_dir).st_ino
+        if inode is not None:
+            self._settled[session_dir] = inode
         if self._unlink_legacy(name, durable=True):
             with contextlib.suppress(OSError):
                 self.fs.rmdir(os.path.dirname(self.paths.legacy_manifest(name)))
-
-    def _unsettled(self, session_dir: str) -> bool:
-        """Whether ``session_dir`` exists and this process has not flushed its entry."""
-        try:
-            inode = os.stat(session_dir).st_ino
-        except OSError:
-            return False
-        return self._settled.get(session_dir) != inode
 
     def _unlink_legacy(self, name: str, *, durable: bool) -> bool:
         """Remove the old layout's manifest of ``name``, flushing its directory; False if
@@ -285,6 +280,15 @@ class ManifestFiles:
                             self.fs.rmdir(entry_path)
             if not os.listdir(session_path):
                 self.fs.rmdir(session_path)
+
+
+def _directory_inode(path: str) -> int | None:
+    """The inode of the directory at ``path`` (symlinks followed); None if there is none."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return info.st_ino if stat.S_ISDIR(info.st_mode) else None
 
 
 def directory_stamp(info: os.stat_result) -> tuple[int, int, int, int, int]:

@@ -94,11 +94,13 @@ def nests_within(value: Any, limit: int = MAX_VALUE_DEPTH) -> bool:
     return True
 
 
-def _pack(value: Any, what: str, *, check_readable: bool = True) -> bytes:
+def _pack(
+    value: Any, what: str, *, check_readable: bool = True, depth: int = MAX_VALUE_DEPTH + 1
+) -> bytes:
     """msgpack-encode ``value``; with ``check_readable``, also refuse what would not decode
-    back (map keys that are not strings), or nests deeper than ``MAX_VALUE_DEPTH``, so
-    nothing unreadable is ever committed."""
-    if check_readable and not nests_within(value, MAX_VALUE_DEPTH + 1):
+    back (map keys that are not strings), or nests deeper than ``depth`` (a map holding a
+    value of ``MAX_VALUE_DEPTH``), so nothing unreadable is ever committed."""
+    if check_readable and not nests_within(value, depth):
         raise InvalidValueError(f"{what} cannot be stored: nested over {MAX_VALUE_DEPTH} deep")
     try:
         packed = msgpack.packb(value, use_bin_type=True, strict_types=False)
@@ -158,7 +160,9 @@ def encode(
         header["seq"] = seq
     if info.stored_bytes is not None:
         header["stored_bytes"] = info.stored_bytes
-    header_bytes = _pack(header, "snapshot metadata")
+    if info.meta:  # the one part of a header a caller chose: the rest is snapstore's own
+        _pack(info.meta, "snapshot metadata", depth=MAX_VALUE_DEPTH)
+    header_bytes = _pack(header, "snapshot metadata", check_readable=False)
     if info.kind == "state":
         body_value: dict[str, Any] = {"value": value}
     elif rows is not None:

@@ -8,6 +8,7 @@ rules make every result a single, portable path component that cannot escape the
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import time
@@ -53,8 +54,11 @@ def sanitize(value: str) -> str:
     return prefix or "_"
 
 
+@functools.lru_cache(maxsize=4096)
 def dir_name(value: str, what: str = "name") -> str:
-    """The directory name for a raw name: ``<sanitized>-<hash of the raw bytes>``."""
+    """The directory name for a raw name: ``<sanitized>-<hash of the raw bytes>``.
+    Remembered (a pure function: a create asks for its session's several times, and a
+    bridge for the same session at every create); an invalid name raises every time."""
     raw = encode_name(value, what)
     digest = blake3.blake3(raw).hexdigest(length=HASH_HEX_LENGTH // 2)
     return f"{sanitize(value)}-{digest}"

@@ -60,6 +60,7 @@ class Repository:
         self.gc_intent = backend.lock("gc-intent")
         self.format_major = self._stored_format()
         self.blobs.packs.follow_log = self.format_major >= PACK_LOG_MAJOR
+        self._real_root: str | None = None
 
     def _stored_format(self) -> int:
         """The major format the store's marker names (a backend with no marker object, such
@@ -86,6 +87,19 @@ class Repository:
     def root(self) -> str:
         """The store's directory, or how its backend names it when it is not one here."""
         return self.backend.properties.local_root or self.backend.describe(Handle(Kind.MARKER, ""))
+
+    @property
+    def real_root(self) -> str | None:
+        """The store's directory with every symlink resolved, if it is on this machine
+        (resolved once: a check that a directory lies outside the store also looks for the
+        FORMAT marker of every directory above it, which finds the store wherever its
+        path now leads)."""
+        local_root = self.backend.properties.local_root
+        if local_root is None:
+            return None
+        if self._real_root is None:
+            self._real_root = os.path.realpath(local_root)
+        return self._real_root
 
     def own_roots(self) -> frozenset[FileId]:
         """The store's own directory by device and inode, if it is on this machine: a scan

@@ -5,6 +5,7 @@ directories (``snapstore.restore.targets``) takes them."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import threading
 from collections import OrderedDict
@@ -87,9 +88,11 @@ class TargetLocks:
         return self._hold(real_base, False)
 
 
+@functools.lru_cache(maxsize=1024)
 def target_key(real_dir: str) -> str:
     """The key of a directory outside the store (by its real path): names its lock file and
-    the journal of a restore into it."""
+    the journal of a restore into it. Remembered: a bridge asks for the same few at every
+    create."""
     import blake3
 
     return blake3.blake3(os.fsencode(real_dir)).hexdigest(length=16)

@@ -100,11 +100,12 @@ class TargetGuard:
             yield key
 
     @contextlib.contextmanager
-    def snapshotting(self, base: str) -> Iterator[None]:
+    def snapshotting(self, base: str, *, real_base: str | None = None) -> Iterator[None]:
         """Hold what a create of ``base`` holds: its lock shared and its ancestors' (after
         recovering an interrupted restore of it, under its lock exclusive) and the gc lock
-        shared."""
-        real_base = os.path.realpath(base)
+        shared. ``real_base``: ``base`` with its symlinks resolved, if the caller just did."""
+        if real_base is None:
+            real_base = os.path.realpath(base)
         key = target_key(real_base)
         if self.journals.exists(key):
             with self.locks.restoring(real_base):

@@ -36,6 +36,7 @@ from snapstore.worktree import treememo
 from snapstore.worktree.excludes import Matcher, check_patterns, initial_patterns
 from snapstore.worktree.gitrules import LeadingRules, leading_rules
 from snapstore.worktree.ingestscan import ingest_scan
+from snapstore.worktree.options import CreateOptions
 from snapstore.worktree.scan import GITIGNORE_ADVICE, Scanner, relative_to_base
 from snapstore.worktree.statcache import StatCache
 
@@ -68,10 +69,15 @@ class Request:
 def refuse_store_directory(store_root: str | None, real_dir: str, what: str) -> None:
     """UnsafePathError if ``real_dir`` is, or lies in, a storage root (this store's, if it
     is on this machine, or any other directory holding a snapstore FORMAT marker)."""
-    if store_root is not None:
-        own = os.path.realpath(store_root)
-        if real_dir == own or real_dir.startswith(own + os.sep):
-            raise UnsafePathError(f"{what} {real_dir} lies in the snapstore root {own}")
+    own = None if store_root is None else os.path.realpath(store_root)
+    refuse_in_store(own, real_dir, what)
+
+
+def refuse_in_store(own: str | None, real_dir: str, what: str) -> None:
+    """``refuse_store_directory`` with this store's root already resolved (``own``, None if
+    the store is not on this machine)."""
+    if own is not None and (real_dir == own or real_dir.startswith(own + os.sep)):
+        raise UnsafePathError(f"{what} {real_dir} lies in the snapstore root {own}")
     directory = real_dir
     while True:
         if is_store_root(directory):
@@ -87,17 +93,7 @@ def checkpoint_request(
     session: str,
     name: str | None,
     paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[str] | None,
-    *,
-    base_dir: str | os.PathLike[str],
-    meta: Mapping[str, Any] | None,
-    ttl: float | None,
-    exclude: Iterable[str],
-    default_excludes: bool,
-    gitignore: bool,
-    if_exists: str,
-    missing: str,
-    skip_unreadable: bool,
-    rehash: bool,
+    options: CreateOptions,
 ) -> Request:
     """The checked request of ``SnapStore.create``: every argument error raised here, before
     any lock is taken or anything read."""
@@ -109,34 +105,36 @@ def checkpoint_request(
         raise InvalidValueError("create needs the paths to snapshot")
     if isinstance(paths, str | os.PathLike):
         paths = [paths]
-    if if_exists not in IF_EXISTS:
-        raise InvalidValueError(f"if_exists must be 'replace' or 'error', not {if_exists!r}")
-    if missing not in ("absent", "error"):
-        raise InvalidValueError(f"missing must be 'absent' or 'error', not {missing!r}")
-    base = os.path.abspath(os.fspath(base_dir))
+    if options.if_exists not in IF_EXISTS:
+        raise InvalidValueError(
+            f"if_exists must be 'replace' or 'error', not {options.if_exists!r}"
+        )
+    if options.missing not in ("absent", "error"):
+        raise InvalidValueError(f"missing must be 'absent' or 'error', not {options.missing!r}")
+    base = os.path.abspath(os.fspath(options.base_dir))
     if not os.path.isdir(base):
         raise InvalidValueError(f"base_dir {base} is not a directory")
     real_base = os.path.realpath(base)
-    refuse_store_directory(repo.backend.properties.local_root, real_base, "base_dir")
+    refuse_in_store(repo.real_root, real_base, "base_dir")
     relative = [requested_path(base, path) for path in paths]
-    if missing == "error":
+    if options.missing == "error":
         absent = [p for p in relative if not os.path.lexists(os.path.join(base, p))]
         if absent:
             raise MissingPathError(f"no such path under {base}: {', '.join(absent[:5])}")
-    expiry_ns(0, ttl)
+    expiry_ns(0, options.ttl)
     return Request(
         session,
         name,
         base,
         relative,
-        dict(meta or {}),
-        ttl=ttl,
-        skip_unreadable=skip_unreadable,
-        rehash=rehash,
-        exclude=tuple(check_patterns(exclude)),
-        default_excludes=default_excludes,
-        gitignore=gitignore,
-        if_exists=if_exists,
+        dict(options.meta or {}),
+        ttl=options.ttl,
+        skip_unreadable=options.skip_unreadable,
+        rehash=options.rehash,
+        exclude=tuple(check_patterns(options.exclude)),
+        default_excludes=options.default_excludes,
+        gitignore=options.gitignore,
+        if_exists=options.if_exists,
         real_base=real_base,
     )
 

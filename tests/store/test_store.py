@@ -392,6 +392,26 @@ def test_values_nested_deeper_than_every_reader_can_walk_are_refused(tmp_path: P
         store.create("s", "n", [], base_dir=tmp_path, meta={"m": [deep]})
 
 
+def test_metadata_is_checked_to_its_depth_and_its_keys(tmp_path: Path) -> None:
+    """A create's metadata may nest MAX_VALUE_DEPTH deep, the map itself counted, and is read
+    back as given; one level more, or a map key that is not a string (it would not decode
+    back), is refused before anything is committed."""
+    from snapstore.format.manifest import MAX_VALUE_DEPTH
+
+    store = SnapStore(tmp_path / "store")
+    (tmp_path / "f").write_text("x")
+    deep: object = 1
+    for _ in range(MAX_VALUE_DEPTH - 1):
+        deep = [deep]
+    info = store.create("s", "ok", ["f"], base_dir=tmp_path, meta={"m": deep})
+    assert info.meta == {"m": deep}
+    assert store.get("s", "ok").info.meta == {"m": deep}
+    for refused in ({"m": [deep]}, {"m": {1: "x"}}, {"m": object()}):
+        with pytest.raises(InvalidValueError, match="snapshot metadata cannot be stored"):
+            store.create("s", "no", ["f"], base_dir=tmp_path, meta=refused)
+    assert [i.name for i in store.list("s")] == ["ok"]
+
+
 def test_a_store_made_by_another_process_while_this_one_opens_is_opened(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
