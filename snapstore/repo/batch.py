@@ -21,6 +21,8 @@ from snapstore.repo.packs import PackWriter, SegmentSink
 
 PACKED_MAX_BYTES = 16 << 20
 PACK_MAX_BYTES = 256 << 20
+DIRECT_LOOSE_CHECKS = 8
+"""Blobs of a batch looked for among the loose blobs by a stat each, before listings."""
 
 
 def is_small(size: int) -> bool:
@@ -112,6 +114,7 @@ class BlobBatch:
         """Packs of other writers the batch counts on (``finish`` flushes their names), and
         how far their bytes are known flushed."""
         self._shards: dict[str, frozenset[str]] = {}
+        self._direct_checks = 0
         self._packed = storage.packs.by_digest()
         self._loose_bytes = 0
         self.counted: list[EntryRow] = []
@@ -146,9 +149,14 @@ class BlobBatch:
         return False
 
     def _maybe_loose(self, digest: bytes) -> bool:
-        """Whether a loose blob may hold it: one listing per two-digit prefix per batch
-        instead of a stat per blob (a blob another writer adds meanwhile is merely stored
-        twice)."""
+        """Whether a loose blob may hold it. The first ``DIRECT_LOOSE_CHECKS`` blobs of a
+        batch are looked up by a stat each (``LooseBlobs.has``): a small create checks two
+        or three, and a stat costs less than a listing. After them, one listing per
+        two-digit prefix per batch instead of a stat per blob (a blob another writer adds
+        meanwhile is merely stored twice)."""
+        if self._direct_checks < DIRECT_LOOSE_CHECKS:
+            self._direct_checks += 1
+            return True
         hex_digest = digest.hex()
         names = self._shards.get(hex_digest[:2])
         if names is None:

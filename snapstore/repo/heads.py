@@ -90,7 +90,7 @@ class Head:
     def committed(self, seq: int, name: str, *, checkpoint: bool, backup: bool) -> Head:
         """This head once snapshot ``name`` (a checkpoint, an undo backup, or neither: a state
         value) was committed as number ``seq`` (replacing any snapshot of that name)."""
-        head = self.removed([name])
+        head = self.removed([name]) if name in self.checkpoints or name in self.backups else self
         checkpoints, backups = head.checkpoints, head.backups
         checkpoints_all, backups_all = head.checkpoints_all, head.backups_all
         if checkpoint:
@@ -127,9 +127,10 @@ class Head:
             seq, checkpoints, checkpoints_all, backups, backups_all = fields
         except (TypeError, ValueError):
             return None
-        names_ok = all(
-            isinstance(names, list) and all(isinstance(n, str) for n in names)
-            for names in (checkpoints, backups)
+        names_ok = (
+            type(checkpoints) is list
+            and type(backups) is list
+            and set(map(type, checkpoints + backups)) <= {str}
         )
         if type(seq) is not int or seq < 0 or not names_ok:
             return None

@@ -13,6 +13,7 @@ missing, stale, torn or corrupt is ignored. A cached digest is used only if the 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from collections.abc import Callable
 from typing import Any
@@ -37,6 +38,7 @@ _DECODED: FileMemo[dict[str, Any]] = FileMemo(limit=MAX_REMEMBERED)
 decoded). The dicts stored here are never modified."""
 
 
+@functools.lru_cache(maxsize=256)
 def cache_name(base_dir: str) -> str:
     """The cache file name for a base directory (one file per absolute base path)."""
     return "stat-" + blake3.blake3(os.fsencode(base_dir)).hexdigest(length=16)

@@ -64,12 +64,15 @@ def differences(
     new: Sequence[EntryRow],
     old_attrs: Mapping[str, FileAttrs],
     new_attrs: Mapping[str, FileAttrs],
-) -> tuple[list[str], list[str]]:
+    *,
+    most: int | None = None,
+) -> tuple[list[str], list[str]] | None:
     """What ``rebuild_trees`` needs to turn the build of ``old`` into that of ``new`` (both
-    sorted by path): every path whose row or attributes differ (``touched``), and of those,
-    the paths that became or stopped being a directory, recorded or only holding recorded
-    paths (``changed``: nothing at or below them is kept, as what lies below may be read
-    differently now)."""
+    sorted by path): the paths that became or stopped being a directory, recorded or only
+    holding recorded paths (``changed``: nothing at or below them is kept, as what lies
+    below may be read differently now), and every path whose row or attributes differ
+    (``touched``, which holds them). None if ``changed`` and ``touched`` together would
+    hold more than ``most`` paths (building every tree again is then cheaper)."""
     touched: set[str] = set()
     if old != new:
         touched.update(row[0] for row in set(old).symmetric_difference(new))
@@ -79,7 +82,11 @@ def differences(
             for path in old_attrs.keys() | new_attrs.keys()
             if old_attrs.get(path) != new_attrs.get(path)
         )
+    if most is not None and len(touched) > most:
+        return None
     changed = [path for path in touched if _holds_rows(old, path) != _holds_rows(new, path)]
+    if most is not None and len(changed) + len(touched) > most:
+        return None
     return sorted(changed), sorted(touched)
 
 
@@ -116,9 +123,9 @@ def build(
         and abs(len(previous.rows) - len(rows)) <= most  # else more than ``most`` differ
         and _all_stored(repo, previous.refs)
     ):
-        changed, touched = differences(previous.rows, rows, previous.attrs, attrs)
-        if len(changed) + len(touched) <= most:
-            trees = rebuild_trees(rows, previous.refs, changed, touched, attrs)
+        found = differences(previous.rows, rows, previous.attrs, attrs, most=most)
+        if found is not None:
+            trees = rebuild_trees(rows, previous.refs, *found, attrs)
     if trees is None:
         trees = build_trees(rows, attrs)
     if remember:

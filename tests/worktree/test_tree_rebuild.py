@@ -136,7 +136,12 @@ def test_what_differs_between_two_builds_is_all_a_rebuild_needs(data: st.DataObj
         full = build_trees(after, after_attrs)
     except ValueError:
         return
-    changed, touched = differences(before, after, before_attrs, after_attrs)
+    found = differences(before, after, before_attrs, after_attrs)
+    assert found is not None
+    changed, touched = found
+    most = data.draw(st.integers(0, 8))
+    bounded = differences(before, after, before_attrs, after_attrs, most=most)
+    assert bounded == (found if len(changed) + len(touched) <= most else None)
     rebuilt = rebuild_trees(after, old.refs, changed, touched, after_attrs)
     assert rebuilt.root == full.root
     assert rebuilt.refs == full.refs
