@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -97,16 +98,22 @@ def blocks(samples: list[float], size: int) -> list[dict[str, Any]]:
     return found
 
 
-def floor_series(work: Path, calls: int, data: bytes, manifest: bytes) -> dict[str, float]:
+def floor_series(
+    work: Path,
+    calls: int,
+    data: bytes,
+    manifest: bytes,
+    clock: Callable[[], float] = time.perf_counter,
+) -> dict[str, float]:
     """The floor: write a pack and fsync it, write the manifest to a temp name, fsync it,
-    rename it, fsync its directory (three flushes), from Python."""
+    rename it, fsync its directory (three flushes), from Python; its p50 by ``clock``."""
     for name in ("packs", "sessions", "tmp"):
         (work / name).mkdir(parents=True, exist_ok=True)
     directory = os.open(work / "sessions", os.O_RDONLY | os.O_DIRECTORY)
     samples = []
     try:
         for index in range(calls):
-            started = time.perf_counter()
+            started = clock()
             fd = os.open(work / "packs" / f"p{index}", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
             os.write(fd, data)
             os.fsync(fd)
@@ -118,7 +125,7 @@ def floor_series(work: Path, calls: int, data: bytes, manifest: bytes) -> dict[s
             os.close(fd)
             os.rename(temp, work / "sessions" / f"m{index}")
             os.fsync(directory)
-            samples.append(time.perf_counter() - started)
+            samples.append(clock() - started)
     finally:
         os.close(directory)
     return {"p50_ms": ms(statistics.median(samples)), "calls": calls}

@@ -37,30 +37,12 @@ def checkpoint_paths(n: int) -> list[str]:
 
 
 def floor_cpu(work: Path, calls: int) -> float:
-    """The floor's p50 CPU time per call (ms): a pack written and fsynced, a manifest
-    written to a temp name, fsynced, renamed, its directory fsynced."""
-    for name in ("packs", "sessions", "tmp"):
-        (work / name).mkdir(parents=True, exist_ok=True)
-    directory = os.open(work / "sessions", os.O_RDONLY | os.O_DIRECTORY)
-    data, manifest, samples = os.urandom(700), os.urandom(350), []
-    try:
-        for index in range(calls):
-            started = time.thread_time()
-            fd = os.open(work / "packs" / f"p{index}", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
-            os.write(fd, data)
-            os.fsync(fd)
-            os.close(fd)
-            temp = work / "tmp" / f"m{index}"
-            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
-            os.write(fd, manifest)
-            os.fsync(fd)
-            os.close(fd)
-            os.rename(temp, work / "sessions" / f"m{index}")
-            os.fsync(directory)
-            samples.append(time.thread_time() - started)
-    finally:
-        os.close(directory)
-    return statistics.median(samples) * 1000
+    """The floor's p50 CPU time per call (ms): ``bench/commits.py``'s floor, timed by the
+    calling thread's CPU time."""
+    from commits import floor_series
+
+    found = floor_series(work, calls, os.urandom(700), os.urandom(350), clock=time.thread_time)
+    return float(found["p50_ms"])
 
 
 def measure(
