@@ -54,11 +54,18 @@ def sanitize(value: str) -> str:
     return prefix or "_"
 
 
-@functools.lru_cache(maxsize=4096)
 def dir_name(value: str, what: str = "name") -> str:
     """The directory name for a raw name: ``<sanitized>-<hash of the raw bytes>``.
-    Remembered (a pure function: a create asks for its session's several times, and a
-    bridge for the same session at every create); an invalid name raises every time."""
+    Remembered for strings (a pure function: a create asks for its session's several
+    times, and a bridge for the same session at every create); anything else is refused
+    (InvalidNameError) before it could be hashed, and an invalid name raises every time."""
+    if type(value) is not str:
+        encode_name(value, what)  # InvalidNameError for anything but a str (or a subclass)
+    return _dir_name(value, what)
+
+
+@functools.lru_cache(maxsize=4096)
+def _dir_name(value: str, what: str) -> str:
     raw = encode_name(value, what)
     digest = blake3.blake3(raw).hexdigest(length=HASH_HEX_LENGTH // 2)
     return f"{sanitize(value)}-{digest}"

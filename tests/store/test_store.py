@@ -433,3 +433,34 @@ def test_a_store_made_by_another_process_while_this_one_opens_is_opened(
     monkeypatch.setattr(layout, "ensure_dir", other_process_gets_there_first)
     store = SnapStore(root)
     assert store.get_state("s", "other") == 1
+
+
+@pytest.mark.parametrize("bad", [["s"], {"n": 1}, 7])
+def test_a_session_or_name_that_is_no_string_is_an_invalid_name_wherever_it_is_given(
+    tmp_path: Path, bad: object
+) -> None:
+    """Every call that names a session or a snapshot refuses a value that is no string with
+    InvalidNameError (a SnapstoreError), never a bare TypeError, also where a name's
+    directory name is remembered."""
+    store = SnapStore(tmp_path / "store")
+    (tmp_path / "f").write_text("x")
+    store.create("s", "n", ["f"], base_dir=tmp_path)
+    calls = {
+        "get": lambda s, n: store.get(s, n),
+        "resolve": lambda s, n: store.resolve(s, "latest" if n == "n" else n),
+        "read": lambda s, n: store.read(s, n, "f"),
+        "get_state": lambda s, n: store.get_state(s, n),
+        "restore": lambda s, n: store.restore(s, n, tmp_path / "target"),
+        "diff": lambda s, n: store.diff(s, n, "n"),
+        "latest": lambda s, n: store.latest(s),
+        "delete": lambda s, n: store.delete(s, n),
+        "put_state": lambda s, n: store.put_state(s, n, 1),
+        "create": lambda s, n: store.create(s, n, ["f"], base_dir=tmp_path),
+    }
+    for what, call in calls.items():
+        with pytest.raises(InvalidNameError):
+            call(bad, "n")
+        if what != "latest":
+            with pytest.raises(InvalidNameError):
+                call("s", bad)
+    assert [info.name for info in store.list("s")] == ["n"]
