@@ -6,7 +6,7 @@ import contextlib
 import errno
 import os
 
-from snapstore.errors import FormatError, ReadOnlyStoreError
+from snapstore.errors import FormatError, ReadOnlyStoreError, UnsafePathError
 from snapstore.fs.durable import ensure_dir, write_atomic
 from snapstore.fs.reading import open_regular
 from snapstore.fs.seam import FileSystem
@@ -47,6 +47,31 @@ def is_store_root(directory: str = "", *, dir_fd: int | None = None) -> bool:
     snapshot records and no restore writes into or removes (whichever store it belongs to)."""
     marker = read_marker(directory, dir_fd=dir_fd)
     return marker is not None and marker.startswith(MARKER_PREFIX)
+
+
+def refuse_store_directory(store_root: str | None, real_dir: str, what: str) -> None:
+    """UnsafePathError if ``real_dir`` is, or lies in, a storage root (this store's, if it
+    is on this machine, or any other directory holding a snapstore FORMAT marker): what a
+    create's base directory and a restore's target must never be."""
+    own = None if store_root is None else os.path.realpath(store_root)
+    refuse_in_store(own, real_dir, what)
+
+
+def refuse_in_store(own: str | None, real_dir: str, what: str) -> None:
+    """``refuse_store_directory`` with this store's root already resolved (``own``, None if
+    the store is not on this machine). The walk up from ``real_dir`` looking for a FORMAT
+    marker in every directory is what finds a store wherever its path now leads: a caller
+    may resolve ``own`` once per open store (``Repository.real_root``) only because of it."""
+    if own is not None and (real_dir == own or real_dir.startswith(own + os.sep)):
+        raise UnsafePathError(f"{what} {real_dir} lies in the snapstore root {own}")
+    directory = real_dir
+    while True:
+        if is_store_root(directory):
+            raise UnsafePathError(f"{what} {real_dir} lies in the snapstore root {directory}")
+        parent = os.path.dirname(directory)
+        if parent == directory:
+            return
+        directory = parent
 
 
 def open_layout(root: str, fs: FileSystem, *, durable: bool) -> bool:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 import time
 
+from snapstore.backend.layout import refuse_store_directory
 from snapstore.cyclic_gc import gc_paused
 from snapstore.errors import (
     ReadOnlyStoreError,
@@ -40,7 +41,6 @@ from snapstore.restore.actions import Plan
 from snapstore.restore.apply import Progress
 from snapstore.restore.journal import Journal
 from snapstore.restore.targets import TargetGuard
-from snapstore.worktree.create import refuse_store_directory
 
 UNDO_CHOICES = 3
 """How many times an undo chooses the newest backup again when the one it chose went."""

@@ -14,12 +14,11 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
 
-from snapstore.backend.layout import is_store_root
+from snapstore.backend.layout import refuse_in_store
 from snapstore.errors import (
     InvalidValueError,
     MissingPathError,
     SourceChangedError,
-    UnsafePathError,
 )
 from snapstore.format.manifest import EntryRow
 from snapstore.format.names import encode_name, generated_name
@@ -64,28 +63,6 @@ class Request:
     if_exists: str = "replace"
     real_base: str | None = None
     """``base`` with every symlink resolved, as the request was checked (None: not yet)."""
-
-
-def refuse_store_directory(store_root: str | None, real_dir: str, what: str) -> None:
-    """UnsafePathError if ``real_dir`` is, or lies in, a storage root (this store's, if it
-    is on this machine, or any other directory holding a snapstore FORMAT marker)."""
-    own = None if store_root is None else os.path.realpath(store_root)
-    refuse_in_store(own, real_dir, what)
-
-
-def refuse_in_store(own: str | None, real_dir: str, what: str) -> None:
-    """``refuse_store_directory`` with this store's root already resolved (``own``, None if
-    the store is not on this machine)."""
-    if own is not None and (real_dir == own or real_dir.startswith(own + os.sep)):
-        raise UnsafePathError(f"{what} {real_dir} lies in the snapstore root {own}")
-    directory = real_dir
-    while True:
-        if is_store_root(directory):
-            raise UnsafePathError(f"{what} {real_dir} lies in the snapstore root {directory}")
-        parent = os.path.dirname(directory)
-        if parent == directory:
-            return
-        directory = parent
 
 
 def checkpoint_request(
