@@ -54,8 +54,11 @@ class ManifestFiles:
         self.durable = durable
         self.tmp_dir = tmp_dir
         self.sessions_dir = paths.kind_dirs[Kind.MANIFEST]
-        self._settled: dict[str, int] = {}
-        """Session directories whose own entry this process made durable, by inode."""
+        self._settled: dict[str, tuple[int, int]] = {}
+        """Session directories whose own entry this process made durable, by their identity
+        (inode, change time) after this process's last commit into them: a directory removed
+        and made again by another writer may get the same inode back, never the same change
+        time as well."""
 
     def path(self, name: str) -> str:
         """Where the manifest called ``name`` is written (its name checked)."""
@@ -211,16 +214,17 @@ class ManifestFiles:
         have died before flushing it). Then an old layout manifest of the name is removed."""
         path = self.path(name)
         session_dir = os.path.dirname(path)
-        inode = _directory_inode(session_dir)
-        if inode is None:
+        before = _directory_identity(session_dir)
+        if before is None:
             ensure_dir(self.fs, session_dir, stop_at=self.sessions_dir, durable=self.durable)
         write_atomic(self.fs, path, data, tmp_dir=self.tmp_dir, durable=self.durable, mode=0o444)
-        if inode is None:  # made now (its entry flushed if durable), or something else there
-            inode = _directory_inode(session_dir)
-        elif self._settled.get(session_dir) != inode and self.durable:
+        # made now (its entry flushed if durable), or changed by another writer since this
+        # process's last commit: perhaps removed and made again by one that died unflushed
+        if before is not None and self._settled.get(session_dir) != before and self.durable:
             self.fs.fsync_dir(self.sessions_dir)
-        if inode is not None:
-            self._settled[session_dir] = inode
+        after = _directory_identity(session_dir)
+        if after is not None:
+            self._settled[session_dir] = after
         if self._unlink_legacy(name, durable=True):
             with contextlib.suppress(OSError):
                 self.fs.rmdir(os.path.dirname(self.paths.legacy_manifest(name)))
@@ -282,13 +286,14 @@ class ManifestFiles:
                 self.fs.rmdir(session_path)
 
 
-def _directory_inode(path: str) -> int | None:
-    """The inode of the directory at ``path`` (symlinks followed); None if there is none."""
+def _directory_identity(path: str) -> tuple[int, int] | None:
+    """The inode and change time of the directory at ``path`` (symlinks followed); None if
+    there is none."""
     try:
         info = os.stat(path)
     except OSError:
         return None
-    return info.st_ino if stat.S_ISDIR(info.st_mode) else None
+    return (info.st_ino, info.st_ctime_ns) if stat.S_ISDIR(info.st_mode) else None
 
 
 def directory_stamp(info: os.stat_result) -> tuple[int, int, int, int, int]:

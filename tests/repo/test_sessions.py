@@ -8,6 +8,7 @@ import errno
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers.seam import CountingFileSystem
@@ -224,7 +225,57 @@ def test_the_flushes_of_a_small_create_do_not_grow_with_history(root: Path, proj
         before = fs.trace.count("fsync") + fs.trace.count("fsync_dir")
         store.create("s", None, ["README.md", "src/app.py"], base_dir=project)
         unchanged.append(fs.trace.count("fsync") + fs.trace.count("fsync_dir") - before)
-    assert unchanged[1] == unchanged[0] - 1 <= 3  # packs/ is flushed once for that pack
+    # the manifest and its directory; the first also flushes packs/ once for that pack, and
+    # sessions/ once, as another store object committed into the session since its last commit
+    assert unchanged == [4, 2]
+
+
+def _stat_with_inode(path: str, inode: int) -> os.stat_result:
+    """``os.stat(path)`` as a filesystem that gave ``path`` the inode ``inode`` reports it."""
+    info = os.stat(path)
+    fields = {name: getattr(info, name) for name in dir(info) if name.startswith("st_")}
+    return os.stat_result((info[0], inode, *tuple(info)[2:10]), fields)
+
+
+def test_a_session_directory_made_again_under_its_old_inode_is_flushed_into_sessions(
+    root: Path, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A session's directory removed (its last snapshot deleted) and made again by a writer
+    that died before flushing ``sessions/``: a filesystem may give the new directory the old
+    one's inode. A process that flushed the old directory's entry must flush ``sessions/``
+    again at its next commit there, or a power cut loses that commit's snapshot."""
+    fs = CountingFileSystem()
+    store = SnapStore(root, fs=fs)
+    store.create("s", "one", ["README.md"], base_dir=project)
+    session_dir = os.path.dirname(repository(store).catalog.manifest_path("s", "one"))
+    sessions_dir = os.path.dirname(session_dir)
+    old_inode = os.stat(session_dir).st_ino
+    for entry in os.listdir(session_dir):
+        os.unlink(os.path.join(session_dir, entry))
+    os.rmdir(session_dir)
+    os.mkdir(session_dir)
+    real_stat = os.stat
+
+    def reused_inode(path: Any, *args: Any, **kwargs: Any) -> os.stat_result:
+        if os.fspath(path) == session_dir and not args and not kwargs:
+            monkeypatch.setattr(os, "stat", real_stat)
+            try:
+                return _stat_with_inode(session_dir, old_inode)
+            finally:
+                monkeypatch.setattr(os, "stat", reused_inode)
+        return real_stat(path, *args, **kwargs)
+
+    flushed: list[str] = []
+    fsync_dir = fs.fsync_dir
+
+    def recording(path: str) -> None:
+        flushed.append(os.fspath(path))
+        fsync_dir(path)
+
+    monkeypatch.setattr(os, "stat", reused_inode)
+    monkeypatch.setattr(fs, "fsync_dir", recording)
+    store.create("s", "two", ["README.md"], base_dir=project)
+    assert sessions_dir in flushed
 
 
 @pytest.mark.parametrize("selector", ["latest", "resolve"])
