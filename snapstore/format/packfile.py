@@ -13,12 +13,19 @@ from __future__ import annotations
 import operator
 import os
 import struct
+from collections.abc import Mapping
 from typing import NamedTuple
 
 import blake3
 
-from snapstore.errors import CorruptPackError
 from snapstore.format.codec import CODEC_NONE, CODECS
+from snapstore.format.indextable import INDEX_ENTRY as INDEX_ENTRY
+from snapstore.format.indextable import (
+    LAZY_ENTRIES,
+    EntryTable,
+    checked_entries,
+    corrupt_index,
+)
 
 PACK_MAGIC = b"SNAPPAK\x02"
 INDEX_MAGIC = b"SNAPIDX\x02"
@@ -33,7 +40,6 @@ RECORD_HEAD = struct.Struct("<I")
 """Each blob's size, before its bytes in a block's raw bytes (a pack reads without its index)."""
 INDEX_HEAD = struct.Struct("<8sIIQ")
 INDEX_BLOCK = struct.Struct("<QIIBB")
-INDEX_ENTRY = struct.Struct("<32sIII")
 INDEX_HEAD_V1 = struct.Struct("<8sIQ")
 INDEX_ENTRY_V1 = struct.Struct("<32sQQ")
 RECORD_HEAD_V1 = struct.Struct("<32sQ")
@@ -71,8 +77,9 @@ class PackIndex(NamedTuple):
 
     pack_id: str
     pack_size: int
-    entries: dict[bytes, tuple[int, int, int]]
-    """digest -> (block number, offset of the blob's bytes in the block's raw bytes, size)."""
+    entries: Mapping[bytes, tuple[int, int, int]]
+    """digest -> (block number, offset of the blob's bytes in the block's raw bytes, size): a
+    dict, or for a large index an ``EntryTable`` looked up in the index's bytes."""
     blocks: tuple[Block, ...]
     version: int = 2
     segments: int = 0
@@ -131,16 +138,14 @@ def decode_segment_index(pack_id: str, data: bytes, floor: int) -> PackIndex:
     return _decode_v2(pack_id, data, SEGMENT_INDEX_MAGIC, floor)
 
 
-def _corrupt(pack_id: str, why: str) -> CorruptPackError:
-    return CorruptPackError(f"pack index {pack_id} is corrupt: {why}")
-
-
 def _checked_body(pack_id: str, data: bytes, end: int) -> memoryview:
     if len(data) != end + CHECKSUM_BYTES:
-        raise _corrupt(pack_id, f"{len(data)} bytes where its counts need {end + CHECKSUM_BYTES}")
+        raise corrupt_index(
+            pack_id, f"{len(data)} bytes where its counts need {end + CHECKSUM_BYTES}"
+        )
     view = memoryview(data)
     if _checksum(view[:end]) != data[end:]:
-        raise _corrupt(pack_id, "checksum mismatch")
+        raise corrupt_index(pack_id, "checksum mismatch")
     return view
 
 
@@ -150,36 +155,26 @@ def _decode_v2(
     """A format 2 index (or, with ``magic_wanted`` and ``floor``, a segment's index, whose
     blocks lie between ``floor`` and the offset its head records)."""
     if len(data) < INDEX_HEAD.size + CHECKSUM_BYTES:
-        raise _corrupt(pack_id, "it is truncated")
+        raise corrupt_index(pack_id, "it is truncated")
     magic, block_count, count, pack_size = INDEX_HEAD.unpack_from(data)
     if magic != magic_wanted:
-        raise _corrupt(pack_id, "bad magic (not a snapstore pack index, or a newer format)")
+        raise corrupt_index(pack_id, "bad magic (not a snapstore pack index, or a newer format)")
     if count > MAX_INDEX_ENTRIES or block_count > MAX_INDEX_ENTRIES:
-        raise _corrupt(pack_id, f"it claims {count} entries in {block_count} blocks")
+        raise corrupt_index(pack_id, f"it claims {count} entries in {block_count} blocks")
     blocks_end = INDEX_HEAD.size + block_count * INDEX_BLOCK.size
     end = blocks_end + count * INDEX_ENTRY.size
     view = _checked_body(pack_id, data, end)
     blocks = tuple(map(Block._make, INDEX_BLOCK.iter_unpack(view[INDEX_HEAD.size : blocks_end])))
     _check_blocks(pack_id, blocks, pack_size, floor)
-    if count == 0:
-        return PackIndex(pack_id, pack_size, {}, blocks)
-    # Checked column by column (C-level passes): an index may list tens of thousands of blobs.
-    digests, numbers, offsets, sizes = zip(
-        *INDEX_ENTRY.iter_unpack(view[blocks_end:end]), strict=True
-    )
-    if not all(map(operator.lt, digests, digests[1:])):
-        raise _corrupt(pack_id, "entries are not sorted by digest")
-    if max(numbers) >= len(blocks):
-        raise _corrupt(pack_id, "an entry names a block the pack does not have")
-    raws = [blocks[number].raw for number in numbers]
-    ends = list(map(operator.add, offsets, sizes))
-    if min(offsets) < RECORD_HEAD.size or any(map(operator.gt, ends, raws)):
-        raise _corrupt(pack_id, "a blob lies outside its block")
+    raws = tuple(block.raw for block in blocks)
+    if count >= LAZY_ENTRIES and magic_wanted == INDEX_MAGIC:
+        if not isinstance(data, bytes):
+            data = bytes(data)
+        return PackIndex(
+            pack_id, pack_size, EntryTable(pack_id, data, blocks_end, count, raws), blocks
+        )
     return PackIndex(
-        pack_id,
-        pack_size,
-        dict(zip(digests, zip(numbers, offsets, sizes, strict=True), strict=True)),
-        blocks,
+        pack_id, pack_size, checked_entries(pack_id, view[blocks_end:end], raws), blocks
     )
 
 
@@ -188,21 +183,23 @@ def _check_blocks(pack_id: str, blocks: tuple[Block, ...], pack_size: int, floor
     size."""
     for block in blocks:
         if block.offset < floor + BLOCK_HEAD.size or block.offset + block.stored > pack_size:
-            raise _corrupt(pack_id, f"a block at {block.offset} lies outside the pack")
+            raise corrupt_index(pack_id, f"a block at {block.offset} lies outside the pack")
         if block.codec not in CODECS or block.kind not in KINDS:
-            raise _corrupt(pack_id, f"a block has unknown codec {block.codec} or kind {block.kind}")
+            raise corrupt_index(
+                pack_id, f"a block has unknown codec {block.codec} or kind {block.kind}"
+            )
         if block.raw > MAX_BLOCK_RAW or (block.codec == CODEC_NONE and block.stored != block.raw):
-            raise _corrupt(pack_id, f"a block claims {block.raw} raw bytes in {block.stored}")
+            raise corrupt_index(pack_id, f"a block claims {block.raw} raw bytes in {block.stored}")
         floor = block.offset + block.stored
 
 
 def _decode_v1(pack_id: str, data: bytes) -> PackIndex:
     """A format 1 index, each blob as a raw block of its own."""
     if len(data) < INDEX_HEAD_V1.size + CHECKSUM_BYTES:
-        raise _corrupt(pack_id, "it is truncated")
+        raise corrupt_index(pack_id, "it is truncated")
     _, count, pack_size = INDEX_HEAD_V1.unpack_from(data)
     if count > MAX_INDEX_ENTRIES:
-        raise _corrupt(pack_id, f"it claims {count} entries")
+        raise corrupt_index(pack_id, f"it claims {count} entries")
     end = INDEX_HEAD_V1.size + count * INDEX_ENTRY_V1.size
     view = _checked_body(pack_id, data, end)
     if count == 0:
@@ -211,14 +208,14 @@ def _decode_v1(pack_id: str, data: bytes) -> PackIndex:
         *INDEX_ENTRY_V1.iter_unpack(view[INDEX_HEAD_V1.size : end]), strict=True
     )
     if not all(map(operator.lt, digests, digests[1:])):
-        raise _corrupt(pack_id, "entries are not sorted by digest")
+        raise corrupt_index(pack_id, "entries are not sorted by digest")
     floor = len(PACK_MAGIC_V1) + RECORD_HEAD_V1.size
     ends = list(map(operator.add, offsets, sizes))
     if min(offsets) < floor or max(ends) > pack_size:
         outside = next(
             d for d, o, e in zip(digests, offsets, ends, strict=True) if o < floor or e > pack_size
         )
-        raise _corrupt(pack_id, f"blob {outside.hex()} lies outside the pack")
+        raise corrupt_index(pack_id, f"blob {outside.hex()} lies outside the pack")
     blocks = tuple(
         Block(offset, size, size, CODEC_NONE, KIND_DATA)
         for offset, size in zip(offsets, sizes, strict=True)

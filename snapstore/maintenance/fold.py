@@ -134,7 +134,7 @@ def write_merged(
         if not free:
             return None
         repo.blobs.refresh()
-        chosen = choose(repo.blobs.packs.indexes(), policy)
+        chosen = choose(repo.blobs.packs.read_whole(small_packs(repo, policy)), policy)
         if not chosen:
             return None
         try:

@@ -128,7 +128,7 @@ class Steps:
         packs = repo.blobs.packs
         self.safe = {
             digest
-            for index in packs.indexes()
+            for index in packs.read_whole(packs.indexes())
             if index.pack_id not in going
             for digest in packs.durable(index)
         }

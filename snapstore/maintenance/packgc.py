@@ -110,7 +110,7 @@ def prepare(storage: Blobs, marks: Marks, *, dry_run: bool) -> PackWork:
     Called with the gc lock held (shared is enough: nothing is deleted here). A blob that
     cannot be copied (corrupt or missing) keeps every pack to rewrite as it is."""
     referenced = set(marks.sizes)
-    todo = plan(storage.packs.indexes(), referenced)
+    todo = plan(storage.packs.read_whole(storage.packs.indexes()), referenced)
     logger.debug(
         "pack gc%s: %d packs hold no live blob, %d are worth rewriting",
         " (dry run)" if dry_run else "",
@@ -161,7 +161,8 @@ def _copy_order(
     writer may have died before flushing its name, and only its size would be known)."""
     packs = storage.packs
     going = {index.pack_id for index in todo.delete + todo.rewrite}
-    kept = {d for i in packs.indexes() if i.pack_id not in going for d in packs.durable(i)}
+    indexes = packs.read_whole(packs.indexes())
+    kept = {d for i in indexes if i.pack_id not in going for d in packs.durable(i)}
     order: dict[bytes, tuple[int, str, bytes, Location | None]] = {}
     for index in todo.rewrite:
         for digest, (number, offset, size) in index.entries.items():

@@ -96,7 +96,7 @@ def session_counts(infos: Iterable[SnapshotInfo]) -> dict[str, SessionStats]:
 def blob_sizes(repo: Repository) -> tuple[dict[bytes, float], int, int]:
     """Each stored blob's stored size, how many are packed, and how many packs there are."""
     sizes: dict[bytes, float] = {}
-    indexes = repo.blobs.packs.indexes()
+    indexes = repo.blobs.packs.read_whole(repo.blobs.packs.indexes())
     for index in indexes:
         for digest, (number, _, size) in index.entries.items():
             block = index.blocks[number]

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from snapstore.backend.seam import Backend, Handle, Kind
 from snapstore.errors import CorruptPackError, MissingBlobError
 from snapstore.format.codec import CODEC_NONE, decompress
+from snapstore.format.indextable import EntryTable
 from snapstore.format.packfile import BLOCK_HEAD, Block, PackIndex, is_pack_id
 from snapstore.repo import segmented
 from snapstore.repo.blockcache import BlockCache
@@ -38,6 +39,17 @@ class PackReads:
 
     def _record_deletions(self, pack_ids: list[str]) -> None:
         raise NotImplementedError
+
+    def locate_all(self, digest: bytes) -> list[Location]:
+        """Every place a pack of this view holds the digest (a pass over the packs: for a
+        reader whose first copy did not read)."""
+        found = []
+        for index in self.indexes():
+            entry = index.entries.get(digest)
+            if entry is not None:
+                number, offset, size = entry
+                found.append(Location(index.pack_id, number, index.blocks[number], offset, size))
+        return found
 
     def _listed(self) -> tuple[set[str], set[str]]:
         """(ids with an index, ids with a pack) now."""
@@ -149,3 +161,30 @@ class PackReads:
                     f"pack {index.pack_id} is {size} bytes; its index says {index.pack_size}"
                 )
         return problems
+
+    def _take_out(self, index: PackIndex) -> None:
+        """Unlink a pack's index, or an appendable pack itself (it has no index), as the
+        caller read it (not as this view holds it now): under the exclusive gc lock, so no
+        writer appends to it meanwhile, and the writer that kept it open starts another."""
+        self.cache.forget((index.pack_id, number) for number in range(len(index.blocks)))
+        kind = Kind.PACK if index.segments else Kind.INDEX
+        with contextlib.suppress(FileNotFoundError):
+            self.backend.delete(Handle(kind, index.pack_id), durable=False)
+
+
+def split_readable(
+    indexes: list[PackIndex],
+) -> tuple[list[PackIndex], dict[str, tuple[PackIndex, str]]]:
+    """(the indexes whose entries all keep the rules, each read whole if it was only looked
+    up so far; the others by pack id, with why not)."""
+    readable: list[PackIndex] = []
+    unreadable: dict[str, tuple[PackIndex, str]] = {}
+    for index in indexes:
+        try:
+            if isinstance(index.entries, EntryTable):
+                index.entries.whole()
+        except CorruptPackError as error:
+            unreadable[index.pack_id] = (index, str(error))
+            continue
+        readable.append(index)
+    return readable, unreadable

@@ -19,6 +19,7 @@ from typing import Protocol
 from snapstore.backend.seam import Backend, Handle, Kind, StagedObject
 from snapstore.errors import CorruptPackError
 from snapstore.format.codec import WRITE_LEVEL, compress
+from snapstore.format.indextable import EntryTable
 from snapstore.format.packfile import (
     BLOCK_HEAD,
     KIND_DATA,
@@ -121,6 +122,8 @@ def read_index(backend: Backend, pack_id: str) -> PackIndex:
         ) from None
     if index.pack_size != pack_size:
         raise PackSizeError(index, pack_size)
+    if isinstance(index.entries, EntryTable) and index.entries.problem is not None:
+        raise index.entries.problem  # read whole before (gc, verify): it breaks the rules
     return index
 
 

@@ -6,6 +6,8 @@ stopped: it loads the packs published and the segments appended since, and drops
 deleted (gc logs a deletion before it unlinks the index or appendable pack, a fold's shared
 half just after); a new log, or a backend without one, means listing ``packs/``. A reader
 that misses a blob lists once more. ``BlockCache`` keeps the last decompressed blocks.
+Which pack holds a digest: ``PackMap`` (the digests of small packs one by one, large packs
+asked through their indexes, which are looked up in their bytes: ``format.indextable``).
 """
 
 from __future__ import annotations
@@ -15,14 +17,15 @@ import threading
 from collections.abc import Iterator
 
 from snapstore.backend.packlog import TOKEN_BYTES, LogPosition, deleted_ids, published
-from snapstore.backend.seam import Backend, Handle, Kind
+from snapstore.backend.seam import Backend
 from snapstore.errors import CorruptPackError
 from snapstore.format.packfile import PackIndex, is_pack_id
 from snapstore.format.segments import Segment, merge
 from snapstore.repo import segmented
 from snapstore.repo.blockcache import BlockCache
+from snapstore.repo.packmap import PackMap
 from snapstore.repo.packreads import Location as Location
-from snapstore.repo.packreads import PackReads
+from snapstore.repo.packreads import PackReads, split_readable
 from snapstore.repo.packs import PackSizeError, forget_indexes, read_index
 
 
@@ -33,7 +36,7 @@ class PackSet(PackReads):
         self.backend = backend
         self._lock = threading.Lock()
         self._indexes: dict[str, PackIndex] = {}
-        self._where: dict[bytes, PackIndex] = {}
+        self._where = PackMap()
         self._broken: dict[str, str] = {}
         self._damaged: dict[bytes, str] = {}
         self._loaded = False
@@ -65,7 +68,7 @@ class PackSet(PackReads):
                     self._load_new([e for e in published(lines) if e[0] not in gone])
                     self._drop(gone)
                     return
-            self._list_all()
+            self._list_all(whole=full)
 
     @property
     def has_log(self) -> bool:
@@ -97,7 +100,7 @@ class PackSet(PackReads):
             index = self._load(pack_id)
             if index is not None:
                 self._indexes[pack_id] = index
-                self._where.update(dict.fromkeys(index.entries, index))
+                self._where.add(index)
 
     def _load_segments(self, pack_id: str, end: int | None) -> bool:
         """Read an appendable pack's segments after those this view holds, up to ``end``
@@ -121,11 +124,11 @@ class PackSet(PackReads):
                 return False
             self._broken[pack_id] = str(error)
             self._indexes.pop(pack_id, None)
-            self._unmap([previous] if previous is not None else [])
+            self._where.remove([previous] if previous is not None else [])
             self._where_partial = True
             return True
         self._indexes[pack_id] = index
-        self._where.update(dict.fromkeys(added, index))
+        self._where.add(index, added)
         self._flushed[pack_id] = max(self._flushed.get(pack_id, 0), first)
         return True
 
@@ -161,7 +164,7 @@ class PackSet(PackReads):
             else:
                 index, added = merge(pack_id, previous, [segment])
                 self._indexes[pack_id] = index
-                self._where.update(dict.fromkeys(added, index))
+                self._where.add(index, added)
             self._settled[pack_id] = max(self._settled.get(pack_id, 0), segment.end)
             self._flushed[pack_id] = max(self._flushed.get(pack_id, 0), segment.end)
         if self._log is not None:
@@ -176,19 +179,8 @@ class PackSet(PackReads):
             self._settled.pop(pack_id, None)
             self._flushed.pop(pack_id, None)
         gone = [self._indexes.pop(pack_id) for pack_id in pack_ids if pack_id in self._indexes]
-        self._unmap(gone)
+        self._where_partial |= self._where.remove(gone)
         self.cache.forget((i.pack_id, n) for i in gone for n in range(len(i.blocks)))
-
-    def _unmap(self, gone: list[PackIndex]) -> None:
-        """Take the digests of packs gone from this view out of the map, by pack id: the
-        map names an appendable pack's earlier segments by the index object of that time."""
-        ids = {index.pack_id for index in gone}
-        for index in gone:
-            for digest in index.entries:
-                held = self._where.get(digest)
-                if held is not None and held.pack_id in ids:
-                    del self._where[digest]
-                    self._where_partial = True
 
     def _load(self, pack_id: str) -> PackIndex | None:
         """A pack's index, or None if it cannot be used (then noted as broken, unless gone)."""
@@ -214,9 +206,10 @@ class PackSet(PackReads):
                 _, position = self._log.read(None)
         return position
 
-    def _list_all(self) -> None:
+    def _list_all(self, *, whole: bool = False) -> None:
         """List ``packs/``: load indexes (and segments) that appeared, forget packs that went
-        away. A pack file without an index is an appendable pack (by its magic) or garbage."""
+        away. A pack file without an index is an appendable pack (by its magic) or garbage.
+        ``whole``: read every large index whole (``read_whole``)."""
         self._position = self._log_position()
         self._learn_flushed()
         self._listed_since_refresh = True
@@ -238,6 +231,8 @@ class PackSet(PackReads):
             self._broken[pack_id] = f"pack {pack_id} is missing (its index is there)"
         for pack_id in sorted(packed - indexed):
             self._load_segments(pack_id, None)
+        if whole:
+            self._drop_unreadable(split_readable(list(self._indexes.values()))[1])
         if set(self._indexes) != before or not self._loaded or self._where_partial:
             self._rebuild()
             self._where_partial = False
@@ -261,9 +256,9 @@ class PackSet(PackReads):
     def _rebuild(self) -> None:
         """The map from digest to pack; of two packs holding a digest, the larger (a fold's
         merged pack, a pack gc rewrote) rather than the one about to go."""
-        where: dict[bytes, PackIndex] = {}
+        where = PackMap()
         for index in sorted(self._indexes.values(), key=lambda index: index.pack_size):
-            where.update(dict.fromkeys(index.entries, index))
+            where.add(index)
         self._where = where
 
     def register(self, index: PackIndex) -> None:
@@ -271,7 +266,7 @@ class PackSet(PackReads):
         and tell other processes through the pack log."""
         with self._lock:
             self._indexes[index.pack_id] = index
-            self._where.update(dict.fromkeys(index.entries, index))
+            self._where.add(index)
             self._settled[index.pack_id] = index.pack_size
         if self._log is not None:
             self._log.add(index.pack_id)
@@ -315,22 +310,11 @@ class PackSet(PackReads):
     def locate(self, digest: bytes) -> Location | None:
         """Where a digest's bytes lie, if some pack holds it."""
         self._ensure_loaded()
-        index = self._where.get(digest)
-        if index is None:
+        found = self._where.find(digest)
+        if found is None:
             return None
-        number, offset, size = index.entries[digest]
+        index, (number, offset, size) = found
         return Location(index.pack_id, number, index.blocks[number], offset, size)
-
-    def locate_all(self, digest: bytes) -> list[Location]:
-        """Every place a pack of this view holds the digest (a pass over the packs: for a
-        reader whose first copy did not read)."""
-        found = []
-        for index in self.indexes():
-            entry = index.entries.get(digest)
-            if entry is not None:
-                number, offset, size = entry
-                found.append(Location(index.pack_id, number, index.blocks[number], offset, size))
-        return found
 
     def damage(self, digest: bytes) -> str | None:
         """Why the blob cannot be read from the pack that was meant to hold it, if its pack
@@ -338,22 +322,41 @@ class PackSet(PackReads):
         self._ensure_loaded()
         return self._damaged.get(digest)
 
-    def by_digest(self) -> dict[bytes, PackIndex]:
-        """The index holding each packed digest (a snapshot of the current view; read only)."""
+    def by_digest(self) -> PackMap:
+        """The index holding each packed digest (the current view, kept up to date by this
+        view's refreshes until a listing builds a new map; read only)."""
         self._ensure_loaded()
         return self._where
 
     def packed_size(self, digest: bytes) -> int | None:
         """The size of a packed blob, or None if no pack holds it (cheaper than locate)."""
         self._ensure_loaded()
-        index = self._where.get(digest)
-        return None if index is None else index.entries[digest][2]
+        found = self._where.find(digest)
+        return None if found is None else found[1][2]
 
     def indexes(self) -> list[PackIndex]:
         """Every readable pack's index."""
         self._ensure_loaded()
         with self._lock:
             return list(self._indexes.values())
+
+    def read_whole(self, indexes: list[PackIndex]) -> list[PackIndex]:
+        """Those of ``indexes`` whose entries all keep the rules, each read whole if it was
+        only looked up so far (``format.indextable``); the others are broken from now on,
+        as a corrupt index is: for a caller that reads every entry (gc, verify, stats, a
+        fold), which must judge such a pack by all of its blobs."""
+        readable, unreadable = split_readable(indexes)
+        if unreadable:
+            with self._lock:
+                self._drop_unreadable(unreadable)
+        return readable
+
+    def _drop_unreadable(self, unreadable: dict[str, tuple[PackIndex, str]]) -> None:
+        for pack_id, (index, why) in unreadable.items():
+            if self._indexes.get(pack_id) is index:
+                del self._indexes[pack_id]
+                self._broken[pack_id] = why
+                self._where_partial |= self._where.remove([index])
 
     def broken(self) -> dict[str, str]:
         """Packs whose index cannot be used, and why (their blobs count as missing)."""
@@ -374,18 +377,9 @@ class PackSet(PackReads):
             self._record_deletions(pack_ids)
         with self._lock:
             for index in held_by or ():
-                self._where.update(dict.fromkeys(index.entries, index))
+                self._where.add(index)
             self._drop(set(pack_ids))
         for index in indexes:
             self._take_out(index)
         if held_by is not None:
             self._record_deletions(pack_ids, follow_restart=False)
-
-    def _take_out(self, index: PackIndex) -> None:
-        """Unlink a pack's index, or an appendable pack itself (it has no index), as the
-        caller read it (not as this view holds it now): under the exclusive gc lock, so no
-        writer appends to it meanwhile, and the writer that kept it open starts another."""
-        self.cache.forget((index.pack_id, number) for number in range(len(index.blocks)))
-        kind = Kind.PACK if index.segments else Kind.INDEX
-        with contextlib.suppress(FileNotFoundError):
-            self.backend.delete(Handle(kind, index.pack_id), durable=False)

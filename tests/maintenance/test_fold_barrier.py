@@ -24,6 +24,7 @@ from snapstore.backend import packlog
 from snapstore.internals import repository
 from snapstore.maintenance.fold import drop_sources, write_merged
 from snapstore.maintenance.foldpolicy import FoldPolicy
+from snapstore.repo.packmap import PackMap
 from snapstore.repo.packset import PackSet
 
 PAUSE_LIMIT = 30.0
@@ -200,8 +201,9 @@ def test_a_create_whose_own_process_folds_meanwhile_finds_its_claims_in_the_merg
     (project / "f4").write_bytes(content("f4", 4))
 
     def smaller_first(self: Any) -> None:
-        by_size = sorted(self._indexes.values(), key=lambda index: -index.pack_size)
-        self._where = {d: index for index in by_size for d in index.entries}
+        self._where = PackMap()
+        for index in sorted(self._indexes.values(), key=lambda index: -index.pack_size):
+            self._where.add(index)
 
     monkeypatch.setattr(PackSet, "_rebuild", smaller_first)
     seam = PausingFileSystem(signals, is_pack_log)
