@@ -1,7 +1,10 @@
 """gc's deletions, in short steps: each step holds the gc lock exclusively for a bounded
-time (``STEP_SECONDS``), so a create waits at most one step. A step does as many deletions
-as fit in that time at the pace measured in the steps before it (``pace``: how long an
-unlink takes on this disk now), at least one and at most ``STEP_ITEMS``.
+time (``STEP_SECONDS``), so a create waits at most one step. A step reads the clock between
+its deletions and ends once that time is up (an unlink may take microseconds on an idle disk
+and milliseconds beside a busy one, and slow down within a step): at least one deletion and
+at most ``STEP_ITEMS``. Packs go in batches whose deletions are logged in one write, sized
+by the pace the earlier steps measured (``pace``); a batch whose indexes the step had no
+time left to unlink goes back to the plan, and is checked and logged again by a later step.
 
 Between steps creates commit, and a create may reuse a blob gc marked unreferenced. Every
 step therefore first marks the manifests committed since the last one (``gcjournal``: each
@@ -16,7 +19,9 @@ commit notes its manifest while a gc runs) and then deletes only what is still u
 
 A pack is taken out of the store as a fold step does: its deletion written in the pack log
 (every other process drops it from its view at its next refresh, without listing
-``packs/``), then its index unlinked, under the lock; the packs themselves are unlinked after
+``packs/``), then its index unlinked, under the lock (a pack logged but left indexed when
+the step's time ran out is checked, logged and unlinked again by a later step: a process
+that listed the packs meanwhile may count on it); the packs themselves are unlinked after
 the lock is released, once ``packs/`` is flushed (no process counts on a pack without an
 index). A last short hold starts a new pack log, so the log does not grow with every gc.
 """
@@ -24,10 +29,10 @@ index). A last short hold starts a new pack log, so the log does not grow with e
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from time import monotonic
 from typing import TypeVar
 
 from snapstore.backend.seam import Handle, Kind
@@ -133,26 +138,27 @@ class Steps:
             for digest in packs.durable(index)
         }
         self.result = StepResult()
-        self.paces = {kind: Pace(STEP_ITEMS) for kind in ("garbage", "packed", "orphan", "pack")}
+        self.clock = monotonic
+        self.pack_pace = Pace(STEP_ITEMS, self.clock)
 
     def run(self) -> StepResult:
         """Step until nothing is left, or a step finds a commit whose references are
         unknown."""
         while self.garbage or self.packed_loose or self.orphans or self.drop:
-            unindexed: list[str] = []
             if not self._marked(settled=False):  # most new commits, before the lock is taken
                 return self.result
             with self.hold():
-                started = time.monotonic()
+                started = self.clock()
                 self.repo.blobs.refresh()  # the log since the last step: cheap, and exact
                 if not self._marked(settled=True):  # the commits of the moment
                     return self.result
-                self._step(started + STEP_SECONDS, unindexed)
-                held = time.monotonic() - started
+                dropped = self._step(started + STEP_SECONDS)
+                held = self.clock() - started
             self.result.steps += 1
             self.result.longest_hold = max(self.result.longest_hold, held)
-            if unindexed:
-                self.repo.blobs.packs.remove_unindexed(unindexed)
+            if dropped:
+                self.repo.blobs.packs.remove_unindexed([index.pack_id for index in dropped])
+                self._count_dropped(dropped)
         if self.result.packs_deleted:
             self._restart_log()
         return self.result
@@ -176,45 +182,40 @@ class Steps:
             logger.warning("gc stopped deleting: %s", problem)
         return problem is None
 
-    def _step(self, deadline: float, unindexed: list[str]) -> None:
-        done = self._delete_some(
-            self.paces["garbage"], self.garbage, self._delete_garbage, deadline, 0
-        )
-        done = self._delete_some(
-            self.paces["packed"], self.packed_loose, self._delete_packed_loose, deadline, done
-        )
-        done = self._delete_some(
-            self.paces["orphan"], self.orphans, self._delete_orphan, deadline, done
-        )
-        pace = self.paces["pack"]
-        if self.drop and (count := pace.fitting(deadline, done)):
-            started = time.monotonic()
-            batch = self._droppable(count)
-            if batch:
-                self.repo.blobs.packs.unindex(batch)
-                pace.took(len(batch), time.monotonic() - started)
-            unindexed += [index.pack_id for index in batch]
-            self._count_dropped(batch)
+    def _step(self, deadline: float) -> list[PackIndex]:
+        """Delete until ``deadline`` (at least one item); the packs whose indexes went."""
+        done = self._delete_each(self.garbage, self._delete_garbage, deadline, 0)
+        done = self._delete_each(self.packed_loose, self._delete_packed_loose, deadline, done)
+        done = self._delete_each(self.orphans, self._delete_orphan, deadline, done)
+        if not self.drop or not (count := self.pack_pace.fitting(deadline, done)):
+            return []
+        started = self.clock()
+        batch = self._droppable(count, deadline, done)
+        if not batch:
+            return []
+        dropped = self.repo.blobs.packs.unindex(batch, deadline=deadline, clock=self.clock)
+        self.pack_pace.took(len(dropped), self.clock() - started)
+        self.drop += reversed(batch[len(dropped) :])  # logged, still indexed: checked again
+        return dropped
 
-    @staticmethod
-    def _delete_some(
-        pace: Pace, queue: list[_Item], delete: Callable[[_Item], None], deadline: float, done: int
+    def _delete_each(
+        self, queue: list[_Item], delete: Callable[[_Item], None], deadline: float, done: int
     ) -> int:
-        """Delete from the end of ``queue`` as many as fit in the step at ``pace``; the
-        step's deletions so far, these included."""
-        while queue and (count := min(len(queue), pace.fitting(deadline, done))):
-            started = time.monotonic()
-            for _ in range(count):
-                delete(queue.pop())
-            pace.took(count, time.monotonic() - started)
-            done += count
+        """Delete from the end of ``queue`` while the step has time, reading the clock
+        before each deletion after its first; the step's deletions so far, these included."""
+        while queue and done < STEP_ITEMS and (done == 0 or self.clock() < deadline):
+            delete(queue.pop())
+            done += 1
         return done
 
-    def _droppable(self, count: int) -> list[PackIndex]:
-        """The next ``count`` packs of the plan that may still be dropped."""
+    def _droppable(self, count: int, deadline: float, done: int) -> list[PackIndex]:
+        """The next ``count`` packs of the plan that may still be dropped, as far as the
+        step has time to check them (a pack's every marked blob is looked up)."""
         batch: list[PackIndex] = []
-        while self.drop and len(batch) < count:
+        checked = done
+        while self.drop and len(batch) < count and (checked == 0 or self.clock() < deadline):
             index = self.drop.pop()
+            checked += 1
             if self._can_drop(index):
                 batch.append(index)
         return batch

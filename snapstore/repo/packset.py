@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 
 from snapstore.backend.packlog import TOKEN_BYTES, LogPosition, deleted_ids, published
 from snapstore.backend.seam import Backend
@@ -368,10 +369,19 @@ class PackSet(PackReads):
         self._ensure_loaded()
         yield from list(self._where)
 
-    def unindex(self, indexes: list[PackIndex], *, held_by: list[PackIndex] | None = None) -> None:
+    def unindex(
+        self,
+        indexes: list[PackIndex],
+        *,
+        held_by: list[PackIndex] | None = None,
+        deadline: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> list[PackIndex]:
         """Take packs out of the store as the caller read them (view refreshed under the gc
-        lock): log, drop from this view, unlink (``_take_out``). gc logs first; a fold points
-        this view at ``held_by`` first and logs last (why: ``maintenance.fold``)."""
+        lock): log, drop from this view, unlink (``_take_out``); those unlinked. gc logs
+        first, and past ``deadline`` (by ``clock``) unlinks no more after the first: the rest
+        stay logged as deleted, indexed still (what a gc killed between the two leaves). A
+        fold points this view at ``held_by`` first and logs last (``maintenance.fold``)."""
         pack_ids = [index.pack_id for index in indexes]
         if held_by is None:
             self._record_deletions(pack_ids)
@@ -379,7 +389,12 @@ class PackSet(PackReads):
             for index in held_by or ():
                 self._where.add(index)
             self._drop(set(pack_ids))
+        taken: list[PackIndex] = []
         for index in indexes:
+            if taken and deadline is not None and clock() >= deadline:
+                break
             self._take_out(index)
+            taken.append(index)
         if held_by is not None:
             self._record_deletions(pack_ids, follow_restart=False)
+        return taken

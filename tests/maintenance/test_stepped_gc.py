@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import multiprocessing
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.seam import HookedFileSystem
+from helpers.blobs import two_file_packs
+from helpers.seam import FastFileSystem, HookedFileSystem
 
 from snapstore import SnapStore
 from snapstore.errors import MissingBlobError
@@ -381,3 +383,66 @@ def test_a_commit_gc_marks_half_way_is_marked_again_under_the_lock(
     fresh = SnapStore(root)
     assert fresh.read("s", "name", "file.bin") == SMALL
     assert fresh.verify(deep=True).ok
+
+
+class SlowUnlinks(FastFileSystem):
+    """A disk whose unlinks became slow after gc measured its pace: each one takes
+    ``seconds`` on the clock gc's steps read (``clock``), without sleeping."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.slow = False
+        self.offset = 0.0
+        self.unlinks = 0
+
+    def clock(self) -> float:
+        return time.monotonic() + self.offset
+
+    def unlink(self, path: str, *, dir_fd: int | None = None) -> None:
+        if self.slow:
+            self.offset += self.seconds
+            self.unlinks += 1
+        super().unlink(path, dir_fd=dir_fd)
+
+
+def test_a_step_ends_early_when_unlinks_slow_down_and_gc_still_completes(
+    root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A step reads the clock between its deletions: when each unlink takes 5 s, a step
+    makes one (the steps' pace, measured while the disk was fast, would have put 20 in the
+    first step). A batch of packs whose deletions were logged but whose indexes the step had
+    no time to unlink is checked and logged again by later steps; gc deletes everything."""
+    seam = SlowUnlinks(seconds=5.0)
+    monkeypatch.setattr(gcsteps, "monotonic", seam.clock)
+    base = tmp_path / "base"
+    store = two_file_packs(SnapStore(root, fs=seam, fold_threshold=0, lock_timeout=10))
+    for n in range(3):  # loose blobs no snapshot names: garbage
+        repository(store).blobs.put_bytes(f"garbage {n}\n".encode())
+    for n in range(8):
+        _write(base, f"version {n}\n".encode())
+        store.create("s", f"n{n}", ["."], base_dir=base)
+    for n in range(6):
+        store.delete("s", f"n{n}")
+    runs: list[gcsteps.StepResult] = []
+    original = gcsteps.Steps.run
+
+    def recorded(self: gcsteps.Steps) -> gcsteps.StepResult:
+        seam.slow = True
+        try:
+            result = original(self)
+        finally:
+            seam.slow = False
+        runs.append(result)
+        return result
+
+    monkeypatch.setattr(gcsteps.Steps, "run", recorded)
+    report = store.gc()
+    assert not report.skipped and not report.problems
+    assert report.packs_deleted >= 6 and report.blobs_deleted >= 3 + 6
+    (run,) = runs
+    assert run.longest_hold < 2 * seam.seconds  # one slow unlink per hold, not a pace's worth
+    assert run.steps >= 3 + report.packs_deleted  # each loose blob, each pack: a step each
+    fresh = SnapStore(root)
+    assert [info.name for info in fresh.list()] == ["n6", "n7"]
+    assert fresh.read("s", "n7", "file.bin") == b"version 7\n"
+    assert fresh.verify(deep=True).ok and not fresh.verify().garbage

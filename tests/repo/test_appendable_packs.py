@@ -353,10 +353,10 @@ def test_a_gc_step_unlinks_an_appendable_pack_under_the_lock_even_if_its_view_lo
     packs_type = type(repository(gc_store).blobs.packs)
     unindex, remove = packs_type.unindex, packs_type.remove_unindexed
 
-    def view_lost_it(self: Any, indexes: list[Any]) -> None:
+    def view_lost_it(self: Any, indexes: list[Any], **options: Any) -> Any:
         for index in indexes:
             self._indexes.pop(index.pack_id, None)
-        unindex(self, indexes)
+        return unindex(self, indexes, **options)
 
     def writer_appends_first(self: Any, pack_ids: list[str]) -> None:
         _edit(base, "a.txt", "committed between the step and the unlink\n")
