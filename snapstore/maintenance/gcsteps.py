@@ -1,10 +1,11 @@
 """gc's deletions, in short steps: each step holds the gc lock exclusively for a bounded
-time (``STEP_SECONDS``), so a create waits at most one step. A step reads the clock between
-its deletions and ends once that time is up (an unlink may take microseconds on an idle disk
-and milliseconds beside a busy one, and slow down within a step): at least one deletion and
-at most ``STEP_ITEMS``. Packs go in batches whose deletions are logged in one write, sized
-by the pace the earlier steps measured (``pace``); a batch whose indexes the step had no
-time left to unlink goes back to the plan, and is checked and logged again by a later step.
+time (``STEP_SECONDS``), so a create waits at most one step. Before each deletion a step asks
+whether one more fits in that time, reading the clock (``pace``: how long an unlink takes on
+this disk now, measured as the steps go), and ends once none does: an unlink may take
+microseconds on an idle disk and milliseconds beside a busy one, and slow down within a step.
+At least one deletion per step, at most ``STEP_ITEMS``. Packs go in batches whose deletions
+are logged in one write, sized by the pace; a batch whose indexes the step had no time left
+to unlink goes back to the plan, and is checked and logged again by a later step.
 
 Between steps creates commit, and a create may reuse a blob gc marked unreferenced. Every
 step therefore first marks the manifests committed since the last one (``gcjournal``: each
@@ -139,7 +140,9 @@ class Steps:
         }
         self.result = StepResult()
         self.clock = monotonic
-        self.pack_pace = Pace(STEP_ITEMS, self.clock)
+        self.paces = {
+            kind: Pace(STEP_ITEMS, self.clock) for kind in ("garbage", "packed", "orphan", "pack")
+        }
 
     def run(self) -> StepResult:
         """Step until nothing is left, or a step finds a commit whose references are
@@ -184,36 +187,51 @@ class Steps:
 
     def _step(self, deadline: float) -> list[PackIndex]:
         """Delete until ``deadline`` (at least one item); the packs whose indexes went."""
-        done = self._delete_each(self.garbage, self._delete_garbage, deadline, 0)
-        done = self._delete_each(self.packed_loose, self._delete_packed_loose, deadline, done)
-        done = self._delete_each(self.orphans, self._delete_orphan, deadline, done)
-        if not self.drop or not (count := self.pack_pace.fitting(deadline, done)):
+        paces = self.paces
+        done = self._delete_each(paces["garbage"], self.garbage, self._delete_garbage, deadline, 0)
+        done = self._delete_each(
+            paces["packed"], self.packed_loose, self._delete_packed_loose, deadline, done
+        )
+        done = self._delete_each(paces["orphan"], self.orphans, self._delete_orphan, deadline, done)
+        pace = paces["pack"]
+        if not self.drop or not (count := pace.fitting(deadline, done)):
             return []
         started = self.clock()
-        batch = self._droppable(count, deadline, done)
+        batch = self._droppable(count, lambda checked: pace.fitting(deadline, done + checked) > 0)
         if not batch:
             return []
-        dropped = self.repo.blobs.packs.unindex(batch, deadline=deadline, clock=self.clock)
-        self.pack_pace.took(len(dropped), self.clock() - started)
+        dropped = self.repo.blobs.packs.unindex(
+            batch, fits=lambda unlinked: pace.fitting(deadline, done + unlinked) > 0
+        )
+        pace.took(len(dropped), self.clock() - started)
         self.drop += reversed(batch[len(dropped) :])  # logged, still indexed: checked again
         return dropped
 
     def _delete_each(
-        self, queue: list[_Item], delete: Callable[[_Item], None], deadline: float, done: int
+        self,
+        pace: Pace,
+        queue: list[_Item],
+        delete: Callable[[_Item], None],
+        deadline: float,
+        done: int,
     ) -> int:
-        """Delete from the end of ``queue`` while the step has time, reading the clock
-        before each deletion after its first; the step's deletions so far, these included."""
-        while queue and done < STEP_ITEMS and (done == 0 or self.clock() < deadline):
+        """Delete from the end of ``queue`` while one more deletion fits in the step (the
+        clock read before each: ``Pace.fitting``); the step's deletions so far, these
+        included."""
+        while queue and pace.fitting(deadline, done):
+            started = self.clock()
             delete(queue.pop())
+            pace.took(1, self.clock() - started)
             done += 1
         return done
 
-    def _droppable(self, count: int, deadline: float, done: int) -> list[PackIndex]:
-        """The next ``count`` packs of the plan that may still be dropped, as far as the
-        step has time to check them (a pack's every marked blob is looked up)."""
+    def _droppable(self, count: int, fits: Callable[[int], bool]) -> list[PackIndex]:
+        """The next ``count`` packs of the plan that may still be dropped, as far as
+        ``fits(packs checked so far)`` allows checking them (each marked blob of a pack is
+        looked up)."""
         batch: list[PackIndex] = []
-        checked = done
-        while self.drop and len(batch) < count and (checked == 0 or self.clock() < deadline):
+        checked = 0
+        while self.drop and len(batch) < count and (checked == 0 or fits(checked)):
             index = self.drop.pop()
             checked += 1
             if self._can_drop(index):

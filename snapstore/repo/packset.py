@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import time
 from collections.abc import Callable, Iterator
 
 from snapstore.backend.packlog import TOKEN_BYTES, LogPosition, deleted_ids, published
@@ -255,8 +254,8 @@ class PackSet(PackReads):
                 self._flushed[pack_id] = max(self._flushed.get(pack_id, 0), end)
 
     def _rebuild(self) -> None:
-        """The map from digest to pack; of two packs holding a digest, the larger (a fold's
-        merged pack, a pack gc rewrote) rather than the one about to go."""
+        """The map from digest to pack; of two small packs holding a digest, the larger (a
+        fold's merged pack) rather than the one about to go (``PackMap`` for large ones)."""
         where = PackMap()
         for index in sorted(self._indexes.values(), key=lambda index: index.pack_size):
             where.add(index)
@@ -374,14 +373,13 @@ class PackSet(PackReads):
         indexes: list[PackIndex],
         *,
         held_by: list[PackIndex] | None = None,
-        deadline: float | None = None,
-        clock: Callable[[], float] = time.monotonic,
+        fits: Callable[[int], bool] | None = None,
     ) -> list[PackIndex]:
         """Take packs out of the store as the caller read them (view refreshed under the gc
         lock): log, drop from this view, unlink (``_take_out``); those unlinked. gc logs
-        first, and past ``deadline`` (by ``clock``) unlinks no more after the first: the rest
-        stay logged as deleted, indexed still (what a gc killed between the two leaves). A
-        fold points this view at ``held_by`` first and logs last (``maintenance.fold``)."""
+        first, and unlinks no more once ``fits(unlinked so far)`` says no: the rest stay
+        logged as deleted, indexed still (what a gc killed between the two leaves). A fold
+        points this view at ``held_by`` first and logs last (``maintenance.fold``)."""
         pack_ids = [index.pack_id for index in indexes]
         if held_by is None:
             self._record_deletions(pack_ids)
@@ -391,7 +389,7 @@ class PackSet(PackReads):
             self._drop(set(pack_ids))
         taken: list[PackIndex] = []
         for index in indexes:
-            if taken and deadline is not None and clock() >= deadline:
+            if taken and fits is not None and not fits(len(taken)):
                 break
             self._take_out(index)
             taken.append(index)
