@@ -150,6 +150,7 @@ class EntryTable(Mapping[bytes, Entry]):
             self._problem = error
             raise
         self._whole = whole
+        self._data, self._prefixes = b"", None  # lookups use the dict from now on
         return whole
 
     def get(self, digest: bytes, default: Entry | None = None) -> Entry | None:  # type: ignore[override]

@@ -3,9 +3,9 @@ time (``STEP_SECONDS``), so a create waits at most one step. Before each deletio
 whether one more fits in that time, reading the clock (``pace``: how long an unlink takes on
 this disk now, measured as the steps go), and ends once none does: an unlink may take
 microseconds on an idle disk and milliseconds beside a busy one, and slow down within a step.
-At least one deletion per step, at most ``STEP_ITEMS``. Packs go in batches whose deletions
-are logged in one write, sized by the pace; a batch whose indexes the step had no time left
-to unlink goes back to the plan, and is checked and logged again by a later step.
+At least one deletion per step, at most ``STEP_ITEMS``. Packs are checked in batches sized by
+the pace, then each logged as deleted and its index unlinked in turn; those of a batch the
+step had no time left for go back to the plan, untouched, and a later step checks them again.
 
 Between steps creates commit, and a create may reuse a blob gc marked unreferenced. Every
 step therefore first marks the manifests committed since the last one (``gcjournal``: each
@@ -20,9 +20,7 @@ commit notes its manifest while a gc runs) and then deletes only what is still u
 
 A pack is taken out of the store as a fold step does: its deletion written in the pack log
 (every other process drops it from its view at its next refresh, without listing
-``packs/``), then its index unlinked, under the lock (a pack logged but left indexed when
-the step's time ran out is checked, logged and unlinked again by a later step: a process
-that listed the packs meanwhile may count on it); the packs themselves are unlinked after
+``packs/``), then its index unlinked, under the lock; the packs themselves are unlinked after
 the lock is released, once ``packs/`` is flushed (no process counts on a pack without an
 index). A last short hold starts a new pack log, so the log does not grow with every gc.
 """
@@ -204,7 +202,7 @@ class Steps:
             batch, fits=lambda unlinked: pace.fitting(deadline, done + unlinked) > 0
         )
         pace.took(len(dropped), self.clock() - started)
-        self.drop += reversed(batch[len(dropped) :])  # logged, still indexed: checked again
+        self.drop += reversed(batch[len(dropped) :])  # not logged: checked again later
         return dropped
 
     def _delete_each(

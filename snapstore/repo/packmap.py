@@ -9,16 +9,19 @@ look up a handful; a large pack's index is instead looked up where it lies
 A lookup tries the dict first, then the large packs, largest first. Of two packs holding a
 digest it finds a small one before a large one, and of two small ones the one mapped last
 (``PackSet`` maps them smallest first after a listing, so the larger wins there, as a fold's
-merged pack or a pack gc rewrote should win over the one about to go); which copy a reader
-finds matters only for how long it may count on it, and every pack dropped from the view
-takes only its own digests with it.
+merged pack or a pack gc rewrote should win over the one about to go); every pack dropped
+from the view takes only its own digests with it. The copy found is the one a writer judges:
+a copy in a segment of an appendable pack not known flushed makes a create store the blob
+again even where a large pack holds it too (a duplicate, never a loss). A digest no small
+pack holds costs one bisection per large pack (about a microsecond each): the price of not
+mapping their digests one by one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, MutableMapping
 
-from snapstore.format.indextable import LAZY_ENTRIES, Entry
+from snapstore.format.indextable import LAZY_ENTRIES, Entry, EntryTable
 from snapstore.format.packfile import PackIndex
 
 LARGE_PACK_ENTRIES = LAZY_ENTRIES
@@ -29,6 +32,8 @@ index instead of through the dict (where its index is not decoded whole either).
 def is_large(index: PackIndex) -> bool:
     """Whether the map asks ``index`` itself rather than mapping its digests one by one (an
     appendable pack, whose index grows segment by segment, is always mapped by digest)."""
+    if isinstance(index.entries, EntryTable):
+        return True  # never iterated per digest, whatever the bounds
     return not index.segments and len(index.entries) >= LARGE_PACK_ENTRIES
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass
 
+from snapstore.backend.packlog import LogPosition, PackLog
 from snapstore.backend.seam import Backend, Handle, Kind
 from snapstore.errors import CorruptPackError, MissingBlobError
 from snapstore.format.codec import CODEC_NONE, decompress
@@ -188,3 +189,15 @@ def split_readable(
             continue
         readable.append(index)
     return readable, unreadable
+
+
+def log_end(log: PackLog | None) -> LogPosition | None:
+    """Where the pack log ends now (starting one if there is none and this process may)."""
+    if log is None:
+        return None
+    _, position = log.read(None)
+    if position is None:
+        with contextlib.suppress(OSError):
+            log.restart()
+            _, position = log.read(None)
+    return position

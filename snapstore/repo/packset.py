@@ -25,7 +25,7 @@ from snapstore.repo import segmented
 from snapstore.repo.blockcache import BlockCache
 from snapstore.repo.packmap import PackMap
 from snapstore.repo.packreads import Location as Location
-from snapstore.repo.packreads import PackReads, split_readable
+from snapstore.repo.packreads import PackReads, log_end, split_readable
 from snapstore.repo.packs import PackSizeError, forget_indexes, read_index
 
 
@@ -190,27 +190,17 @@ class PackSet(PackReads):
             return None
         except PackSizeError as error:
             self._broken[pack_id] = str(error)
-            self._damaged.update(dict.fromkeys(error.index.entries, str(error)))
+            with contextlib.suppress(CorruptPackError):  # a large table may break the rules
+                self._damaged.update(dict.fromkeys(error.index.entries, str(error)))
         except (CorruptPackError, OSError) as error:
             self._broken[pack_id] = str(error)
         return None
-
-    def _log_position(self) -> LogPosition | None:
-        """Where the pack log ends now (starting one if there is none and this process may)."""
-        if self._log is None:
-            return None
-        _, position = self._log.read(None)
-        if position is None:
-            with contextlib.suppress(OSError):
-                self._log.restart()
-                _, position = self._log.read(None)
-        return position
 
     def _list_all(self, *, whole: bool = False) -> None:
         """List ``packs/``: load indexes (and segments) that appeared, forget packs that went
         away. A pack file without an index is an appendable pack (by its magic) or garbage.
         ``whole``: read every large index whole (``read_whole``)."""
-        self._position = self._log_position()
+        self._position = log_end(self._log)
         self._learn_flushed()
         self._listed_since_refresh = True
         indexed, packed = self._listed()
@@ -352,7 +342,7 @@ class PackSet(PackReads):
         return readable
 
     def _drop_unreadable(self, unreadable: dict[str, tuple[PackIndex, str]]) -> None:
-        for pack_id, (index, why) in unreadable.items():
+        for pack_id, (index, why) in unreadable.items():  # as split_readable found them
             if self._indexes.get(pack_id) is index:
                 del self._indexes[pack_id]
                 self._broken[pack_id] = why
@@ -364,9 +354,10 @@ class PackSet(PackReads):
         return dict(self._broken)
 
     def iter_digests(self) -> Iterator[bytes]:
-        """Every digest held by some pack."""
+        """Every digest held by some pack (one pass: ``list`` of the map would ask its
+        length first, a pass of its own)."""
         self._ensure_loaded()
-        yield from list(self._where)
+        yield from list(iter(self._where))
 
     def unindex(
         self,
@@ -375,24 +366,27 @@ class PackSet(PackReads):
         held_by: list[PackIndex] | None = None,
         fits: Callable[[int], bool] | None = None,
     ) -> list[PackIndex]:
-        """Take packs out of the store as the caller read them (view refreshed under the gc
-        lock): log, drop from this view, unlink (``_take_out``); those unlinked. gc logs
-        first, and unlinks no more once ``fits(unlinked so far)`` says no: the rest stay
-        logged as deleted, indexed still (what a gc killed between the two leaves). A fold
-        points this view at ``held_by`` first and logs last (``maintenance.fold``)."""
-        pack_ids = [index.pack_id for index in indexes]
+        """Take packs out as the caller read them (view refreshed under the gc lock): log,
+        drop from this view, unlink (``_take_out``); those taken out. gc logs each one just
+        before its unlink, until ``fits(taken so far)`` says no; a fold points this view at
+        ``held_by`` first and logs all last (why: ``maintenance.fold``)."""
         if held_by is None:
-            self._record_deletions(pack_ids)
+            taken: list[PackIndex] = []
+            for index in indexes:
+                if taken and fits is not None and not fits(len(taken)):
+                    break
+                self._record_deletions([index.pack_id])
+                with self._lock:
+                    self._drop({index.pack_id})
+                self._take_out(index)
+                taken.append(index)
+            return taken
+        pack_ids = [index.pack_id for index in indexes]
         with self._lock:
-            for index in held_by or ():
+            for index in held_by:
                 self._where.add(index)
             self._drop(set(pack_ids))
-        taken: list[PackIndex] = []
         for index in indexes:
-            if taken and fits is not None and not fits(len(taken)):
-                break
             self._take_out(index)
-            taken.append(index)
-        if held_by is not None:
-            self._record_deletions(pack_ids, follow_restart=False)
-        return taken
+        self._record_deletions(pack_ids, follow_restart=False)
+        return indexes

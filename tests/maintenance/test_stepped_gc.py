@@ -446,3 +446,27 @@ def test_a_step_ends_early_when_unlinks_slow_down_and_gc_still_completes(
     assert [info.name for info in fresh.list()] == ["n6", "n7"]
     assert fresh.read("s", "n7", "file.bin") == b"version 7\n"
     assert fresh.verify(deep=True).ok and not fresh.verify().garbage
+
+
+def test_a_step_out_of_time_logs_only_the_packs_it_unlinks(root: Path, tmp_path: Path) -> None:
+    """gc writes a pack's deletion in the pack log just before it unlinks its index: the
+    packs of a batch a step has no time left for are neither logged nor unlinked, so no
+    process that follows the log stops counting on a pack that stays."""
+    base = tmp_path / "base"
+    store = two_file_packs(SnapStore(root, fold_threshold=0))
+    for n in range(3):
+        _write(base, f"version {n}\n".encode())
+        store.create("s", f"n{n}", ["."], base_dir=base)
+    packs = repository(store).blobs.packs
+    with repository(store).gc_lock.exclusive():
+        packs.refresh()
+        batch = packs.indexes()
+        assert len(batch) == 3
+        taken = packs.unindex(batch, fits=lambda unlinked: False)
+    assert taken == batch[:1]
+    log = (root / "packs" / "log").read_text()
+    assert f"-{batch[0].pack_id}" in log
+    assert not any(f"-{index.pack_id}" in log for index in batch[1:])
+    assert not (root / "packs" / f"{batch[0].pack_id}.idx").exists()
+    assert all((root / "packs" / f"{index.pack_id}.idx").exists() for index in batch[1:])
+    assert {index.pack_id for index in packs.indexes()} == {i.pack_id for i in batch[1:]}

@@ -297,3 +297,32 @@ def test_a_fold_passes_over_a_hostile_large_index(
     fold = write_merged(repo, FoldPolicy(threshold=2))
     assert fold is not None and len(fold.sources) == 2 and hostile.stem not in fold.sources
     assert hostile.stem in repo.blobs.packs.broken()
+
+
+def test_a_hostile_large_index_of_a_truncated_pack_breaks_only_that_pack(
+    root: Path, tmp_path: Path, lazy_from_16: None
+) -> None:
+    """A pack cut short whose large index breaks the rules behind a right checksum: only
+    that pack's blobs count as missing; reads of other packs, verify and gc go on."""
+    files = {f"f{n:02d}.txt": f"file {n}\n" * 3 for n in range(40)}
+    write_tree(tmp_path / "p", files)
+    two_file_packs(SnapStore(root)).create("s", "a", ["."], base_dir=tmp_path / "p")
+    (index_file,) = (root / "packs").glob("*.idx")
+    write_tree(tmp_path / "q", {"other.txt": "healthy pack\n"})
+    two_file_packs(SnapStore(root)).create("h", "b", ["."], base_dir=tmp_path / "q")
+    victim = SnapStore(root).get("s", "a").entry("f05.txt").digest  # type: ignore[union-attr]
+    assert victim is not None
+    data = bytearray(index_file.read_bytes())
+    entry = data.index(victim, ENTRY_TABLE)
+    data[entry + 36 : entry + 40] = (0xFFFF).to_bytes(4, "little")
+    index_file.chmod(0o644)
+    index_file.write_bytes(resealed(bytes(data)))
+    pack = index_file.with_suffix(".pack")
+    pack.chmod(0o644)
+    os.truncate(pack, pack.stat().st_size - 1)
+    forget_decoded(root)
+    store = SnapStore(root)
+    assert store.read("h", "b", "other.txt") == b"healthy pack\n"
+    report = store.verify()
+    assert not report.ok and any(index_file.stem in p for p in report.problems)
+    assert SnapStore(root).gc().skipped
