@@ -8,9 +8,10 @@ process at the Nth call, or to log operations and replay the disk a power cut co
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 OPERATIONS = (
     "open",
@@ -49,12 +50,21 @@ def _syncfs_reports_errors() -> bool:
     return (major, minor) >= (5, 8)
 
 
+@functools.cache
+def _libc_syncfs() -> Callable[[int], int]:
+    """The C library's ``syncfs``, looked up once per process (ctypes is imported only
+    where it is used)."""
+    import ctypes
+
+    function: Callable[[int], int] = ctypes.CDLL(None, use_errno=True).syncfs
+    return function
+
+
 def syncfs(fd: int) -> None:
     """Flush every dirty page and inode of the filesystem holding ``fd`` (Linux ``syncfs``)."""
     import ctypes
 
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.syncfs(fd) != 0:
+    if _libc_syncfs()(fd) != 0:
         error = ctypes.get_errno()
         raise OSError(error, f"syncfs failed: {os.strerror(error)}")
 
@@ -90,6 +100,17 @@ class FileSystem:
         """Flush a file's (or an open directory's) data to stable storage."""
         flush(fd)
 
+    @property
+    def flushes_whole_filesystems(self) -> bool:
+        """True when this seam flushes by filesystem: ``sync_filesystems`` of one descriptor
+        makes everything written on its filesystem durable (file data, modes and directory
+        entries), so a caller may hand it one descriptor per filesystem instead of one per
+        file or directory. That is ``syncfs`` on Linux 5.8 and later (earlier kernels do
+        not report its writeback errors); elsewhere, and for a seam that overrides ``fsync``
+        (tests that record, fail or kill at calls), False: every file and directory is
+        flushed with an ``fsync`` of its own."""
+        return SYNCFS and type(self).fsync is FileSystem.fsync
+
     def fsync_files(self, fds: Sequence[int]) -> None:
         """Flush every file in ``fds``, as one ``fsync`` each would.
 
@@ -97,14 +118,24 @@ class FileSystem:
         instead of one per file. A seam that overrides ``fsync`` (tests that record, fail or
         kill at calls) sees one ``fsync`` call per file instead.
         """
-        if type(self).fsync is not FileSystem.fsync or not SYNCFS:
+        if not self.flushes_whole_filesystems:
             for fd in fds:
                 self.fsync(fd)
             return
         by_device: dict[int, int] = {}
         for fd in fds:
             by_device.setdefault(os.fstat(fd).st_dev, fd)
-        for fd in by_device.values():
+        self.sync_filesystems(list(by_device.values()))
+
+    def sync_filesystems(self, fds: Sequence[int]) -> None:
+        """Flush everything written on the filesystem of each descriptor in ``fds`` (one
+        ``syncfs`` each; give one descriptor per filesystem). Only where
+        ``flushes_whole_filesystems``: elsewhere a filesystem cannot be flushed at once, and
+        this raises ValueError rather than flush less than its caller counts on. An error
+        of the flush (EIO, ENOSPC...) is raised as an OSError."""
+        if not self.flushes_whole_filesystems:
+            raise ValueError("this seam cannot flush a whole filesystem; fsync each file")
+        for fd in fds:
             syncfs(fd)
 
     def close(self, fd: int) -> None:

@@ -44,12 +44,12 @@ def _write_symlink(
         raise
 
 
-def _set_mode(fs: FileSystem, parent_fd: int, name: str, mode: int, durable: bool) -> None:
+def _set_mode(fs: FileSystem, parent_fd: int, name: str, mode: int, flush: bool) -> None:
     """chmod (and flush) the file or directory ``name``, opened without following links."""
     fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=parent_fd)
     try:
         fs.fchmod(fd, mode)
-        if durable:
+        if flush:
             fs.fsync(fd)
     finally:
         os.close(fd)
@@ -70,6 +70,7 @@ def apply_plan(
     links are written under ``temps``' names (the restore's journal lists their
     directories, so a recovery can remove them)."""
     changes = plan.changes
+    by_filesystem = fs.flushes_whole_filesystems
     handles = DirHandles(fs, plan.target, durable=durable, expected=plan.target_id)
     source = read_ahead(blobs, files_in_order(changes, plan.linked))
     staged = StagedFiles(fs, source, handles, temps, durable=durable, linked=plan.linked)
@@ -92,7 +93,9 @@ def apply_plan(
             if action.operation == "chmod" and entry.kind == "dir":
                 dir_modes.append((entry.path, mode))
             elif action.operation == "chmod":
-                _set_mode(fs, handles.get(parent), name, mode, durable)
+                _set_mode(fs, handles.get(parent), name, mode, durable and not by_filesystem)
+                if by_filesystem:  # flushed with its filesystem at the end
+                    handles.touched.add(parent)
             elif action.operation != "remove":
                 parent_fd = handles.writable(parent, create=True)
                 if entry.kind == "dir":
@@ -139,14 +142,19 @@ def _set_dir_modes(
     fs: FileSystem, handles: DirHandles, dir_modes: list[tuple[str, int]], durable: bool
 ) -> None:
     """Give directories their final modes, deepest first, then flush those directories and
-    every directory whose entries the restore changed, in bounded batches of descriptors (one
-    ``syncfs`` a batch on Linux, rather than an ``fsync`` per directory)."""
+    every directory whose entries the restore changed: where the seam flushes whole
+    filesystems, with one ``syncfs`` per filesystem for all of them (and for the target's
+    own entry, if the restore made it, and every file and mode written before); elsewhere
+    with an ``fsync`` each, in bounded batches of descriptors."""
     to_flush: list[str] = sorted(handles.touched) if durable else []
     for path, mode in sorted(dir_modes, reverse=True):
         handles.settle_mode(path)
         fs.fchmod(handles.get(path), mode)
         if durable:
             to_flush.append(path)
+    if durable and fs.flushes_whole_filesystems:
+        handles.sync_filesystems_of(to_flush)
+        return
     for start in range(0, len(to_flush), MAX_OPEN_DIRS // 2):
         fds = []
         try:

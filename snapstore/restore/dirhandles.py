@@ -13,6 +13,7 @@ import errno
 import os
 import stat
 from collections import OrderedDict
+from collections.abc import Iterable
 
 from snapstore.backend.layout import MARKER_FILE, is_store_root
 from snapstore.errors import UnsafePathError
@@ -40,10 +41,15 @@ class DirHandles:
     def __init__(
         self, fs: FileSystem, target: str, *, durable: bool, expected: FileId | None = None
     ) -> None:
+        """Open the target, made (with missing parents) if it is not there. Where the seam
+        flushes whole filesystems, the new entries are not flushed here: the flush of the
+        target's filesystem that ends a durable restore covers them (a new directory lies
+        on its parent's filesystem), and until then the restore's journal stands for them."""
         self.fs = fs
-        ensure_dir(fs, target, stop_at=os.sep, durable=durable)
+        ensure_dir(fs, target, stop_at=os.sep, durable=durable and not fs.flushes_whole_filesystems)
         self.root_fd = os.open(target, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        found = file_id(os.fstat(self.root_fd))
+        info = os.fstat(self.root_fd)
+        found = file_id(info)
         if (expected is not None and found != expected) or is_store_root(dir_fd=self.root_fd):
             os.close(self.root_fd)
             raise UnsafePathError(
@@ -52,6 +58,7 @@ class DirHandles:
                 "written"
             )
         self._fds: OrderedDict[str, int] = OrderedDict()
+        self._devices: dict[str, int] = {"": info.st_dev}
         self.touched: set[str] = set()
         self._modes: dict[str, int] = {}
         self._user = os.geteuid()
@@ -120,10 +127,38 @@ class DirHandles:
         """A restore sets this directory's final mode itself: do not put the old one back."""
         self._modes.pop(relative_dir, None)
 
+    def sync_filesystems_of(self, relative_dirs: Iterable[str]) -> None:
+        """Flush the filesystems holding the target and these directories of it, with one
+        descriptor each (only for a seam that ``flushes_whole_filesystems``): what was
+        written in them, their entries and modes included, is durable once this returns.
+        A directory that is not there any more holds nothing to flush."""
+        chosen: dict[int, str] = {self._devices[""]: ""}
+        for relative_dir in relative_dirs:
+            device = self._devices.get(relative_dir)
+            if device is None:
+                try:
+                    device = os.fstat(self.get(relative_dir)).st_dev
+                except FileNotFoundError:
+                    continue
+                self._devices[relative_dir] = device
+            chosen.setdefault(device, relative_dir)
+        fds: list[int] = []
+        try:
+            for relative_dir in chosen.values():
+                fds.append(os.dup(self.get(relative_dir)))
+            self.fs.sync_filesystems(fds)
+        finally:
+            for fd in fds:
+                os.close(fd)
+
     def forget(self, relative_dir: str) -> None:
         """Drop cached descriptors at or below a directory that is being removed."""
         for key in [k for k in self._fds if k == relative_dir or k.startswith(relative_dir + "/")]:
             os.close(self._fds.pop(key))
+        for key in [
+            k for k in self._devices if k == relative_dir or k.startswith(relative_dir + "/")
+        ]:
+            del self._devices[key]
         for key in [
             k for k in self._modes if k == relative_dir or k.startswith(relative_dir + "/")
         ]:

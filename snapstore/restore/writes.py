@@ -5,7 +5,10 @@ Flushing files one by one right after writing each makes the disk idle while the
 written and pays a cache flush per file; asking the kernel to start writeback as soon as a
 file is written and flushing the batch at once (one ``syncfs`` on Linux) costs a fraction of
 the time. Every file is still flushed before its rename (a rename must never publish bytes a
-power cut can lose).
+power cut can lose). Where the seam flushes whole filesystems (``syncfs``), a file is closed
+as soon as it is written and the batch is flushed through one directory descriptor per
+filesystem (a file lies on its directory's filesystem), so a batch holds no descriptors and
+may hold many more files; elsewhere each file stays open until its ``fsync``.
 
 A file with holes is cut to its size, then its pieces of data are written at their offsets:
 the holes stay holes. The members of a hard-link group after the first are links of the
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections import deque
 from dataclasses import dataclass
 
 from snapstore.errors import UnsafePathError
@@ -30,6 +34,9 @@ from snapstore.repo.loose import BlobSource
 from snapstore.restore.dirhandles import DirHandles
 
 BATCH_FILES = 256
+"""Files of a batch while each holds its descriptor until the batch's flush."""
+BATCH_FILES_CLOSED = 4096
+"""Files of a batch where they are closed once written (the seam flushes filesystems)."""
 BATCH_BYTES = 32 << 20
 WRITEBACK_FROM_BYTES = 256 << 10
 """Smaller files are left to the batch's flush (asking for their writeback costs more)."""
@@ -74,8 +81,11 @@ class StagedFiles:
         self.durable = durable
         self.linked = linked
         self._firsts: dict[str, _First] = {}
-        self._staged: list[_Staged] = []
+        self._staged: deque[_Staged] = deque()
         self._bytes = 0
+        self._by_filesystem = durable and fs.flushes_whole_filesystems
+        self._closes_early = self._by_filesystem or not durable
+        self._batch_files = BATCH_FILES_CLOSED if self._closes_early else BATCH_FILES
 
     def add(self, parent: str, name: str, entry: FileEntry, mode: int) -> None:
         """Write ``entry``'s verified bytes to a temp file beside ``name`` in the directory
@@ -104,8 +114,11 @@ class StagedFiles:
         self.fs.fchmod(fd, mode)
         if self.durable and entry.size >= WRITEBACK_FROM_BYTES:
             start_writeback(fd)
+        if self._closes_early:
+            staged.fd = None
+            self.fs.close(fd)
         self._bytes += entry.size
-        if len(self._staged) >= BATCH_FILES or self._bytes >= BATCH_BYTES:
+        if len(self._staged) >= self._batch_files or self._bytes >= BATCH_BYTES:
             self.publish()
 
     def _link(self, first: _First, parent: str, name: str) -> None:
@@ -126,15 +139,17 @@ class StagedFiles:
                 f"{first.staged.parent}/{first.staged.name!r} in the target was replaced while "
                 "the restore linked it"
             )
-        if len(self._staged) >= BATCH_FILES:
+        if len(self._staged) >= self._batch_files:
             self.publish()
 
     def publish(self) -> None:
         """Flush every staged file, then rename each into place, in order."""
-        if self.durable and self._staged:
+        if self._by_filesystem and self._staged:
+            self.handles.sync_filesystems_of(staged.parent for staged in self._staged)
+        elif self.durable and self._staged:
             self.fs.fsync_files([staged.fd for staged in self._staged if staged.fd is not None])
         for staged in self._staged:
-            if staged.fd is not None:  # None: a link, whose file is flushed with its first
+            if staged.fd is not None:  # None: closed once written, or a link of a first
                 fd, staged.fd = staged.fd, None
                 self.fs.close(fd)
         while self._staged:
@@ -142,7 +157,7 @@ class StagedFiles:
             parent_fd = self.handles.get(staged.parent)
             self.fs.replace(staged.temp, staged.name, src_dir_fd=parent_fd, dst_dir_fd=parent_fd)
             staged.renamed = True
-            self._staged.pop(0)
+            self._staged.popleft()
         self._bytes = 0
 
     def discard(self) -> None:
