@@ -3,13 +3,23 @@
 Where every read is a request with a round trip (object storage), reading one blob after the
 other leaves the connection idle most of the time. ``read_ahead`` knows, from the plan, which
 blobs the restore asks for and in what order: it reads them on a few threads, at most
-``MAX_AHEAD_BYTES`` ahead of the writer, and neighbouring blobs of one pack in one ranged read
-(a restore of thousands of small files costs a handful of requests per pack, not one per
-file); a compressed block is read whole once and decompressed once for all its blobs. Each
-blob is still verified against its digest before it is handed out; a read that fails falls
-back to the ordinary read of that blob, which raises the error if it persists. Large blobs
-are not read ahead: they stream as before. A file stored as an extent map (a large file's
-chunks, a file with holes) is read ahead piece by piece, as the restore writes it.
+``REMOTE.ahead_bytes`` ahead of the writer, and neighbouring blobs of one pack in one ranged
+read (a restore of thousands of small files costs a handful of requests per pack, not one per
+file); a compressed block is read whole once and decompressed once, on the reading thread,
+for all its blobs.
+
+On a local disk a read costs little, but decompressing costs the writer's thread about as
+much as creating the files it writes (after gc, a block holds every version of a few files,
+and a restore of one state decompresses a block for each). There, one thread decompresses
+the compressed blocks the restore needs, one block per read, in its order and at most
+``LOCAL.ahead_bytes`` ahead, while the writer creates files (zstd lets go of the
+interpreter's lock while it works); other blobs are read when asked for, as without
+read-ahead, and a restore that needs fewer than two compressed blocks starts no thread.
+
+Each blob is still verified against its digest before it is handed out; a read that fails
+falls back to the ordinary read of that blob, which raises the error if it persists. Large
+blobs are not read ahead: they stream as before. A file stored as an extent map (a large
+file's chunks, a file with holes) is read ahead piece by piece, as the restore writes it.
 """
 
 from __future__ import annotations
@@ -29,32 +39,57 @@ from snapstore.errors import (
 )
 from snapstore.format.codec import CODEC_NONE, decompress
 from snapstore.format.hashing import new_hasher
-from snapstore.format.packfile import BLOCK_HEAD
+from snapstore.format.packfile import BLOCK_HEAD, Block
 from snapstore.repo.blobs import Blobs
 from snapstore.repo.contents import load_map
 from snapstore.repo.loose import BlobSource
 from snapstore.repo.packset import Location
 
-MAX_AHEAD_BYTES = 64 << 20
-SPAN_BYTES = 8 << 20
-"""At most this much of a pack in one ranged read."""
-GAP_BYTES = 256 << 10
-"""Neighbouring blobs at most this far apart are read together (the gap is read and dropped)."""
 BLOB_AHEAD_MAX = 4 << 20
 """Blobs larger than this stream when they are asked for, instead."""
+LOCAL_MIN_BLOCKS = 2
+"""Compressed blocks a local restore must need before a thread decompresses them ahead."""
+
+
+@dataclass(frozen=True)
+class Reach:
+    """How far and in what pieces a backend is read ahead."""
+
+    span_bytes: int
+    """At most this much of a pack in one ranged read (a block is always read whole)."""
+    gap_bytes: int
+    """Neighbouring blobs at most this far apart are read together (the gap is dropped)."""
+    ahead_bytes: int
+    """Bytes read (and decompressed) but not yet handed out, at most (one read beyond)."""
+    compressed_only: bool
+    """Read ahead only blobs of compressed blocks (the others cost nothing to read later)."""
+
+
+REMOTE = Reach(span_bytes=8 << 20, gap_bytes=256 << 10, ahead_bytes=64 << 20, compressed_only=False)
+"""Where each read is a request: few, large ranged reads on several threads."""
+LOCAL = Reach(span_bytes=0, gap_bytes=0, ahead_bytes=16 << 20, compressed_only=True)
+"""A local disk: one compressed block per read, decompressed on one thread."""
+
+_Loaded = tuple[bytes, dict[int, bytes]]
+"""A span's bytes, and its compressed blocks decompressed (by block number)."""
 
 
 @dataclass
 class _Span:
     """One ranged read of a pack (``start`` to ``end``): the blobs it holds, in the order
-    they are asked for, and the blocks decompressed from it so far."""
+    they are asked for, and its compressed blocks (decompressed by the reading thread)."""
 
     pack_id: str
     start: int
     end: int
     blobs: list[tuple[bytes, Location]] = field(default_factory=list)
-    future: Future[bytes] | None = None
-    raw_blocks: dict[int, bytes] = field(default_factory=dict)
+    compressed: dict[int, Block] = field(default_factory=dict)
+    future: Future[_Loaded] | None = None
+
+    @property
+    def cost(self) -> int:
+        """The memory the span holds once read: its bytes and its blocks decompressed."""
+        return self.end - self.start + sum(block.raw for block in self.compressed.values())
 
 
 def _needed(location: Location) -> tuple[int, int]:
@@ -67,7 +102,16 @@ def _needed(location: Location) -> tuple[int, int]:
     return block.offset - BLOCK_HEAD.size, block.offset + block.stored
 
 
-def _spans(blobs: Blobs, wanted: Iterable[tuple[bytes, int]]) -> list[_Span]:
+def _joins(span: _Span, pack_id: str, start: int, end: int, reach: Reach) -> bool:
+    """Whether the read of ``span`` can take the bytes from ``start`` to ``end`` too."""
+    if span.pack_id != pack_id or start < span.start:
+        return False
+    if end <= span.end:
+        return True
+    return start <= span.end + reach.gap_bytes and end - span.start <= reach.span_bytes
+
+
+def _spans(blobs: Blobs, wanted: Iterable[tuple[bytes, int]], reach: Reach) -> list[_Span]:
     """The ranged reads covering ``wanted`` in order; blobs not worth reading ahead are
     left out (they are read when asked for)."""
     spans: list[_Span] = []
@@ -75,37 +119,43 @@ def _spans(blobs: Blobs, wanted: Iterable[tuple[bytes, int]]) -> list[_Span]:
         location = blobs.packs.locate(digest)
         if location is None or location.size != size or size > BLOB_AHEAD_MAX:
             continue
+        compressed = location.block.codec != CODEC_NONE
+        if reach.compressed_only and not compressed:
+            continue
         start, end = _needed(location)
         last = spans[-1] if spans else None
-        if (
-            last is not None
-            and last.pack_id == location.pack_id
-            and last.start <= start <= last.end + GAP_BYTES
-            and max(end, last.end) - last.start <= SPAN_BYTES
-        ):
+        if last is not None and _joins(last, location.pack_id, start, end, reach):
             last.end = max(end, last.end)
         else:
             last = _Span(location.pack_id, start, end)
             spans.append(last)
+        if compressed:
+            last.compressed[location.number] = location.block
         last.blobs.append((digest, location))
     return spans
 
 
-def _piece(span: _Span, data: bytes, location: Location) -> bytes:
-    """A blob's bytes out of its span's data (its block decompressed, once per span)."""
+def _decompressed(span: _Span, data: bytes, number: int, block: Block) -> bytes:
+    """A compressed block of the span, its head checked against the pack's index."""
+    at = block.offset - BLOCK_HEAD.size - span.start
+    where = f"block {number} of pack {span.pack_id}"
+    if BLOCK_HEAD.unpack_from(data, at) != (block.codec, block.kind, block.stored, block.raw):
+        raise CorruptPackError(f"{where}: its head does not match the pack's index")
+    stored = data[at + BLOCK_HEAD.size : at + BLOCK_HEAD.size + block.stored]
+    return decompress(block.codec, stored, block.raw, where)
+
+
+def _piece(span: _Span, loaded: _Loaded, location: Location) -> bytes:
+    """A blob's bytes out of its span's data, or out of its block decompressed; blocks the
+    blobs asked for have gone past are dropped (blobs come in the order of the span)."""
+    data, raws = loaded
     block = location.block
     if block.codec == CODEC_NONE:
         at = block.offset + location.offset - span.start
         return data[at : at + location.size]
-    raw = span.raw_blocks.get(location.number)
-    if raw is None:
-        at = block.offset - BLOCK_HEAD.size - span.start
-        where = f"block {location.number} of pack {span.pack_id}"
-        if BLOCK_HEAD.unpack_from(data, at) != (block.codec, block.kind, block.stored, block.raw):
-            raise CorruptPackError(f"{where}: its head does not match the pack's index")
-        stored = data[at + BLOCK_HEAD.size : at + BLOCK_HEAD.size + block.stored]
-        raw = decompress(block.codec, stored, block.raw, where)
-        span.raw_blocks = {location.number: raw}  # blobs come in order: one block at a time
+    for number in [number for number in raws if number < location.number]:
+        del raws[number]
+    raw = raws[location.number]
     return raw[location.offset : location.offset + location.size]
 
 
@@ -113,32 +163,37 @@ class ReadAhead:
     """A BlobSource that hands out blobs read ahead (see the module docstring); anything
     asked for out of the planned order is read the ordinary way."""
 
-    def __init__(self, blobs: Blobs, wanted: Iterable[tuple[bytes, int]], workers: int) -> None:
+    def __init__(self, blobs: Blobs, spans: Iterable[_Span], workers: int, reach: Reach) -> None:
         self.blobs = blobs
-        self._pending: deque[_Span] = deque(_spans(blobs, wanted))
+        self._pending: deque[_Span] = deque(spans)
         self._started: deque[_Span] = deque()
         self._ahead = 0
+        self._ahead_bytes = reach.ahead_bytes
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="read-ahead")
         self._fill()
 
-    def _read(self, span: _Span) -> bytes:
+    def _load(self, span: _Span) -> _Loaded:
+        """Read a span and decompress its compressed blocks (on a reading thread)."""
         length = span.end - span.start
         data = self.blobs.backend.read_range(Handle(Kind.PACK, span.pack_id), span.start, length)
         if len(data) != length:
             raise CorruptPackError(f"pack {span.pack_id} is truncated")
-        return data
+        raws = {
+            number: _decompressed(span, data, number, block)
+            for number, block in span.compressed.items()
+        }
+        return data, raws
 
     def _fill(self) -> None:
-        """Start reads while fewer than ``MAX_AHEAD_BYTES`` are in flight or unclaimed."""
+        """Start reads while less than ``ahead_bytes`` is in flight or unclaimed."""
         with self._lock:
             while self._pending and (
-                not self._started
-                or self._ahead + self._pending[0].end - self._pending[0].start <= MAX_AHEAD_BYTES
+                not self._started or self._ahead + self._pending[0].cost <= self._ahead_bytes
             ):
                 span = self._pending.popleft()
-                self._ahead += span.end - span.start
-                span.future = self._pool.submit(self._read, span)
+                self._ahead += span.cost
+                span.future = self._pool.submit(self._load, span)
                 self._started.append(span)
 
     def _take(self, digest: bytes, size: int | None) -> tuple[_Span, Location] | None:
@@ -153,7 +208,7 @@ class ReadAhead:
             span.blobs.pop(0)
             if not span.blobs:
                 self._started.popleft()
-                self._ahead -= span.end - span.start
+                self._ahead -= span.cost
             return span, location
 
     def chunks(self, digest: bytes, size: int | None = None) -> Iterator[bytes]:
@@ -212,9 +267,14 @@ def _with_pieces(blobs: Blobs, wanted: Iterable[tuple[bytes, int]]) -> Iterator[
 
 def read_ahead(source: BlobSource, wanted: Iterable[tuple[bytes, int]]) -> BlobSource:
     """``source``, reading ``wanted`` (files' blobs or extent maps, with the files' sizes)
-    ahead where its backend pays per request; else as is. Call ``close`` on a ReadAhead when
-    done."""
-    if not isinstance(source, Blobs) or source.backend.properties.parallel_reads <= 1:
+    ahead: on several threads where its backend pays per request, on one that decompresses
+    where it is local and the restore needs several compressed blocks; else as is. Call
+    ``close`` on a ReadAhead when done."""
+    if not isinstance(source, Blobs):
         return source
-    pieces = _with_pieces(source, wanted)
-    return ReadAhead(source, pieces, source.backend.properties.parallel_reads)
+    workers = source.backend.properties.parallel_reads
+    reach = REMOTE if workers > 1 else LOCAL
+    spans = _spans(source, _with_pieces(source, wanted), reach)
+    if workers <= 1 and sum(len(span.compressed) for span in spans) < LOCAL_MIN_BLOCKS:
+        return source
+    return ReadAhead(source, spans, max(workers, 1), reach)

@@ -1,0 +1,96 @@
+"""Read-ahead on a local store: a restore that needs several compressed blocks has them
+decompressed on a thread of their own while it writes files, every blob still verified; one
+that needs fewer starts no thread; a damaged block fails the restore as without read-ahead."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+from helpers.blobs import corrupt_blob
+from helpers.trees import read_tree, write_tree
+
+from snapstore import CorruptBlobError, RestoreError, SnapStore
+from snapstore.internals import repository
+from snapstore.repo import prefetch
+from snapstore.repo.prefetch import ReadAhead, read_ahead
+
+
+def _text(index: int) -> str:
+    """About 100 KB of text that compresses, different for each file."""
+    return "".join(f"line {line} of file {index}: {line * index % 977}\n" for line in range(3000))
+
+
+def _many_blocks(tmp_path: Path) -> tuple[SnapStore, Path]:
+    """A store holding a checkpoint whose files fill several compressed blocks of 1 MiB."""
+    base = tmp_path / "project"
+    write_tree(base, {f"d{i % 5}/file{i:02d}.txt": _text(i) for i in range(40)})
+    store = SnapStore(tmp_path / "store")
+    store.create("s", "n", ["."], base_dir=base)
+    return store, base
+
+
+def _wanted(store: SnapStore) -> list[tuple[bytes, int]]:
+    return [
+        (entry.digest, entry.size)
+        for entry in store.get("s", "n").entries
+        if entry.kind == "file" and entry.digest
+    ]
+
+
+def test_blocks_are_decompressed_on_a_thread_while_the_restore_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store, base = _many_blocks(tmp_path)
+    threads: list[str] = []
+    real = prefetch.decompress
+
+    def spy(codec: int, data: bytes, raw: int, where: str) -> bytes:
+        threads.append(threading.current_thread().name)
+        return real(codec, data, raw, where)
+
+    monkeypatch.setattr(prefetch, "decompress", spy)
+    reopened = SnapStore(tmp_path / "store")
+    reopened.restore("s", "n", tmp_path / "out")
+    assert read_tree(tmp_path / "out") == read_tree(base)
+    assert len(threads) >= 3
+    assert all(name.startswith("read-ahead") for name in threads)
+
+
+def test_a_restore_needing_one_block_starts_no_thread(tmp_path: Path) -> None:
+    base = tmp_path / "project"
+    write_tree(base, {"a.txt": "a\n", "b/c.txt": "c\n"})
+    store = SnapStore(tmp_path / "store")
+    store.create("s", "n", ["."], base_dir=base)
+    blobs = repository(store).blobs
+    assert read_ahead(blobs, _wanted(store)) is blobs
+
+
+def test_several_blocks_are_read_ahead_one_block_a_read(tmp_path: Path) -> None:
+    store, _ = _many_blocks(tmp_path)
+    blobs = repository(SnapStore(tmp_path / "store")).blobs
+    source = read_ahead(blobs, _wanted(store))
+    assert isinstance(source, ReadAhead)
+    try:
+        for digest, size in _wanted(store):
+            assert len(source.read(digest, size)) == size
+    finally:
+        source.close()
+    spans = prefetch._spans(blobs, _wanted(store), prefetch.LOCAL)
+    assert len(spans) >= 3
+    assert all(len(span.compressed) == 1 for span in spans)
+
+
+def test_a_damaged_block_fails_the_restore_and_leaves_no_new_directory(
+    tmp_path: Path,
+) -> None:
+    store, _ = _many_blocks(tmp_path)
+    digests = _wanted(store)
+    corrupt_blob(store, digests[len(digests) // 2][0])
+    target = tmp_path / "out"
+    with pytest.raises(RestoreError) as raised:
+        SnapStore(tmp_path / "store").restore("s", "n", target)
+    assert raised.value.rolled_back
+    assert isinstance(raised.value.__cause__, CorruptBlobError)
+    assert not target.exists()
