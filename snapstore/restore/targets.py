@@ -56,38 +56,46 @@ class TargetGuard:
         self._fs = fs
         self._durable = durable
         self._undo_depth = undo_depth
-        self._parts: tuple[TargetWriter, UndoBackups, Recovery] | None = None
+        self._writer: TargetWriter | None = None
+        self._backups: UndoBackups | None = None
+        self._recovery: Recovery | None = None
         self._parts_lock = threading.Lock()
-
-    def _restoring_parts(self) -> tuple[TargetWriter, UndoBackups, Recovery]:
-        """The writer, undo backups and recovery, made (and their modules imported) on first
-        use: a create whose base has no journal needs only the locks, and a one-shot
-        ``snapstore create`` should not import the restore code for nothing."""
-        with self._parts_lock:
-            if self._parts is None:
-                from snapstore.restore.backups import UndoBackups
-                from snapstore.restore.recovery import Recovery
-                from snapstore.restore.writer import TargetWriter
-
-                writer = TargetWriter(self.repo, self._fs, self.journals, durable=self._durable)
-                backups = UndoBackups(self.repo, self.journals, self._undo_depth)
-                self._parts = (writer, backups, Recovery(writer, backups))
-            return self._parts
 
     @property
     def writer(self) -> TargetWriter:
-        """Plans and writes into targets under their journals."""
-        return self._restoring_parts()[0]
+        """Plans and writes into targets under their journals. Made (and the restore code
+        imported) on first use: a create whose base has no journal needs only the locks."""
+        with self._parts_lock:
+            if self._writer is None:
+                from snapstore.restore.writer import TargetWriter
+
+                self._writer = TargetWriter(
+                    self.repo, self._fs, self.journals, durable=self._durable
+                )
+            return self._writer
 
     @property
     def backups(self) -> UndoBackups:
-        """The undo history."""
-        return self._restoring_parts()[1]
+        """The undo history. Made on first use: a restore into a new directory keeps no
+        backup, and should not import the create pipeline that takes one."""
+        with self._parts_lock:
+            if self._backups is None:
+                from snapstore.restore.backups import UndoBackups
+
+                self._backups = UndoBackups(self.repo, self.journals, self._undo_depth)
+            return self._backups
 
     @property
     def recovery(self) -> Recovery:
-        """Recovers a restore that was killed."""
-        return self._restoring_parts()[2]
+        """Recovers a restore that was killed (made on first use: only a journal left
+        behind needs it)."""
+        writer, backups = self.writer, self.backups
+        with self._parts_lock:
+            if self._recovery is None:
+                from snapstore.restore.recovery import Recovery
+
+                self._recovery = Recovery(writer, backups)
+            return self._recovery
 
     @contextlib.contextmanager
     def restoring(self, real_target: str) -> Iterator[str]:
@@ -96,7 +104,8 @@ class TargetGuard:
         its journal). RestoreError if that recovery cannot be done now."""
         with self.locks.restoring(real_target):
             key = target_key(real_target)
-            self.recovery.recover(key)
+            if self.journals.exists(key):
+                self.recovery.recover(key)
             yield key
 
     @contextlib.contextmanager

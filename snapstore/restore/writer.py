@@ -21,19 +21,29 @@ from snapstore.fs.seam import FileSystem
 from snapstore.fs.tempnames import RestoreTemps, new_token
 from snapstore.models import SnapshotInfo
 from snapstore.repo.repository import Repository
-from snapstore.restore.actions import Excluded, Keep, Plan
+from snapstore.restore.actions import Excluded, Keep, KnownDigest, Plan
 from snapstore.restore.apply import Progress, apply_plan
 from snapstore.restore.dirhandles import DirHandles, NotADirectoryPathError
 from snapstore.restore.journal import Journal, JournalDir
 from snapstore.restore.plan import complete_dirs, make_plan
 from snapstore.worktree.excludes import Matcher
-from snapstore.worktree.statcache import StatCache
 
 
 def exclusion_of(info: SnapshotInfo) -> Excluded | None:
     """What a restore of the snapshot ``info`` must leave alone as excluded: what its
     recorded exclude rules match."""
     return Matcher(info.excludes) if info.excludes else None
+
+
+def _known_digests(repo: Repository, target_dir: str) -> KnownDigest | None:
+    """The digests the stat cache of ``target_dir`` vouches for (so that unchanged files
+    are not hashed again); None for a target that is not there, which holds no file to
+    vouch for (nor is the cache read, or its code imported)."""
+    if not os.path.isdir(target_dir):
+        return None
+    from snapstore.worktree.statcache import StatCache
+
+    return StatCache(repo.backend, target_dir, time.time_ns()).lookup
 
 
 class TargetWriter:
@@ -61,7 +71,6 @@ class TargetWriter:
         repo = self.repo
         info = manifest.info
         selected = repo.trees.select(manifest, paths)
-        cache = StatCache(repo.backend, target_dir, time.time_ns())
         return make_plan(
             selected,
             target_dir,
@@ -72,7 +81,7 @@ class TargetWriter:
                 excluded=exclusion_of(info),
             ),
             keep_special_bits=keep_special_bits,
-            known_digest=cache.lookup,
+            known_digest=_known_digests(repo, target_dir),
             replace_parents=replace_parents,
         )
 
