@@ -37,18 +37,36 @@ LOCAL_FILESYSTEMS = frozenset(
 Changes to a network or FUSE filesystem made elsewhere are never reported."""
 
 
-def filesystem_type(path: str) -> str | None:
+SYNCFS_FILESYSTEMS = frozenset(
+    {"ext3", "ext4", "xfs", "btrfs", "f2fs", "zfs", "bcachefs", "tmpfs", "ramfs"}
+)
+"""Filesystems whose ``syncfs`` makes what it writes back durable as an ``fsync`` of each file
+and directory would: their own sync commits the journal or transaction and flushes the
+disk's cache (tmpfs and ramfs keep nothing across a power cut either way). Elsewhere (FUSE,
+network filesystems, vfat and the like) a ``syncfs`` may write back without flushing the
+disk or the server, so each file and directory gets an ``fsync`` of its own."""
+
+
+def syncfs_flushes(path: str, *, device: int | None = None) -> bool:
+    """True if a ``syncfs`` of the filesystem holding ``path`` (on ``device``, if known)
+    flushes it as ``fsync`` does (its type is one of ``SYNCFS_FILESYSTEMS``); False where
+    the type is unknown."""
+    return filesystem_type(path, device=device) in SYNCFS_FILESYSTEMS
+
+
+def filesystem_type(path: str, *, device: int | None = None) -> str | None:
     """The type of the filesystem holding ``path``, from /proc/self/mountinfo (Linux): the
-    mount with the device number of ``path``, else the innermost mount point above it (the
-    last mounted, of several on one point). None if unknown: not Linux, or ``path`` cannot
-    be stat'ed."""
+    mount with the device number of ``path`` (``device``, when the caller has it from a
+    descriptor), else the innermost mount point above it (the last mounted, of several on
+    one point). None if unknown: not Linux, or ``path`` cannot be stat'ed."""
     try:
-        info = os.stat(path)
+        if device is None:
+            device = os.stat(path).st_dev
         with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as mounts:
             lines = mounts.read().splitlines()
     except OSError:
         return None
-    device = f"{os.major(info.st_dev)}:{os.minor(info.st_dev)}"
+    number = f"{os.major(device)}:{os.minor(device)}"
     real = os.path.realpath(path)
     innermost, innermost_type = "", None
     for line in lines:
@@ -56,7 +74,7 @@ def filesystem_type(path: str) -> str | None:
         fields, tail = left.split(), right.split()
         if len(fields) < 5 or not tail:
             continue
-        if fields[2] == device:
+        if fields[2] == number:
             return tail[0]
         point = fields[4].replace("\\040", " ")
         inside = real == point or real.startswith(point.rstrip("/") + "/")

@@ -102,37 +102,26 @@ class FileSystem:
 
     @property
     def flushes_whole_filesystems(self) -> bool:
-        """True when this seam flushes by filesystem: ``sync_filesystems`` of one descriptor
-        makes everything written on its filesystem durable (file data, modes and directory
-        entries), so a caller may hand it one descriptor per filesystem instead of one per
-        file or directory. That is ``syncfs`` on Linux 5.8 and later (earlier kernels do
-        not report its writeback errors); elsewhere, and for a seam that overrides ``fsync``
-        (tests that record, fail or kill at calls), False: every file and directory is
-        flushed with an ``fsync`` of its own."""
+        """True when this seam can flush a filesystem at once: ``sync_filesystems`` of one
+        descriptor makes everything written on that filesystem durable (file data, modes,
+        directory entries), where the filesystem's own sync flushes as ``fsync`` does (see
+        ``snapstore.fs.mounts.SYNCFS_FILESYSTEMS``, which the caller checks). That is
+        ``syncfs`` on Linux 5.8 and later (earlier kernels do not report its writeback
+        errors); elsewhere, and for a seam that overrides ``fsync`` (tests that record, fail
+        or kill at calls), False: every file and directory gets an ``fsync`` of its own."""
         return SYNCFS and type(self).fsync is FileSystem.fsync
 
     def fsync_files(self, fds: Sequence[int]) -> None:
-        """Flush every file in ``fds``, as one ``fsync`` each would.
-
-        On Linux one ``syncfs`` per filesystem does it: a batch then costs about one flush
-        instead of one per file. A seam that overrides ``fsync`` (tests that record, fail or
-        kill at calls) sees one ``fsync`` call per file instead.
-        """
-        if not self.flushes_whole_filesystems:
-            for fd in fds:
-                self.fsync(fd)
-            return
-        by_device: dict[int, int] = {}
+        """Flush every file (or directory) in ``fds``, one ``fsync`` each."""
         for fd in fds:
-            by_device.setdefault(os.fstat(fd).st_dev, fd)
-        self.sync_filesystems(list(by_device.values()))
+            self.fsync(fd)
 
     def sync_filesystems(self, fds: Sequence[int]) -> None:
         """Flush everything written on the filesystem of each descriptor in ``fds`` (one
-        ``syncfs`` each; give one descriptor per filesystem). Only where
-        ``flushes_whole_filesystems``: elsewhere a filesystem cannot be flushed at once, and
-        this raises ValueError rather than flush less than its caller counts on. An error
-        of the flush (EIO, ENOSPC...) is raised as an OSError."""
+        ``syncfs`` each: give one descriptor per filesystem). Only where
+        ``flushes_whole_filesystems``: elsewhere this raises ValueError rather than flush
+        less than its caller counts on. An error of the flush (EIO, ENOSPC...) is raised as
+        an OSError."""
         if not self.flushes_whole_filesystems:
             raise ValueError("this seam cannot flush a whole filesystem; fsync each file")
         for fd in fds:

@@ -10,7 +10,6 @@ for the restore and given its mode back afterwards.
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Callable, Set
 
@@ -20,7 +19,8 @@ from snapstore.fs.tempnames import RestoreTemps
 from snapstore.repo.loose import BlobSource
 from snapstore.repo.prefetch import ReadAhead, read_ahead
 from snapstore.restore.actions import Action, Plan, wanted_mode
-from snapstore.restore.dirhandles import MAX_OPEN_DIRS, DirHandles, remove_tree
+from snapstore.restore.dirhandles import DirHandles, remove_tree
+from snapstore.restore.flushes import RestoreFlushes
 from snapstore.restore.writes import StagedFiles
 
 Progress = Callable[[int, int], None]
@@ -70,10 +70,11 @@ def apply_plan(
     links are written under ``temps``' names (the restore's journal lists their
     directories, so a recovery can remove them)."""
     changes = plan.changes
-    by_filesystem = fs.flushes_whole_filesystems
-    handles = DirHandles(fs, plan.target, durable=durable, expected=plan.target_id)
+    flushes = RestoreFlushes(fs, durable=durable)
+    made_flushed_now = durable and not flushes.new_entries_flushed_later(plan.target)
+    handles = DirHandles(fs, plan.target, durable=made_flushed_now, expected=plan.target_id)
     source = read_ahead(blobs, files_in_order(changes, plan.linked))
-    staged = StagedFiles(fs, source, handles, temps, durable=durable, linked=plan.linked)
+    staged = StagedFiles(fs, source, handles, temps, flushes, linked=plan.linked)
     try:
         for action in sorted(changes, key=lambda a: a.entry.path, reverse=True):
             if action.clears_existing:
@@ -93,6 +94,7 @@ def apply_plan(
             if action.operation == "chmod" and entry.kind == "dir":
                 dir_modes.append((entry.path, mode))
             elif action.operation == "chmod":
+                by_filesystem = flushes.by_filesystem(handles, parent)
                 _set_mode(fs, handles.get(parent), name, mode, durable and not by_filesystem)
                 if by_filesystem:  # flushed with its filesystem at the end
                     handles.touched.add(parent)
@@ -110,7 +112,7 @@ def apply_plan(
             if progress is not None:
                 progress(done, len(changes))
         staged.publish()
-        _set_dir_modes(fs, handles, dir_modes, durable)
+        _set_dir_modes(fs, handles, dir_modes, flushes)
     except BaseException:
         staged.discard()
         raise
@@ -139,29 +141,14 @@ def files_in_order(changes: list[Action], linked: Set[str]) -> list[tuple[bytes,
 
 
 def _set_dir_modes(
-    fs: FileSystem, handles: DirHandles, dir_modes: list[tuple[str, int]], durable: bool
+    fs: FileSystem, handles: DirHandles, dir_modes: list[tuple[str, int]], flushes: RestoreFlushes
 ) -> None:
     """Give directories their final modes, deepest first, then flush those directories and
-    every directory whose entries the restore changed: where the seam flushes whole
-    filesystems, with one ``syncfs`` per filesystem for all of them (and for the target's
-    own entry, if the restore made it, and every file and mode written before); elsewhere
-    with an ``fsync`` each, in bounded batches of descriptors."""
-    to_flush: list[str] = sorted(handles.touched) if durable else []
-    for path, mode in sorted(dir_modes, reverse=True):
+    every directory whose entries the restore changed (``RestoreFlushes.directories``: one
+    ``syncfs`` per filesystem where that flushes as ``fsync`` does, an ``fsync`` each
+    elsewhere)."""
+    deepest_first = sorted(dir_modes, reverse=True)
+    for path, mode in deepest_first:
         handles.settle_mode(path)
         fs.fchmod(handles.get(path), mode)
-        if durable:
-            to_flush.append(path)
-    if durable and fs.flushes_whole_filesystems:
-        handles.sync_filesystems_of(to_flush)
-        return
-    for start in range(0, len(to_flush), MAX_OPEN_DIRS // 2):
-        fds = []
-        try:
-            for relative_dir in to_flush[start : start + MAX_OPEN_DIRS // 2]:
-                with contextlib.suppress(FileNotFoundError):
-                    fds.append(os.dup(handles.get(relative_dir)))
-            fs.fsync_files(fds)
-        finally:
-            for fd in fds:
-                os.close(fd)
+    flushes.directories(handles, [*sorted(handles.touched), *(path for path, _ in deepest_first)])

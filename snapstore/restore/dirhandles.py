@@ -41,12 +41,12 @@ class DirHandles:
     def __init__(
         self, fs: FileSystem, target: str, *, durable: bool, expected: FileId | None = None
     ) -> None:
-        """Open the target, made (with missing parents) if it is not there. Where the seam
-        flushes whole filesystems, the new entries are not flushed here: the flush of the
-        target's filesystem that ends a durable restore covers them (a new directory lies
-        on its parent's filesystem), and until then the restore's journal stands for them."""
+        """Open the target, made (with missing parents) if it is not there: ``durable``
+        flushes each new entry's parent as it is made (not needed where the restore's last
+        flush covers them: see ``snapstore.restore.flushes``)."""
         self.fs = fs
-        ensure_dir(fs, target, stop_at=os.sep, durable=durable and not fs.flushes_whole_filesystems)
+        self.target = target
+        ensure_dir(fs, target, stop_at=os.sep, durable=durable)
         self.root_fd = os.open(target, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         info = os.fstat(self.root_fd)
         found = file_id(info)
@@ -127,21 +127,25 @@ class DirHandles:
         """A restore sets this directory's final mode itself: do not put the old one back."""
         self._modes.pop(relative_dir, None)
 
+    def device(self, relative_dir: str) -> int:
+        """The device (filesystem) of a directory of the target, looked at once."""
+        device = self._devices.get(relative_dir)
+        if device is None:
+            device = os.fstat(self.get(relative_dir)).st_dev
+            self._devices[relative_dir] = device
+        return device
+
     def sync_filesystems_of(self, relative_dirs: Iterable[str]) -> None:
-        """Flush the filesystems holding the target and these directories of it, with one
+        """Flush the filesystems holding these directories of the target, with one
         descriptor each (only for a seam that ``flushes_whole_filesystems``): what was
         written in them, their entries and modes included, is durable once this returns.
         A directory that is not there any more holds nothing to flush."""
-        chosen: dict[int, str] = {self._devices[""]: ""}
+        chosen: dict[int, str] = {}
         for relative_dir in relative_dirs:
-            device = self._devices.get(relative_dir)
-            if device is None:
-                try:
-                    device = os.fstat(self.get(relative_dir)).st_dev
-                except FileNotFoundError:
-                    continue
-                self._devices[relative_dir] = device
-            chosen.setdefault(device, relative_dir)
+            try:
+                chosen.setdefault(self.device(relative_dir), relative_dir)
+            except FileNotFoundError:
+                continue
         fds: list[int] = []
         try:
             for relative_dir in chosen.values():

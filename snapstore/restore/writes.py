@@ -5,10 +5,9 @@ Flushing files one by one right after writing each makes the disk idle while the
 written and pays a cache flush per file; asking the kernel to start writeback as soon as a
 file is written and flushing the batch at once (one ``syncfs`` on Linux) costs a fraction of
 the time. Every file is still flushed before its rename (a rename must never publish bytes a
-power cut can lose). Where the seam flushes whole filesystems (``syncfs``), a file is closed
-as soon as it is written and the batch is flushed through one directory descriptor per
-filesystem (a file lies on its directory's filesystem), so a batch holds no descriptors and
-may hold many more files; elsewhere each file stays open until its ``fsync``.
+power cut can lose). Where its directory's filesystem is flushed whole (``syncfs``: see
+``snapstore.restore.flushes``), a file is closed as soon as it is written, and a batch may
+hold many more files than descriptors; elsewhere each file stays open until its ``fsync``.
 
 A file with holes is cut to its size, then its pieces of data are written at their offsets:
 the holes stay holes. The members of a hard-link group after the first are links of the
@@ -32,11 +31,12 @@ from snapstore.models import FileEntry
 from snapstore.repo.contents import pieces
 from snapstore.repo.loose import BlobSource
 from snapstore.restore.dirhandles import DirHandles
+from snapstore.restore.flushes import RestoreFlushes
 
 BATCH_FILES = 256
-"""Files of a batch while each holds its descriptor until the batch's flush."""
+"""Files of a batch that hold their descriptors until the batch's flush."""
 BATCH_FILES_CLOSED = 4096
-"""Files of a batch where they are closed once written (the seam flushes filesystems)."""
+"""Files of a batch in all (those closed once written hold no descriptor)."""
 BATCH_BYTES = 32 << 20
 WRITEBACK_FROM_BYTES = 256 << 10
 """Smaller files are left to the batch's flush (asking for their writeback costs more)."""
@@ -49,6 +49,9 @@ class _Staged:
     temp: str
     name: str
     fd: int | None
+    """Open until the batch's flush, unless closed once written (or a link)."""
+    closed: bool = False
+    """Closed once written: flushed with its directory's filesystem."""
     renamed: bool = False
 
 
@@ -70,22 +73,21 @@ class StagedFiles:
         blobs: BlobSource,
         handles: DirHandles,
         temps: RestoreTemps,
+        flushes: RestoreFlushes,
         *,
-        durable: bool,
         linked: frozenset[str] | set[str] = frozenset(),
     ) -> None:
         self.fs = fs
         self.blobs = blobs
         self.handles = handles
         self.temps = temps
-        self.durable = durable
+        self.flushes = flushes
+        self.durable = flushes.durable
         self.linked = linked
         self._firsts: dict[str, _First] = {}
         self._staged: deque[_Staged] = deque()
+        self._open = 0
         self._bytes = 0
-        self._by_filesystem = durable and fs.flushes_whole_filesystems
-        self._closes_early = self._by_filesystem or not durable
-        self._batch_files = BATCH_FILES_CLOSED if self._closes_early else BATCH_FILES
 
     def add(self, parent: str, name: str, entry: FileEntry, mode: int) -> None:
         """Write ``entry``'s verified bytes to a temp file beside ``name`` in the directory
@@ -114,12 +116,17 @@ class StagedFiles:
         self.fs.fchmod(fd, mode)
         if self.durable and entry.size >= WRITEBACK_FROM_BYTES:
             start_writeback(fd)
-        if self._closes_early:
-            staged.fd = None
+        if not self.durable or self.flushes.by_filesystem(self.handles, parent):
+            staged.fd, staged.closed = None, True
             self.fs.close(fd)
+        else:
+            self._open += 1
         self._bytes += entry.size
-        if len(self._staged) >= self._batch_files or self._bytes >= BATCH_BYTES:
+        if self._full() or self._bytes >= BATCH_BYTES:
             self.publish()
+
+    def _full(self) -> bool:
+        return self._open >= BATCH_FILES or len(self._staged) >= BATCH_FILES_CLOSED
 
     def _link(self, first: _First, parent: str, name: str) -> None:
         """Stage ``name`` in ``parent`` as a new link of the group's first file (by its temp
@@ -139,19 +146,22 @@ class StagedFiles:
                 f"{first.staged.parent}/{first.staged.name!r} in the target was replaced while "
                 "the restore linked it"
             )
-        if len(self._staged) >= self._batch_files:
+        if self._full():
             self.publish()
 
     def publish(self) -> None:
         """Flush every staged file, then rename each into place, in order."""
-        if self._by_filesystem and self._staged:
-            self.handles.sync_filesystems_of(staged.parent for staged in self._staged)
-        elif self.durable and self._staged:
-            self.fs.fsync_files([staged.fd for staged in self._staged if staged.fd is not None])
+        if self._staged:
+            self.flushes.files(
+                self.handles,
+                (staged.parent for staged in self._staged if staged.closed),
+                [staged.fd for staged in self._staged if staged.fd is not None],
+            )
         for staged in self._staged:
             if staged.fd is not None:  # None: closed once written, or a link of a first
                 fd, staged.fd = staged.fd, None
                 self.fs.close(fd)
+        self._open = 0
         while self._staged:
             staged = self._staged[0]
             parent_fd = self.handles.get(staged.parent)
@@ -169,4 +179,5 @@ class StagedFiles:
             with contextlib.suppress(OSError):
                 discard(self.fs, staged.temp, dir_fd=self.handles.get(staged.parent))
         self._staged.clear()
+        self._open = 0
         self._bytes = 0

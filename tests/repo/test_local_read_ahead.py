@@ -42,7 +42,7 @@ def _wanted(store: SnapStore) -> list[tuple[bytes, int]]:
 def test_blocks_are_decompressed_on_a_thread_while_the_restore_writes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store, base = _many_blocks(tmp_path)
+    _, base = _many_blocks(tmp_path)
     threads: list[str] = []
     real = prefetch.decompress
 

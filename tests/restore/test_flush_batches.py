@@ -1,6 +1,7 @@
-"""Batched flushes: a batch of restored files is flushed with one syncfs per filesystem on
-Linux, while a seam that overrides fsync (the crash suites' recorders) still sees one fsync
-per file, so the power-loss model stays exact."""
+"""Batched flushes: a filesystem is flushed with one syncfs on Linux, while a seam that
+overrides fsync (the crash suites' recorders) still sees one fsync per file, so the
+power-loss model stays exact (the order of a restore's flushes:
+test_restore_flush_order.py)."""
 
 from __future__ import annotations
 
@@ -41,25 +42,27 @@ def test_a_seam_overriding_fsync_sees_every_file(tmp_path: Path) -> None:
         os.close(fd)
 
 
-def test_the_stock_seam_flushes_a_batch_with_one_syncfs(
+def test_the_stock_seam_flushes_a_filesystem_with_one_syncfs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     calls: list[int] = []
     monkeypatch.setattr(fsio, "SYNCFS", True)
     monkeypatch.setattr(fsio, "syncfs", calls.append)
     monkeypatch.setattr(fsio, "flush", lambda fd: pytest.fail("per-file fsync"))
-    fds = _files(tmp_path, 5)
-    fsio.FileSystem().fsync_files(fds)
-    assert len(calls) == 1
-    for fd in fds:
-        os.close(fd)
+    seam = fsio.FileSystem()
+    assert seam.flushes_whole_filesystems
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    seam.sync_filesystems([fd])
+    os.close(fd)
+    assert calls == [fd]
 
 
-def test_without_syncfs_every_file_is_fsynced(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("with_syncfs", [True, False])
+def test_fsync_files_fsyncs_every_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, with_syncfs: bool
 ) -> None:
     flushed: list[int] = []
-    monkeypatch.setattr(fsio, "SYNCFS", False)
+    monkeypatch.setattr(fsio, "SYNCFS", with_syncfs)
     monkeypatch.setattr(fsio, "flush", flushed.append)
     fds = _files(tmp_path, 3)
     fsio.FileSystem().fsync_files(fds)

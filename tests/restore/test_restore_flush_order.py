@@ -23,6 +23,7 @@ from helpers.trees import read_tree, write_tree
 from snapstore import RestoreError, SnapStore
 from snapstore.fs import seam as fsio
 from snapstore.fs.durable import TEMP_PREFIX
+from snapstore.restore import flushes
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="syncfs is Linux's")
 
@@ -80,11 +81,16 @@ class EventSeam(fsio.FileSystem):
 
 
 def _record_flushes(
-    monkeypatch: pytest.MonkeyPatch, events: list[Event], *, with_syncfs: bool
+    monkeypatch: pytest.MonkeyPatch,
+    events: list[Event],
+    *,
+    with_syncfs: bool,
+    trusted: bool = True,
 ) -> None:
     """Log every fsync and syncfs (by the path of the descriptor), and choose whether the
-    seam may use syncfs."""
+    seam may use syncfs and whether the filesystem's syncfs flushes as fsync does."""
     real_flush, real_syncfs = fsio.flush, fsio.syncfs
+    monkeypatch.setattr(flushes, "syncfs_flushes", lambda path, device=None: trusted)
 
     def flush(fd: int) -> None:
         events.append(("fsync", _path_of(fd)))
@@ -181,13 +187,20 @@ def test_an_existing_target_flushes_mode_changes_and_many_directories_at_once(
     assert read_tree(project) == expected
 
 
+@pytest.mark.parametrize(
+    ("with_syncfs", "trusted"),
+    [(False, True), (True, False)],
+    ids=["no-syncfs", "filesystem-not-trusted"],
+)
 def test_without_syncfs_every_new_directory_and_the_new_targets_parent_are_fsynced(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, with_syncfs: bool, trusted: bool
 ) -> None:
+    """No syncfs (another system, an older kernel), or a filesystem whose syncfs may not
+    flush as fsync does (FUSE, network, vfat): an fsync for each file and directory."""
     events: list[Event] = []
     store = _store(tmp_path, SPEC, events)
     target = tmp_path / "new" / "out"
-    _record_flushes(monkeypatch, events, with_syncfs=False)
+    _record_flushes(monkeypatch, events, with_syncfs=with_syncfs, trusted=trusted)
     events.clear()
     store.restore("s", "n", target)
     assert read_tree(target) == read_tree(tmp_path / "project")
@@ -225,6 +238,7 @@ def test_a_failed_syncfs_fails_a_restore_into_a_new_directory_and_removes_it(
 
     monkeypatch.setattr(fsio, "SYNCFS", True)
     monkeypatch.setattr(fsio, "syncfs", syncfs)
+    monkeypatch.setattr(flushes, "syncfs_flushes", lambda path, device=None: True)
     target = tmp_path / "out"
     with pytest.raises(RestoreError) as raised:
         store.restore("s", "n", target)
@@ -258,6 +272,7 @@ def test_a_failed_syncfs_puts_an_existing_target_back(
 
     monkeypatch.setattr(fsio, "SYNCFS", True)
     monkeypatch.setattr(fsio, "syncfs", syncfs)
+    monkeypatch.setattr(flushes, "syncfs_flushes", lambda path, device=None: True)
     with pytest.raises(RestoreError) as raised:
         store.restore("s", "n")
     assert raised.value.rolled_back
