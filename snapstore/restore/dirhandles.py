@@ -61,6 +61,8 @@ class DirHandles:
         self._devices: dict[str, int] = {"": info.st_dev}
         self.touched: set[str] = set()
         self._modes: dict[str, int] = {}
+        self._checked: set[str] = set()
+        """Directories ``make_writable`` looked at (once each)."""
         self._user = os.geteuid()
 
     def get(self, relative_dir: str, *, create: bool = False) -> int:
@@ -110,9 +112,10 @@ class DirHandles:
     def make_writable(self, relative_dir: str, fd: int) -> None:
         """Let the restore write into a directory its owner made read-only (the mode comes
         back in ``close``). Nothing to do for root, who writes anyway."""
-        if self._user == 0 or relative_dir in self._modes:
+        if self._user == 0 or relative_dir in self._modes or relative_dir in self._checked:
             return
         info = os.fstat(fd)
+        self._checked.add(relative_dir)
         if info.st_uid == self._user and not info.st_mode & stat.S_IWUSR:
             self._modes[relative_dir] = stat.S_IMODE(info.st_mode)
             self.fs.fchmod(fd, stat.S_IMODE(info.st_mode) | stat.S_IWUSR)
@@ -159,14 +162,11 @@ class DirHandles:
         """Drop cached descriptors at or below a directory that is being removed."""
         for key in [k for k in self._fds if k == relative_dir or k.startswith(relative_dir + "/")]:
             os.close(self._fds.pop(key))
-        for key in [
-            k for k in self._devices if k == relative_dir or k.startswith(relative_dir + "/")
-        ]:
-            del self._devices[key]
-        for key in [
-            k for k in self._modes if k == relative_dir or k.startswith(relative_dir + "/")
-        ]:
-            del self._modes[key]
+        inside = relative_dir + "/"
+        for known in (self._devices, self._modes):
+            for key in [k for k in known if k == relative_dir or k.startswith(inside)]:
+                del known[key]
+        self._checked = {k for k in self._checked if k != relative_dir and not k.startswith(inside)}
 
     def close(self) -> None:
         """Put back the modes of directories made writable, then close every descriptor."""

@@ -53,6 +53,7 @@ class RestoreFlushes:
         self.durable = durable
         self._whole = durable and fs.flushes_whole_filesystems
         self._flushed_whole: dict[int, bool] = {}
+        self._by_dir: dict[str, bool] = {}
 
     def _trusted(self, device: int, path: str) -> bool:
         """Whether a ``syncfs`` of ``device`` (which holds ``path``) flushes as ``fsync``
@@ -80,8 +81,12 @@ class RestoreFlushes:
         whole filesystem (its files need no descriptor kept open for an ``fsync``)."""
         if not self._whole:
             return False
-        device = handles.device(relative_dir)
-        return self._trusted(device, os.path.join(handles.target, relative_dir))
+        known = self._by_dir.get(relative_dir)
+        if known is None:
+            device = handles.device(relative_dir)
+            known = self._trusted(device, os.path.join(handles.target, relative_dir))
+            self._by_dir[relative_dir] = known
+        return known
 
     def files(self, handles: DirHandles, closed_in: Iterable[str], fds: Sequence[int]) -> None:
         """Flush a batch of written files: those closed once written, in the directories
