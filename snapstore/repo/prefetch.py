@@ -85,6 +85,7 @@ class _Span:
     blobs: list[tuple[bytes, Location]] = field(default_factory=list)
     compressed: dict[int, Block] = field(default_factory=dict)
     future: Future[_Loaded] | None = None
+    loaded: _Loaded | None = None
 
     @property
     def cost(self) -> int:
@@ -217,9 +218,8 @@ class ReadAhead:
             yield from self.blobs.chunks(digest, size)
             return
         span, location = taken
-        assert span.future is not None
         try:
-            piece = _piece(span, span.future.result(), location)
+            piece = _piece(span, self._loaded(span), location)
         except Exception:  # the ordinary read tries again, and raises what persists
             piece = None
         self._fill()
@@ -227,6 +227,18 @@ class ReadAhead:
             yield from self.blobs.chunks(digest, size)
             return
         yield piece
+
+    def _loaded(self, span: _Span) -> _Loaded:
+        """The span read (and decompressed): by a reading thread, or by the caller if no
+        thread has begun it yet (on a busy machine the reading thread may fall behind: the
+        writer never waits for work nobody has started)."""
+        if span.loaded is None:
+            assert span.future is not None
+            if not span.future.done() and span.future.cancel():
+                span.loaded = self._load(span)
+            else:
+                span.loaded = span.future.result()
+        return span.loaded
 
     def read(self, digest: bytes, size: int | None = None) -> bytes:
         return b"".join(self.chunks(digest, size))

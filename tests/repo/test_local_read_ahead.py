@@ -5,6 +5,7 @@ that needs fewer starts no thread; a damaged block fails the restore as without 
 from __future__ import annotations
 
 import threading
+from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
@@ -94,3 +95,46 @@ def test_a_damaged_block_fails_the_restore_and_leaves_no_new_directory(
     assert raised.value.rolled_back
     assert isinstance(raised.value.__cause__, CorruptBlobError)
     assert not target.exists()
+
+
+class _IdlePool:
+    """An executor whose thread never gets to run (a machine too busy to schedule it)."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        self.futures: list[Future[object]] = []
+
+    def submit(self, *args: object, **kwargs: object) -> Future[object]:
+        future: Future[object] = Future()
+        self.futures.append(future)
+        return future
+
+    def shutdown(self, *args: object, **kwargs: object) -> None:
+        for future in self.futures:
+            future.cancel()
+
+
+def test_the_writer_reads_what_no_thread_has_begun(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The writer never waits for a block no reading thread has started: it reads and
+    decompresses it itself."""
+    _, base = _many_blocks(tmp_path)
+    monkeypatch.setattr(prefetch, "ThreadPoolExecutor", _IdlePool)
+    threads: list[str] = []
+    real = prefetch.decompress
+
+    def spy(codec: int, data: bytes, raw: int, where: str) -> bytes:
+        threads.append(threading.current_thread().name)
+        return real(codec, data, raw, where)
+
+    monkeypatch.setattr(prefetch, "decompress", spy)
+    worker = threading.Thread(
+        target=SnapStore(tmp_path / "store").restore,
+        args=("s", "n", tmp_path / "out"),
+        daemon=True,  # a restore stuck waiting must not keep the test process alive
+    )
+    worker.start()
+    worker.join(timeout=60)
+    assert not worker.is_alive(), "the restore waited for a read nobody had started"
+    assert read_tree(tmp_path / "out") == read_tree(base)
+    assert threads and set(threads) == {worker.name}
