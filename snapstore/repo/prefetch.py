@@ -84,6 +84,8 @@ class _Span:
     end: int
     blobs: list[tuple[bytes, Location]] = field(default_factory=list)
     compressed: dict[int, Block] = field(default_factory=dict)
+    plain: bool = False
+    """Whether it holds blobs of blocks stored as they are (read from its bytes)."""
     future: Future[_Loaded] | None = None
     loaded: _Loaded | None = None
 
@@ -132,6 +134,8 @@ def _spans(blobs: Blobs, wanted: Iterable[tuple[bytes, int]], reach: Reach) -> l
             spans.append(last)
         if compressed:
             last.compressed[location.number] = location.block
+        else:
+            last.plain = True
         last.blobs.append((digest, location))
     return spans
 
@@ -175,15 +179,27 @@ class ReadAhead:
         self._fill()
 
     def _load(self, span: _Span) -> _Loaded:
-        """Read a span and decompress its compressed blocks (on a reading thread)."""
-        length = span.end - span.start
-        data = self.blobs.backend.read_range(Handle(Kind.PACK, span.pack_id), span.start, length)
-        if len(data) != length:
-            raise CorruptPackError(f"pack {span.pack_id} is truncated")
-        raws = {
-            number: _decompressed(span, data, number, block)
-            for number, block in span.compressed.items()
-        }
+        """Read a span and decompress its compressed blocks (on a reading thread), each
+        block once: one decompressed lately (the blobs a restore asks for may come back to
+        a block) is taken from the store's cache of decompressed blocks, and a span whose
+        every blob lies in such a block is not read at all."""
+        cache = self.blobs.packs.cache
+        raws: dict[int, bytes] = {}
+        for number in span.compressed:
+            cached = cache.get((span.pack_id, number))
+            if cached is not None:
+                raws[number] = cached
+        data = b""
+        if span.plain or len(raws) < len(span.compressed):
+            length = span.end - span.start
+            handle = Handle(Kind.PACK, span.pack_id)
+            data = self.blobs.backend.read_range(handle, span.start, length)
+            if len(data) != length:
+                raise CorruptPackError(f"pack {span.pack_id} is truncated")
+        for number, block in span.compressed.items():
+            if number not in raws:
+                raws[number] = _decompressed(span, data, number, block)
+                cache.put((span.pack_id, number), raws[number])
         return data, raws
 
     def _fill(self) -> None:

@@ -138,3 +138,33 @@ def test_the_writer_reads_what_no_thread_has_begun(
     assert not worker.is_alive(), "the restore waited for a read nobody had started"
     assert read_tree(tmp_path / "out") == read_tree(base)
     assert threads and set(threads) == {worker.name}
+
+
+def test_a_block_the_restore_comes_back_to_is_decompressed_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store, _ = _many_blocks(tmp_path)
+    blobs = repository(SnapStore(tmp_path / "store")).blobs
+    by_block: dict[tuple[str, int], list[tuple[bytes, int]]] = {}
+    for digest, size in _wanted(store):
+        location = blobs.packs.locate(digest)
+        assert location is not None
+        by_block.setdefault((location.pack_id, location.number), []).append((digest, size))
+    first, second = [blobs_of for blobs_of in by_block.values() if len(blobs_of) >= 2][:2]
+    order = [first[0], second[0], first[1], second[1]]  # back and forth between two blocks
+    calls: list[str] = []
+    real = prefetch.decompress
+
+    def spy(codec: int, data: bytes, raw: int, where: str) -> bytes:
+        calls.append(where)
+        return real(codec, data, raw, where)
+
+    monkeypatch.setattr(prefetch, "decompress", spy)
+    source = read_ahead(blobs, order)
+    assert isinstance(source, ReadAhead)
+    try:
+        for digest, size in order:
+            assert len(source.read(digest, size)) == size
+    finally:
+        source.close()
+    assert sorted(calls) == sorted(set(calls)) and len(calls) == 2
