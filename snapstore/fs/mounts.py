@@ -37,14 +37,16 @@ LOCAL_FILESYSTEMS = frozenset(
 Changes to a network or FUSE filesystem made elsewhere are never reported."""
 
 
-SYNCFS_FILESYSTEMS = frozenset(
-    {"ext3", "ext4", "xfs", "btrfs", "f2fs", "zfs", "bcachefs", "tmpfs", "ramfs"}
-)
+SYNCFS_FILESYSTEMS = frozenset({"ext3", "ext4", "xfs", "btrfs", "bcachefs", "tmpfs", "ramfs"})
 """Filesystems whose ``syncfs`` makes what it writes back durable as an ``fsync`` of each file
-and directory would: their own sync commits the journal or transaction and flushes the
-disk's cache (tmpfs and ramfs keep nothing across a power cut either way). Elsewhere (FUSE,
-network filesystems, vfat and the like) a ``syncfs`` may write back without flushing the
-disk or the server, so each file and directory gets an ``fsync`` of its own."""
+and directory would, and (on Linux 5.17 and later) reports its failures as ``fsync`` does:
+their own sync commits the journal or transaction, flushes the disk's cache and returns the
+error of either (tmpfs and ramfs keep nothing across a power cut either way). Left out:
+f2fs, whose sync returns success without a checkpoint after an I/O error or on a
+``checkpoint=disable`` mount; ZFS, whose sync returns success on a suspended pool, where an
+``fsync`` waits; FUSE, network filesystems, vfat and the like, whose ``syncfs`` may write
+back without flushing the disk or the server. There each file and directory gets an
+``fsync`` of its own."""
 
 
 def syncfs_flushes(path: str, *, device: int | None = None) -> bool:

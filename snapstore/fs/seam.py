@@ -39,15 +39,23 @@ def flush(fd: int) -> None:
         os.fsync(fd)
 
 
-def _syncfs_reports_errors() -> bool:
-    """syncfs exists (Linux) and reports writeback errors (kernel 5.8 and later)."""
+SYNCFS_FROM = (5, 17)
+"""The first Linux whose ``syncfs`` reports every error an ``fsync`` would: 5.8 added the
+errors of data writeback, but until 5.17 the filesystem's own sync (the journal commit, the
+disk's cache flush) had its result dropped. Some stable kernels before it have the fix; the
+version cannot tell which, so they flush file by file."""
+
+
+def _syncfs_reports_errors(release: str | None = None) -> bool:
+    """syncfs exists (Linux) and reports the errors of writeback and of the filesystem's
+    own sync (``SYNCFS_FROM`` and later)."""
     if not sys.platform.startswith("linux"):
         return False
     try:
-        major, minor = (int(part) for part in os.uname().release.split(".")[:2])
+        major, minor = (int(part) for part in (release or os.uname().release).split(".")[:2])
     except ValueError:
         return False
-    return (major, minor) >= (5, 8)
+    return (major, minor) >= SYNCFS_FROM
 
 
 @functools.cache
@@ -106,9 +114,9 @@ class FileSystem:
         descriptor makes everything written on that filesystem durable (file data, modes,
         directory entries), where the filesystem's own sync flushes as ``fsync`` does (see
         ``snapstore.fs.mounts.SYNCFS_FILESYSTEMS``, which the caller checks). That is
-        ``syncfs`` on Linux 5.8 and later (earlier kernels do not report its writeback
-        errors); elsewhere, and for a seam that overrides ``fsync`` (tests that record, fail
-        or kill at calls), False: every file and directory gets an ``fsync`` of its own."""
+        ``syncfs`` on Linux 5.17 and later (see ``SYNCFS_FROM``); elsewhere, and for a seam
+        that overrides ``fsync`` (tests that record, fail or kill at calls), False: every
+        file and directory gets an ``fsync`` of its own."""
         return SYNCFS and type(self).fsync is FileSystem.fsync
 
     def fsync_files(self, fds: Sequence[int]) -> None:

@@ -5,8 +5,9 @@ other leaves the connection idle most of the time. ``read_ahead`` knows, from th
 blobs the restore asks for and in what order: it reads them on a few threads, at most
 ``REMOTE.ahead_bytes`` ahead of the writer, and neighbouring blobs of one pack in one ranged
 read (a restore of thousands of small files costs a handful of requests per pack, not one per
-file); a compressed block is read whole once and decompressed once, on the reading thread,
-for all its blobs.
+file); a compressed block is read whole once and decompressed once for all its blobs, when
+the first of them is asked for, one block at a time (a span of compressed bytes may hold many
+times its size once decompressed).
 
 On a local disk a read costs little, but decompressing costs the writer's thread about as
 much as creating the files it writes (after gc, a block holds every version of a few files,
@@ -36,6 +37,7 @@ from snapstore.errors import (
     CorruptManifestError,
     CorruptPackError,
     MissingBlobError,
+    SnapstoreError,
 )
 from snapstore.format.codec import CODEC_NONE, decompress
 from snapstore.format.hashing import new_hasher
@@ -63,11 +65,22 @@ class Reach:
     """Bytes read (and decompressed) but not yet handed out, at most (one read beyond)."""
     compressed_only: bool
     """Read ahead only blobs of compressed blocks (the others cost nothing to read later)."""
+    decompress_ahead: bool
+    """Decompress on the reading thread (one block a read); else as the blobs are asked
+    for, one block at a time (a read of many blocks would hold them all)."""
 
 
-REMOTE = Reach(span_bytes=8 << 20, gap_bytes=256 << 10, ahead_bytes=64 << 20, compressed_only=False)
+REMOTE = Reach(
+    span_bytes=8 << 20,
+    gap_bytes=256 << 10,
+    ahead_bytes=64 << 20,
+    compressed_only=False,
+    decompress_ahead=False,
+)
 """Where each read is a request: few, large ranged reads on several threads."""
-LOCAL = Reach(span_bytes=0, gap_bytes=0, ahead_bytes=16 << 20, compressed_only=True)
+LOCAL = Reach(
+    span_bytes=0, gap_bytes=0, ahead_bytes=16 << 20, compressed_only=True, decompress_ahead=True
+)
 """A local disk: one compressed block per read, decompressed on one thread."""
 
 _Loaded = tuple[bytes, dict[int, bytes]]
@@ -86,13 +99,17 @@ class _Span:
     compressed: dict[int, Block] = field(default_factory=dict)
     plain: bool = False
     """Whether it holds blobs of blocks stored as they are (read from its bytes)."""
+    decompress_ahead: bool = True
     future: Future[_Loaded] | None = None
     loaded: _Loaded | None = None
 
     @property
     def cost(self) -> int:
-        """The memory the span holds once read: its bytes and its blocks decompressed."""
-        return self.end - self.start + sum(block.raw for block in self.compressed.values())
+        """The memory the span holds once read: its bytes and its blocks decompressed (all
+        of them, or one at a time)."""
+        raws = [block.raw for block in self.compressed.values()]
+        held = sum(raws) if self.decompress_ahead else max(raws, default=0)
+        return self.end - self.start + held
 
 
 def _needed(location: Location) -> tuple[int, int]:
@@ -130,7 +147,7 @@ def _spans(blobs: Blobs, wanted: Iterable[tuple[bytes, int]], reach: Reach) -> l
         if last is not None and _joins(last, location.pack_id, start, end, reach):
             last.end = max(end, last.end)
         else:
-            last = _Span(location.pack_id, start, end)
+            last = _Span(location.pack_id, start, end, decompress_ahead=reach.decompress_ahead)
             spans.append(last)
         if compressed:
             last.compressed[location.number] = location.block
@@ -160,7 +177,11 @@ def _piece(span: _Span, loaded: _Loaded, location: Location) -> bytes:
         return data[at : at + location.size]
     for number in [number for number in raws if number < location.number]:
         del raws[number]
-    raw = raws[location.number]
+    raw = raws.get(location.number)
+    if raw is None:  # not decompressed ahead: now, keeping only this block
+        raw = _decompressed(span, data, location.number, block)
+        raws.clear()
+        raws[location.number] = raw
     return raw[location.offset : location.offset + location.size]
 
 
@@ -185,22 +206,25 @@ class ReadAhead:
         every blob lies in such a block is not read at all."""
         cache = self.blobs.packs.cache
         raws: dict[int, bytes] = {}
+        if not span.decompress_ahead:
+            return self._read(span), raws
         for number in span.compressed:
             cached = cache.get((span.pack_id, number))
             if cached is not None:
                 raws[number] = cached
-        data = b""
-        if span.plain or len(raws) < len(span.compressed):
-            length = span.end - span.start
-            handle = Handle(Kind.PACK, span.pack_id)
-            data = self.blobs.backend.read_range(handle, span.start, length)
-            if len(data) != length:
-                raise CorruptPackError(f"pack {span.pack_id} is truncated")
+        data = self._read(span) if span.plain or len(raws) < len(span.compressed) else b""
         for number, block in span.compressed.items():
             if number not in raws:
                 raws[number] = _decompressed(span, data, number, block)
                 cache.put((span.pack_id, number), raws[number])
         return data, raws
+
+    def _read(self, span: _Span) -> bytes:
+        length = span.end - span.start
+        data = self.blobs.backend.read_range(Handle(Kind.PACK, span.pack_id), span.start, length)
+        if len(data) != length:
+            raise CorruptPackError(f"pack {span.pack_id} is truncated")
+        return data
 
     def _fill(self) -> None:
         """Start reads while less than ``ahead_bytes`` is in flight or unclaimed."""
@@ -302,7 +326,10 @@ def read_ahead(source: BlobSource, wanted: Iterable[tuple[bytes, int]]) -> BlobS
         return source
     workers = source.backend.properties.parallel_reads
     reach = REMOTE if workers > 1 else LOCAL
-    spans = _spans(source, _with_pieces(source, wanted), reach)
+    try:
+        spans = _spans(source, _with_pieces(source, wanted), reach)
+    except (OSError, SnapstoreError):  # each blob's ordinary read raises what persists
+        return source
     if workers <= 1 and sum(len(span.compressed) for span in spans) < LOCAL_MIN_BLOCKS:
         return source
     return ReadAhead(source, spans, max(workers, 1), reach)

@@ -72,8 +72,12 @@ def apply_plan(
     changes = plan.changes
     flushes = RestoreFlushes(fs, durable=durable)
     made_flushed_now = durable and not flushes.new_entries_flushed_later(plan.target)
-    handles = DirHandles(fs, plan.target, durable=made_flushed_now, expected=plan.target_id)
     source = read_ahead(blobs, files_in_order(changes, plan.linked))
+    try:
+        handles = DirHandles(fs, plan.target, durable=made_flushed_now, expected=plan.target_id)
+    except BaseException:
+        _stop_reading(source)
+        raise
     staged = StagedFiles(fs, source, handles, temps, flushes, linked=plan.linked)
     try:
         for action in sorted(changes, key=lambda a: a.entry.path, reverse=True):
@@ -118,8 +122,13 @@ def apply_plan(
         raise
     finally:
         handles.close()
-        if isinstance(source, ReadAhead):
-            source.close()
+        _stop_reading(source)
+
+
+def _stop_reading(source: BlobSource) -> None:
+    """Stop a read-ahead (its thread ends); nothing to do for a plain source."""
+    if isinstance(source, ReadAhead):
+        source.close()
 
 
 def files_in_order(changes: list[Action], linked: Set[str]) -> list[tuple[bytes, int]]:

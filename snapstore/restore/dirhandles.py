@@ -59,6 +59,9 @@ class DirHandles:
             )
         self._fds: OrderedDict[str, int] = OrderedDict()
         self._devices: dict[str, int] = {"": info.st_dev}
+        self._flush_fds: dict[int, int] = {info.st_dev: os.dup(self.root_fd)}
+        """One descriptor per filesystem, opened before anything is written there: a
+        ``syncfs`` reports the writeback errors recorded since its descriptor was opened."""
         self.touched: set[str] = set()
         self._modes: dict[str, int] = {}
         self._checked: set[str] = set()
@@ -131,32 +134,31 @@ class DirHandles:
         self._modes.pop(relative_dir, None)
 
     def device(self, relative_dir: str) -> int:
-        """The device (filesystem) of a directory of the target, looked at once."""
+        """The device (filesystem) of a directory of the target, looked at once; the first
+        directory seen on a filesystem gives the descriptor its flushes go through (so ask
+        before writing there)."""
         device = self._devices.get(relative_dir)
         if device is None:
-            device = os.fstat(self.get(relative_dir)).st_dev
+            fd = self.get(relative_dir)
+            device = os.fstat(fd).st_dev
             self._devices[relative_dir] = device
+            if device not in self._flush_fds:
+                self._flush_fds[device] = os.dup(fd)
         return device
 
     def sync_filesystems_of(self, relative_dirs: Iterable[str]) -> None:
-        """Flush the filesystems holding these directories of the target, with one
-        descriptor each (only for a seam that ``flushes_whole_filesystems``): what was
-        written in them, their entries and modes included, is durable once this returns.
-        A directory that is not there any more holds nothing to flush."""
-        chosen: dict[int, str] = {}
+        """Flush the filesystems holding these directories of the target, each through its
+        descriptor opened before anything was written there (only for a seam that
+        ``flushes_whole_filesystems``): what was written in them, their entries and modes
+        included, is durable once this returns. A directory that is not there any more
+        holds nothing to flush."""
+        devices: set[int] = set()
         for relative_dir in relative_dirs:
             try:
-                chosen.setdefault(self.device(relative_dir), relative_dir)
+                devices.add(self.device(relative_dir))
             except FileNotFoundError:
                 continue
-        fds: list[int] = []
-        try:
-            for relative_dir in chosen.values():
-                fds.append(os.dup(self.get(relative_dir)))
-            self.fs.sync_filesystems(fds)
-        finally:
-            for fd in fds:
-                os.close(fd)
+        self.fs.sync_filesystems([self._flush_fds[device] for device in sorted(devices)])
 
     def forget(self, relative_dir: str) -> None:
         """Drop cached descriptors at or below a directory that is being removed."""
@@ -174,10 +176,11 @@ class DirHandles:
             with contextlib.suppress(OSError):
                 self.fs.fchmod(self.get(relative_dir), mode)
         self._modes.clear()
-        for fd in self._fds.values():
+        for fd in [*self._fds.values(), *self._flush_fds.values()]:
             with contextlib.suppress(OSError):
                 os.close(fd)
         self._fds.clear()
+        self._flush_fds.clear()
         with contextlib.suppress(OSError):
             os.close(self.root_fd)
 

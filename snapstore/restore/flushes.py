@@ -7,9 +7,10 @@ directory whose entries the restore changed or made, every mode it set and the e
 target it made are flushed before its journal is removed (nothing is reported done that
 was not flushed). What changes is the number of calls:
 
-- **By filesystem**, where the seam can flush a filesystem at once (``syncfs``, Linux 5.8
-  and later, which reports writeback errors: ``FileSystem.flushes_whole_filesystems``) and
-  the filesystem is one whose own sync commits like ``fsync``
+- **By filesystem**, where the seam can flush a filesystem at once (``syncfs``, Linux 5.17
+  and later, which reports the errors of writeback and of the filesystem's own sync:
+  ``FileSystem.flushes_whole_filesystems``) and the filesystem is one whose own sync
+  commits like ``fsync``
   (``snapstore.fs.mounts.SYNCFS_FILESYSTEMS``): one ``syncfs`` per filesystem for a batch of
   files, closed as soon as they are written, and one at the end for every directory and
   mode. ``syncfs`` writes back every dirty page and inode of the filesystem and commits it,
@@ -24,14 +25,16 @@ was not flushed). What changes is the number of calls:
   ``fsync``, and each new directory's parent is flushed as it is made.
 
 A directory of the target on another filesystem (something mounted inside it) is judged on
-its own filesystem.
+its own filesystem, and each filesystem is flushed through one descriptor opened before
+anything was written there (``DirHandles.device``): a ``syncfs`` reports the writeback errors
+recorded since its descriptor was opened.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from snapstore.fs.mounts import syncfs_flushes
 from snapstore.fs.seam import FileSystem
@@ -53,14 +56,13 @@ class RestoreFlushes:
         self.durable = durable
         self._whole = durable and fs.flushes_whole_filesystems
         self._flushed_whole: dict[int, bool] = {}
-        self._by_dir: dict[str, bool] = {}
 
-    def _trusted(self, device: int, path: str) -> bool:
-        """Whether a ``syncfs`` of ``device`` (which holds ``path``) flushes as ``fsync``
+    def _trusted(self, device: int, path: Callable[[], str]) -> bool:
+        """Whether a ``syncfs`` of ``device`` (which holds ``path()``) flushes as ``fsync``
         does; asked once per filesystem and restore."""
         trusted = self._flushed_whole.get(device)
         if trusted is None:
-            trusted = syncfs_flushes(path, device=device)
+            trusted = syncfs_flushes(path(), device=device)
             self._flushed_whole[device] = trusted
         return trusted
 
@@ -72,21 +74,19 @@ class RestoreFlushes:
             return False
         existing = _nearest_existing(target)
         try:
-            return self._trusted(os.stat(existing).st_dev, existing)
+            return self._trusted(os.stat(existing).st_dev, lambda: existing)
         except OSError:
             return False
 
     def by_filesystem(self, handles: DirHandles, relative_dir: str) -> bool:
         """Whether what is written in ``relative_dir`` of the target is flushed with its
-        whole filesystem (its files need no descriptor kept open for an ``fsync``)."""
+        whole filesystem (its files need no descriptor kept open for an ``fsync``). Ask
+        before writing there: the first directory asked about on a filesystem gives the
+        descriptor its flushes go through."""
         if not self._whole:
             return False
-        known = self._by_dir.get(relative_dir)
-        if known is None:
-            device = handles.device(relative_dir)
-            known = self._trusted(device, os.path.join(handles.target, relative_dir))
-            self._by_dir[relative_dir] = known
-        return known
+        device = handles.device(relative_dir)
+        return self._trusted(device, lambda: os.path.join(handles.target, relative_dir))
 
     def files(self, handles: DirHandles, closed_in: Iterable[str], fds: Sequence[int]) -> None:
         """Flush a batch of written files: those closed once written, in the directories

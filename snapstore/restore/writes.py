@@ -99,6 +99,7 @@ class StagedFiles:
         if first is not None:
             self._link(first, parent, name)
             return
+        closes = not self.durable or self.flushes.by_filesystem(self.handles, parent)
         temp = self.temps.new()
         fd = self.fs.open(temp, _CREATE_FLAGS, 0o600, dir_fd=self.handles.get(parent))
         staged = _Staged(parent, temp, name, fd)
@@ -116,7 +117,7 @@ class StagedFiles:
         self.fs.fchmod(fd, mode)
         if self.durable and entry.size >= WRITEBACK_FROM_BYTES:
             start_writeback(fd)
-        if not self.durable or self.flushes.by_filesystem(self.handles, parent):
+        if closes:
             staged.fd, staged.closed = None, True
             self.fs.close(fd)
         else:

@@ -104,6 +104,14 @@ def test_history_replay_writes_every_key_and_verifies_restores(
         flushes = result["tools"]["snapstore"]["sync_calls"]
         assert flushes["fsync"] + flushes["fdatasync"] > 0  # a durable snapshot flushes
     assert [t["number"] for t in result["targets"]] == ["H1", "H2", "H3", "H4", "H5"]
+    restores = [sys.executable, str(BENCH / "restores.py"), "--work", str(tmp_path / "work")]
+    restores += ["--rounds", "1", "--states", "3", "--json", str(tmp_path / "restores.json")]
+    done = subprocess.run(restores, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr + done.stdout
+    assert "git archive | tar x:" in done.stdout
+    samples = json.loads((tmp_path / "restores.json").read_text())
+    assert len(samples["snapstore"]["first"]) == 1 and len(samples["snapstore"]["later"]) == 2
+    assert len(samples["git"]) == 2
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from snapstore.fs import mounts
+from snapstore.fs import mounts, seam
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="mountinfo")
 
@@ -25,6 +25,39 @@ def test_the_device_of_a_descriptor_names_the_same_filesystem_as_the_path(tmp_pa
     assert mounts.syncfs_flushes(str(tmp_path), device=device) == (
         found in mounts.SYNCFS_FILESYSTEMS
     )
+
+
+def test_the_trusted_filesystems_are_exactly_those_whose_sync_reports_its_failures() -> None:
+    """ext4, xfs, btrfs, bcachefs: their sync commits and returns the commit's or the
+    flush's error (Linux 5.17+); tmpfs, ramfs: nothing to lose. Not f2fs (success without a
+    checkpoint after an I/O error, or with checkpoint=disable), not zfs (success on a
+    suspended pool)."""
+    assert {
+        "ext3",
+        "ext4",
+        "xfs",
+        "btrfs",
+        "bcachefs",
+        "tmpfs",
+        "ramfs",
+    } == mounts.SYNCFS_FILESYSTEMS
+
+
+@pytest.mark.parametrize(
+    ("release", "trusted"),
+    [
+        ("5.8.0", False),
+        ("5.10.209-1-amd64", False),
+        ("5.16.20", False),
+        ("5.17.0", True),
+        ("6.18.2", True),
+        ("garbage", False),
+    ],
+)
+def test_syncfs_is_trusted_from_the_kernel_that_reports_the_filesystems_sync_errors(
+    release: str, trusted: bool
+) -> None:
+    assert seam._syncfs_reports_errors(release) is trusted
 
 
 @pytest.mark.parametrize(

@@ -15,14 +15,27 @@ from typing import NoReturn
 
 from helpers.consistency import Expectation, check_consistent
 from helpers.scenarios import Scenario
-from helpers.seam import KILLED_EXIT, CountingFileSystem, KillingFileSystem
+from helpers.seam import (
+    KILLED_EXIT,
+    CountingFileSystem,
+    KillingFileSystem,
+    WholeFlushCountingFileSystem,
+    WholeFlushKillingFileSystem,
+)
 from helpers.trees import copy_tree, remove_tree
 
 COMPLETED_EXIT = 0
 FAILED_EXIT = 3
 
 
-def run_killed(scenario: Scenario, scenario_dir: Path, kill_at: int, *, torn: bool = False) -> bool:
+def run_killed(
+    scenario: Scenario,
+    scenario_dir: Path,
+    kill_at: int,
+    *,
+    torn: bool = False,
+    by_filesystem: bool = False,
+) -> bool:
     """Run the scenario in a child killed just before mutating call ``kill_at``.
 
     Returns True if the operation completed before that call (the kill never came), False if
@@ -33,7 +46,8 @@ def run_killed(scenario: Scenario, scenario_dir: Path, kill_at: int, *, torn: bo
     if pid == 0:
         code = FAILED_EXIT
         try:
-            scenario.run(scenario_dir, KillingFileSystem(kill_at, torn=torn))
+            killing = WholeFlushKillingFileSystem if by_filesystem else KillingFileSystem
+            scenario.run(scenario_dir, killing(kill_at, torn=torn))
             code = COMPLETED_EXIT
         except BaseException:
             error_file.write_text(traceback.format_exc())
@@ -55,11 +69,13 @@ def call_trace(
     scratch: Path,
     *,
     check: Callable[[Path], None] | None = None,
+    by_filesystem: bool = False,
 ) -> list[str]:
     """The mutating calls the scenario makes through the I/O seam, in order (run once on a
-    copy of ``template_dir`` at ``scratch``, looked at by ``check``, then removed)."""
+    copy of ``template_dir`` at ``scratch``, looked at by ``check``, then removed);
+    ``by_filesystem``: with the stock seam's flush by filesystem kept."""
     copy_tree(template_dir, scratch)
-    counting = CountingFileSystem()
+    counting = WholeFlushCountingFileSystem() if by_filesystem else CountingFileSystem()
     scenario.run(scratch, counting)
     if check is not None:
         check(scratch)
@@ -83,6 +99,8 @@ def kill_at_every_call(
     expect: Expectation,
     scratch: Path,
     trace: list[str],
+    *,
+    by_filesystem: bool = False,
 ) -> Kills:
     """Kill the scenario before each call of ``trace`` in turn (and once more halfway
     through each write), each time in a fresh copy of ``template_dir``, until a run
@@ -93,7 +111,7 @@ def kill_at_every_call(
     for kill_at, torn in points:
         work = scratch / f"kill-{kill_at}-{int(torn)}"
         copy_tree(template_dir, work)
-        completed = run_killed(scenario, work, kill_at, torn=torn)
+        completed = run_killed(scenario, work, kill_at, torn=torn, by_filesystem=by_filesystem)
         assert completed == (kill_at > len(trace)), f"call count changed at {kill_at}"
         try:
             result = check_consistent(work, expect)

@@ -14,6 +14,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
+from snapstore.fs import seam as seam_module
 from snapstore.fs.seam import OPERATIONS, FileSystem
 
 KILLED_EXIT = 77
@@ -122,6 +123,32 @@ class KillingFileSystem(HookedFileSystem):
             if self.torn and operation == "write" and fd is not None and data is not None:
                 os.write(fd, bytes(data)[: len(data) // 2])
             os._exit(KILLED_EXIT)
+
+
+class WholeFlushes:
+    """Mixed into a hooked seam: keep the stock seam's flush by filesystem (``syncfs`` where
+    the filesystem's sync flushes as ``fsync`` does), which a seam overriding ``fsync``
+    otherwise gives up, so that that path is counted and killed too, with
+    ``sync_filesystems`` one more call (a hooked ``fsync`` still skips the disk's flush)."""
+
+    before: Any
+
+    @property
+    def flushes_whole_filesystems(self) -> bool:
+        return seam_module.SYNCFS
+
+    def sync_filesystems(self, fds: Collection[int]) -> None:
+        self.before("sync_filesystems")
+        for fd in fds:
+            seam_module.syncfs(fd)
+
+
+class WholeFlushCountingFileSystem(WholeFlushes, CountingFileSystem):
+    """Counts, flushing by filesystem."""
+
+
+class WholeFlushKillingFileSystem(WholeFlushes, KillingFileSystem):
+    """Kills, flushing by filesystem."""
 
 
 class InjectedFault(OSError):

@@ -4,6 +4,10 @@ that needs fewer starts no thread; a damaged block fails the restore as without 
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import os
+import shutil
 import threading
 from concurrent.futures import Future
 from pathlib import Path
@@ -168,3 +172,65 @@ def test_a_block_the_restore_comes_back_to_is_decompressed_once(
     finally:
         source.close()
     assert sorted(calls) == sorted(set(calls)) and len(calls) == 2
+
+
+def _open_in(directory: Path) -> list[str]:
+    """What this process holds open in ``directory`` (a deleted one included)."""
+    found = []
+    for name in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            path = os.readlink(f"/proc/self/fd/{name}")
+            if path.startswith(str(directory)):
+                found.append(path)
+    return found
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="lists descriptors in /proc")
+def test_a_read_ahead_that_cannot_be_planned_leaves_the_blobs_to_their_ordinary_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Planning the read-ahead fails (an I/O error looking blobs up): the restore reads each
+    blob the ordinary way, and keeps nothing of the target open."""
+    _, base = _many_blocks(tmp_path)
+
+    def failing(*args: object) -> list[object]:
+        raise OSError(errno.EIO, "injected")
+
+    monkeypatch.setattr(prefetch, "_spans", failing)
+    reopened = SnapStore(tmp_path / "store")
+    for number in range(3):
+        target = tmp_path / f"out{number}"
+        reopened.restore("s", "n", target)
+        assert read_tree(target) == read_tree(base)
+        shutil.rmtree(target)
+    assert _open_in(tmp_path / "out") == []
+
+
+def test_object_storage_read_ahead_holds_one_decompressed_block_a_span(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where a read spans many compressed blocks (object storage), they are decompressed as
+    their blobs are asked for, one at a time: a span never holds them all."""
+    store, _ = _many_blocks(tmp_path)
+    blobs = repository(SnapStore(tmp_path / "store")).blobs
+    spans = prefetch._spans(blobs, _wanted(store), prefetch.REMOTE)
+    assert max(len(span.compressed) for span in spans) >= 3
+    for span in spans:
+        largest = max(block.raw for block in span.compressed.values())
+        assert span.cost == span.end - span.start + largest
+    held: list[int] = []
+    real = prefetch._piece
+
+    def piece(span: object, loaded: tuple[bytes, dict[int, bytes]], location: object) -> bytes:
+        found = real(span, loaded, location)  # type: ignore[arg-type]
+        held.append(len(loaded[1]))
+        return found
+
+    monkeypatch.setattr(prefetch, "_piece", piece)
+    source = prefetch.ReadAhead(blobs, spans, 2, prefetch.REMOTE)
+    try:
+        for digest, size in _wanted(store):
+            assert len(source.read(digest, size)) == size
+    finally:
+        source.close()
+    assert held and max(held) == 1

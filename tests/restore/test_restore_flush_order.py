@@ -294,3 +294,34 @@ def test_a_seam_that_cannot_flush_a_filesystem_refuses_to(tmp_path: Path) -> Non
             seam.sync_filesystems([fd])
     finally:
         os.close(fd)
+
+
+def test_each_syncfs_goes_through_a_descriptor_opened_before_the_files_it_flushes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """syncfs reports the writeback errors recorded since its descriptor was opened: the
+    descriptor of each flush must be older than every file of the batch."""
+    events: list[Event] = []
+    spec = {f"d{i:03d}/f.txt": f"file {i}\n" for i in range(150)}
+    store = _store(tmp_path, spec, events)
+    _record_flushes(monkeypatch, events, with_syncfs=True)
+    open_at_first_write: set[str] = set()
+    flushed_through: list[int] = []
+    real_open, real_syncfs = EventSeam.open, fsio.syncfs
+
+    def first_open(
+        self: EventSeam, path: str, flags: int, mode: int = 0o666, *, dir_fd: int | None = None
+    ) -> int:
+        if TEMP_PREFIX in path and dir_fd is not None and not open_at_first_write:
+            open_at_first_write.update(os.listdir("/proc/self/fd"))
+        return real_open(self, path, flags, mode, dir_fd=dir_fd)
+
+    def syncfs(fd: int) -> None:
+        flushed_through.append(fd)
+        real_syncfs(fd)
+
+    monkeypatch.setattr(EventSeam, "open", first_open)
+    monkeypatch.setattr(fsio, "syncfs", syncfs)
+    store.restore("s", "n", tmp_path / "out")
+    assert len(flushed_through) == 2
+    assert {str(fd) for fd in flushed_through} <= open_at_first_write
