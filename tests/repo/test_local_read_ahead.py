@@ -44,10 +44,8 @@ def _wanted(store: SnapStore) -> list[tuple[bytes, int]]:
     ]
 
 
-def test_blocks_are_decompressed_on_a_thread_while_the_restore_writes(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    _, base = _many_blocks(tmp_path)
+def _decompressing_threads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the threads that decompress read-ahead blocks, one per block, from now."""
     threads: list[str] = []
     real = prefetch.decompress
 
@@ -56,6 +54,14 @@ def test_blocks_are_decompressed_on_a_thread_while_the_restore_writes(
         return real(codec, data, raw, where)
 
     monkeypatch.setattr(prefetch, "decompress", spy)
+    return threads
+
+
+def test_blocks_are_decompressed_on_a_thread_while_the_restore_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, base = _many_blocks(tmp_path)
+    threads = _decompressing_threads(monkeypatch)
     reopened = SnapStore(tmp_path / "store")
     reopened.restore("s", "n", tmp_path / "out")
     assert read_tree(tmp_path / "out") == read_tree(base)
@@ -124,14 +130,7 @@ def test_the_writer_reads_what_no_thread_has_begun(
     decompresses it itself."""
     _, base = _many_blocks(tmp_path)
     monkeypatch.setattr(prefetch, "ThreadPoolExecutor", _IdlePool)
-    threads: list[str] = []
-    real = prefetch.decompress
-
-    def spy(codec: int, data: bytes, raw: int, where: str) -> bytes:
-        threads.append(threading.current_thread().name)
-        return real(codec, data, raw, where)
-
-    monkeypatch.setattr(prefetch, "decompress", spy)
+    threads = _decompressing_threads(monkeypatch)
     worker = threading.Thread(
         target=SnapStore(tmp_path / "store").restore,
         args=("s", "n", tmp_path / "out"),
