@@ -222,12 +222,23 @@ class ManifestFiles:
         # process's last commit: perhaps removed and made again by one that died unflushed
         if before is not None and self._settled.get(session_dir) != before and self.durable:
             self.fs.fsync_dir(self.sessions_dir)
-        after = _directory_identity(session_dir)
-        if after is not None:
-            self._settled[session_dir] = after
+        self._settled.pop(session_dir, None)
         if self._unlink_legacy(name, durable=True):
             with contextlib.suppress(OSError):
                 self.fs.rmdir(os.path.dirname(self.paths.legacy_manifest(name)))
+        after = _directory_identity(session_dir)
+        if after is not None:
+            self._settled[session_dir] = after
+
+    def _changed_here(self, session_dir: str) -> None:
+        """Note this process's own change of a session directory it flushed the entry of, so
+        that only other writers' changes count as changes at its next commit there."""
+        if session_dir in self._settled:
+            after = _directory_identity(session_dir)
+            if after is None:
+                del self._settled[session_dir]
+            else:
+                self._settled[session_dir] = after
 
     def _unlink_legacy(self, name: str, *, durable: bool) -> bool:
         """Remove the old layout's manifest of ``name``, flushing its directory; False if
@@ -261,6 +272,7 @@ class ManifestFiles:
             if durable and self.durable:
                 self.fs.fsync_dir(os.path.dirname(path))
         self._remove_empty(name)
+        self._changed_here(os.path.dirname(path))
 
     def _remove_empty(self, name: str) -> None:
         """Remove the old layout's directory of ``name`` if empty, then the session directory
@@ -284,6 +296,7 @@ class ManifestFiles:
                             self.fs.rmdir(entry_path)
             if not os.listdir(session_path):
                 self.fs.rmdir(session_path)
+        self._changed_here(session_path)
 
 
 def _directory_identity(path: str) -> tuple[int, int] | None:
