@@ -19,8 +19,21 @@ from snapstore.backend.filelock import FileLock
 from snapstore.backend.lockfds import IdleLockFiles
 
 
-def _open_descriptors() -> int:
-    return len(os.listdir("/proc/self/fd"))
+def _open_descriptors(*under: Path) -> int:
+    """The process's open descriptors; with ``under``, only those naming a path there (what
+    other tests' leftovers, closed by the cyclic collector at any moment, cannot change)."""
+    names = os.listdir("/proc/self/fd")
+    if not under:
+        return len(names)
+    prefixes = tuple(str(path.resolve()) + os.sep for path in under)
+    count = 0
+    for name in names:
+        try:
+            target = os.readlink(f"/proc/self/fd/{name}")
+        except OSError:
+            continue
+        count += (target + os.sep).startswith(prefixes)
+    return count
 
 
 def _kept_lock(path: Path, timeout: float = 0.2) -> tuple[FileLock, IdleLockFiles]:
@@ -130,18 +143,20 @@ def test_kept_descriptors_are_bounded_and_go_with_close(
         base.mkdir(parents=True)
         (base / "f.txt").write_text(f"{index}\n")
         bases.append(base)
-    before = _open_descriptors()
+    before = _open_descriptors(root, tmp_path)
     store = SnapStore(root, durable=False, fold_threshold=0)
     store.create("s", None, ["f.txt"], base_dir=bases[0])
-    after_one = _open_descriptors()
+    after_one = _open_descriptors(root, tmp_path)
+    assert after_one > before  # the store's kept locks and open pack are counted
     for _ in range(20):
         store.create("s", None, ["f.txt"], base_dir=bases[0])
-    assert _open_descriptors() == after_one
+    assert _open_descriptors(root, tmp_path) == after_one
     for base in bases:
         store.create("s", None, ["f.txt"], base_dir=base)
-    assert _open_descriptors() - before <= 8 + 4  # the kept locks, and packs and the like
+    kept = _open_descriptors(root, tmp_path) - before
+    assert kept <= 8 + 4, kept  # the kept locks, and packs and the like
     store.close()
-    assert _open_descriptors() <= before
+    assert _open_descriptors(root, tmp_path) <= before
 
 
 def test_a_waiter_oversleeps_a_hold_by_at_most_a_twentieth_of_its_wait(
