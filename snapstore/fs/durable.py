@@ -54,7 +54,9 @@ def write_atomic(
 
 
 def ensure_dir(fs: FileSystem, path: str, *, stop_at: str, durable: bool) -> None:
-    """Create ``path`` and missing parents below ``stop_at``, flushing each new entry's parent."""
+    """Create ``path`` and missing parents below ``stop_at``, flushing each new entry's parent.
+    A directory another writer made between the look and the ``mkdir`` has its parent flushed
+    too: that writer may die before flushing it, and the caller counts on the entry."""
     if os.path.isdir(path):
         return
     parent = os.path.dirname(path)
@@ -65,6 +67,5 @@ def ensure_dir(fs: FileSystem, path: str, *, stop_at: str, durable: bool) -> Non
     except FileExistsError:
         if not os.path.isdir(path):
             raise
-        return
     if durable:
         fs.fsync_dir(parent)
