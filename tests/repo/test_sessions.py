@@ -278,6 +278,35 @@ def test_a_session_directory_made_again_under_its_old_inode_is_flushed_into_sess
     assert sessions_dir in flushed
 
 
+def test_a_process_own_changes_to_a_session_never_make_it_flush_sessions_again(
+    root: Path, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only another writer's change of a session directory (it may have removed and made it
+    again) makes a commit flush ``sessions/`` again: a delete by the same process does not,
+    whatever the filesystem clock's tick."""
+    fs = CountingFileSystem()
+    store = SnapStore(root, fs=fs)
+    store.create("s", "one", ["README.md"], base_dir=project)
+    store.create("s", "two", ["README.md"], base_dir=project)
+    sessions_dir = os.path.dirname(
+        os.path.dirname(repository(store).catalog.manifest_path("s", "one"))
+    )
+    flushed: list[str] = []
+    fsync_dir = fs.fsync_dir
+
+    def recording(path: str) -> None:
+        flushed.append(os.fspath(path))
+        fsync_dir(path)
+
+    monkeypatch.setattr(fs, "fsync_dir", recording)
+    for n in range(3):
+        time.sleep(0.01)  # past a coarse clock's tick: the delete changes the change time
+        assert store.delete("s", "one")
+        (project / "README.md").write_text(f"edit {n}\n")
+        store.create("s", "one", ["README.md"], base_dir=project)
+    assert sessions_dir not in flushed
+
+
 @pytest.mark.parametrize("selector", ["latest", "resolve"])
 def test_latest_is_never_a_state_value_that_replaced_the_checkpoint_the_head_named(
     store: SnapStore, project: Path, monkeypatch: pytest.MonkeyPatch, selector: str
