@@ -31,7 +31,7 @@ COMMANDS: tuple[CommandSpec, ...] = (
     ),
     CommandSpec(
         "create",
-        "snapstore.cli.snapshots:create",
+        "snapstore.cli.creating:create",
         "Checkpoint PATHS (files or directories) as a snapshot of SESSION.",
     ),
     CommandSpec(

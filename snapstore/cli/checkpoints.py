@@ -18,6 +18,7 @@ from snapstore.cli.completion import complete_checkpoint_key
 from snapstore.cli.context import Settings, pass_settings
 from snapstore.cli.maintenance import confirm
 from snapstore.cli.output import print_note, render_table
+from snapstore.cli.parsing import Group
 from snapstore.frontend.words import human_age
 
 
@@ -32,7 +33,7 @@ def _position(value: Any, width: int = 40) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
-@click.group("checkpoint")
+@click.group("checkpoint", cls=Group)
 def checkpoint_group() -> None:
     """List, inspect and reset resume checkpoints."""
 

@@ -5,6 +5,9 @@ snapshot names, file paths in a snapshot and checkpoint keys from the store at `
 Completion runs on every Tab press, in whatever directory the user is in, so a callback must
 never create a store (``SnapStore()`` would create a missing root), never print, and never
 raise: on any problem it offers no candidates.
+
+click's completion machinery is imported only when a completion runs: every command that
+offers completion imports this module, and a ``create`` never completes.
 """
 
 from __future__ import annotations
@@ -12,35 +15,36 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Callable, Iterable
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
-from click.shell_completion import CompletionItem, get_completion_class
 
 from snapstore.cli.context import Settings
+from snapstore.cli.parsing import Command
 
 if TYPE_CHECKING:
+    from click.shell_completion import CompletionItem
+
     from snapstore.store import SnapStore
 
 SHELLS = ("bash", "zsh", "fish")
 COMPLETE_VAR = "_SNAPSTORE_COMPLETE"
 
-Completer = Callable[[click.Context, click.Parameter, str], list[CompletionItem]]
+Completer = Callable[[click.Context, click.Parameter, str], "list[CompletionItem]"]
 
 
-def _root(ctx: click.Context) -> Path | str:
+def _root(ctx: click.Context) -> str:
     """The root the command line being completed names (or the environment, or the default)."""
     settings = ctx.find_object(Settings)
     if settings is not None:
         return settings.root
-    return Path(os.environ.get("SNAPSTORE_ROOT") or ".snapstore")
+    return os.environ.get("SNAPSTORE_ROOT") or ".snapstore"
 
 
 def _existing_store(ctx: click.Context) -> SnapStore | None:
     """The store at the root, only if one is already there."""
     root = _root(ctx)
-    if isinstance(root, str) or not (root / "FORMAT").is_file():
+    if root.startswith("s3://") or not os.path.isfile(os.path.join(root, "FORMAT")):
         return None
     from snapstore.store import SnapStore
 
@@ -60,6 +64,8 @@ def _candidates(
             found = sorted(set(values(store)))
     except Exception:
         return []
+    from click.shell_completion import CompletionItem
+
     return [CompletionItem(value) for value in found if value.startswith(incomplete)]
 
 
@@ -119,7 +125,7 @@ def complete_checkpoint_key(
     return _candidates(ctx, incomplete, lambda store: FileCheckpointStore(store).keys())
 
 
-@click.command()
+@click.command(cls=Command)
 @click.argument("shell", type=click.Choice(SHELLS))
 @click.pass_context
 def completion(ctx: click.Context, shell: str) -> None:
@@ -134,6 +140,8 @@ def completion(ctx: click.Context, shell: str) -> None:
     Session, snapshot, path and checkpoint names complete from the store at --root or
     $SNAPSTORE_ROOT.
     """
+    from click.shell_completion import get_completion_class
+
     shell_class = get_completion_class(shell)
     if shell_class is None:
         raise click.UsageError(f"no completion support for {shell}")

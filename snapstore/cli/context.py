@@ -6,7 +6,6 @@ import contextlib
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
@@ -26,7 +25,7 @@ class StoreNotFound(click.ClickException):
 
     exit_code = ExitCode.NO_STORE
 
-    def __init__(self, root: Path | str) -> None:
+    def __init__(self, root: str) -> None:
         super().__init__(
             f"no store at '{root}' (pass --root DIR or set SNAPSTORE_ROOT; "
             "'snapstore create' makes a new one)"
@@ -42,7 +41,7 @@ class Settings:
     or the default); ``verbose`` counts ``-v``.
     """
 
-    root: Path | str = Path(".snapstore")
+    root: str = ".snapstore"
     json: bool = False
     lock_timeout: float = 30.0
     quiet: bool = False

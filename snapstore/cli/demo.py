@@ -26,6 +26,7 @@ from snapstore.cli.demo_bridges import (
     fingerprint,
 )
 from snapstore.cli.output import print_note
+from snapstore.cli.parsing import Command
 from snapstore.frontend.exitcodes import ExitCode
 
 SESSION = "demo"
@@ -153,7 +154,7 @@ def run_demo(settings: Settings, workdir: Path, root: Path, narrator: Narrator) 
     return {"root": str(root), "project": str(project), **outcome, "steps": narrator.steps}
 
 
-@click.command()
+@click.command(cls=Command)
 @click.option("--keep", is_flag=True, help="Keep the temporary project and store for a look.")
 @pass_settings
 def demo(settings: Settings, keep: bool) -> None:
@@ -162,10 +163,10 @@ def demo(settings: Settings, keep: bool) -> None:
     Runs in a temporary folder (and a temporary store, unless --root is given) and exits 1 if
     the project does not come back byte for byte.
     """
-    if isinstance(settings.root, str):
+    if settings.root.startswith("s3://"):
         raise click.UsageError("the demo runs on a local store: give --root a directory")
     workdir = Path(tempfile.mkdtemp(prefix="snapstore-demo-"))
-    root = settings.root.resolve() if settings.root_given else workdir / "store"
+    root = Path(settings.root).resolve() if settings.root_given else workdir / "store"
     try:
         document = run_demo(settings, workdir, root, Narrator(live=not settings.json))
     finally:

@@ -15,6 +15,7 @@ from pathlib import Path
 import click
 
 from snapstore.cli.context import Settings, pass_settings
+from snapstore.cli.parsing import Command
 from snapstore.cli.restoring import diff_lines
 from snapstore.frontend.words import human_age, human_size
 from snapstore.models import SnapshotInfo
@@ -87,7 +88,7 @@ def _edit_like_a_bridge(project: Path) -> None:
         time.sleep(EDITOR_HANG_SECONDS)
 
 
-@click.command("_demo-editor", hidden=True)
+@click.command("_demo-editor", cls=Command, hidden=True)
 @click.argument("project", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.argument("session")
 @click.argument("name")
@@ -116,7 +117,7 @@ def _latest_checkpoint(infos: list[SnapshotInfo]) -> SnapshotInfo:
     raise click.ClickException("no checkpoint found in the session")
 
 
-@click.command("_demo-recover", hidden=True)
+@click.command("_demo-recover", cls=Command, hidden=True)
 @click.argument("session")
 @pass_settings
 def demo_recover(settings: Settings, session: str) -> None:

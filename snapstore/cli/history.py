@@ -10,6 +10,7 @@ from snapstore.cli.completion import complete_session
 from snapstore.cli.context import Settings, pass_settings
 from snapstore.cli.maintenance import SessionNotFound
 from snapstore.cli.output import render_table
+from snapstore.cli.parsing import Command
 from snapstore.errors import PathNotInSnapshotError
 from snapstore.frontend import shapes
 from snapstore.frontend.words import human_age, human_size
@@ -37,7 +38,7 @@ def version_row(version: PathVersion) -> list[str]:
     ]
 
 
-@click.command("log")
+@click.command("log", cls=Command)
 @click.argument("session", shell_complete=complete_session)
 @click.argument("path")
 @pass_settings

@@ -10,6 +10,7 @@ import click
 from snapstore.cli.context import Settings, StoreNotFound, pass_settings
 from snapstore.cli.exitcodes import ExitCode
 from snapstore.cli.output import align_rows
+from snapstore.cli.parsing import Command, Group
 from snapstore.cli.passwords import read_password_file
 
 if TYPE_CHECKING:
@@ -22,7 +23,7 @@ class NotEncrypted(click.ClickException):
     exit_code = ExitCode.USAGE
 
 
-@click.command()
+@click.command(cls=Command)
 @click.option(
     "--encrypt",
     is_flag=True,
@@ -65,7 +66,7 @@ new_password_option = click.option(
 )
 
 
-@click.group("key")
+@click.group("key", cls=Group)
 def key_group() -> None:
     """Add, list, remove and change the passwords of an encrypted store."""
 
@@ -121,7 +122,7 @@ def passwd(settings: Settings, new_password_file: str) -> None:
     settings.emit({"id": key_id, "removed": old}, [f"key {old} replaced by {key_id}"], info=True)
 
 
-@click.command()
+@click.command(cls=Command)
 @click.option(
     "--to",
     "destination",

@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 import click
 
 from snapstore.cli.options import global_options
+from snapstore.cli.parsing import Group
 
 
 class CommandSpec(NamedTuple):
@@ -36,7 +37,7 @@ class CommandSpec(NamedTuple):
         return command
 
 
-class LazyGroup(click.Group):
+class LazyGroup(Group):
     """A group of commands given as :class:`CommandSpec`s (``lazy_commands=``), each imported
     on first use and given the global options (``global_options``) then."""
 

@@ -14,6 +14,7 @@ from snapstore.cli.completion import complete_session, snapshot_names
 from snapstore.cli.context import Settings, finish, pass_settings
 from snapstore.cli.output import align_rows, print_error, print_note, stderr_is_terminal
 from snapstore.cli.params import DURATION
+from snapstore.cli.parsing import Command
 from snapstore.errors import SnapshotNotFound, SnapstoreError, SweepRefusedError
 from snapstore.frontend import shapes
 from snapstore.frontend.exitcodes import ExitCode
@@ -79,7 +80,7 @@ missing_ok_option = click.option(
 )
 
 
-@click.command()
+@click.command(cls=Command)
 @click.argument("session", shell_complete=complete_session)
 @click.argument("name", shell_complete=snapshot_names())
 @yes_option
@@ -115,7 +116,7 @@ def _hint_full_name(settings: Settings, session: str, selector: str) -> None:
     )
 
 
-@click.command("delete-session")
+@click.command("delete-session", cls=Command)
 @click.argument("session", shell_complete=complete_session)
 @yes_option
 @missing_ok_option
@@ -132,7 +133,7 @@ def delete_session(settings: Settings, session: str, yes: bool, missing_ok: bool
     settings.emit(shapes.session_deleted_document(session, deleted), [line], info=True)
 
 
-@click.command()
+@click.command(cls=Command)
 @click.option("--ttl", type=DURATION, help="Delete snapshots older than this (90s, 15m, 24h, 7d).")
 @click.option(
     "--keep-last",
@@ -167,7 +168,7 @@ def sweep(
     settings.emit(shapes.sweep_document(report, dry_run), lines, info=not dry_run)
 
 
-@click.command()
+@click.command(cls=Command)
 @click.option("--dry-run", is_flag=True, help="Report what would be freed; delete nothing.")
 @pass_settings
 def gc(settings: Settings, dry_run: bool) -> None:
@@ -202,7 +203,7 @@ def gc(settings: Settings, dry_run: bool) -> None:
     finish(code)
 
 
-@click.command()
+@click.command(cls=Command)
 @pass_settings
 def upgrade(settings: Settings) -> None:
     """Convert a store of an older format to the current one (gc does too).
@@ -242,7 +243,7 @@ def gc_exit_code(report: GcReport) -> ExitCode:
     return ExitCode.OK
 
 
-@click.command()
+@click.command(cls=Command)
 @click.option("--deep", is_flag=True, help="Re-hash every blob, not only check that it exists.")
 @pass_settings
 def verify(settings: Settings, deep: bool) -> None:

@@ -11,7 +11,6 @@ functions' arguments.
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -39,7 +38,7 @@ def _settings(ctx: click.Context) -> Settings:
     return ctx.ensure_object(Settings)
 
 
-def _set_root(ctx: click.Context, param: click.Parameter, value: Path | str | None) -> None:
+def _set_root(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
     if value is None:
         return
     settings = _settings(ctx)
@@ -87,7 +86,7 @@ def global_parameters(*, top: bool) -> list[click.Parameter]:
     return [
         click.Option(
             ["--root"],
-            type=RootParam(file_okay=False, path_type=Path),
+            type=RootParam(file_okay=False),
             metavar="DIR|URL",
             envvar="SNAPSTORE_ROOT" if top else None,
             default=DEFAULT_ROOT if top else None,

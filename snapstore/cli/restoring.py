@@ -10,6 +10,7 @@ import click
 from snapstore.cli.completion import complete_session, snapshot_names
 from snapstore.cli.context import Settings, pass_settings
 from snapstore.cli.output import align_rows, capped_rows, render_table
+from snapstore.cli.parsing import Command
 from snapstore.frontend import shapes
 from snapstore.frontend.words import count
 from snapstore.models import DiffReport, RestoreReport
@@ -88,7 +89,7 @@ def stat_lines(patch: Patch) -> list[str]:
     return lines
 
 
-@click.command()
+@click.command(cls=Command)
 @click.argument("session", shell_complete=complete_session)
 @click.argument("name", shell_complete=snapshot_names("files"))
 @click.argument("other", required=False, shell_complete=snapshot_names("files"))
@@ -175,7 +176,7 @@ def restore_lines(
     return lines
 
 
-@click.command()
+@click.command(cls=Command)
 @click.argument("session", shell_complete=complete_session)
 @click.argument("name", shell_complete=snapshot_names("files"))
 @click.option(
@@ -244,7 +245,7 @@ def restore(
     settings.emit(document, lines, info=not dry_run)
 
 
-@click.command()
+@click.command(cls=Command)
 @click.argument("session")
 @click.option(
     "--backup",

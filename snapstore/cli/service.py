@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from snapstore.cli.context import Settings, pass_settings
+from snapstore.cli.parsing import Command
 
 MCP_EXTRA_MISSING = (
     "snapstore mcp needs the 'mcp' extra, which is not installed: pip install 'snapstore[mcp]'"
@@ -31,7 +32,7 @@ def allow_option(help_text: str) -> Callable[[Callable[..., Any]], Callable[...,
     )
 
 
-@click.command()
+@click.command(cls=Command)
 @allow_option(
     "Confine the server to this directory (repeatable): a base_dir, path or target "
     "outside every --allow is refused. Without it, the server is not confined."
@@ -55,7 +56,7 @@ def serve(settings: Settings, allow: tuple[Path, ...]) -> int:
     )
 
 
-@click.command()
+@click.command(cls=Command)
 @allow_option(
     "Let the agent also work in this directory (repeatable); it always may in the "
     "server's working directory, and nowhere else."

@@ -11,6 +11,7 @@ from snapstore.cli.context import Settings, StoreNotFound, pass_settings
 from snapstore.cli.maintenance import confirm
 from snapstore.cli.output import to_json
 from snapstore.cli.params import DURATION, JSON_VALUE
+from snapstore.cli.parsing import Group
 from snapstore.errors import NotAStateSnapshotError, SnapshotNotFound
 from snapstore.frontend import shapes
 from snapstore.frontend.words import human_expiry
@@ -18,7 +19,7 @@ from snapstore.frontend.words import human_expiry
 _MISSING = object()
 
 
-@click.group()
+@click.group(cls=Group)
 def state() -> None:
     """Read and write resume values (given and printed as JSON)."""
 

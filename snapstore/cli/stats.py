@@ -11,6 +11,7 @@ from snapstore.cli.context import Settings, pass_settings
 from snapstore.cli.maintenance import SessionNotFound
 from snapstore.cli.output import print_note, render_table
 from snapstore.cli.params import DURATION
+from snapstore.cli.parsing import Command
 from snapstore.frontend.words import count, human_age, human_size
 from snapstore.internals import repository
 
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
     from snapstore.maintenance.stats import SessionStats
 
 
-@click.command()
+@click.command(cls=Command)
 @click.argument("session", required=False, shell_complete=complete_session)
 @click.option("--ttl", type=DURATION, help="Count what a sweep --ttl DURATION would free.")
 @click.option(
@@ -103,7 +104,7 @@ def _session_document(item: SessionStats) -> dict[str, Any]:
     }
 
 
-@click.command()
+@click.command(cls=Command)
 @pass_settings
 def sessions(settings: Settings) -> None:
     """List the sessions: their checkpoints, state values, undo backups and newest checkpoint."""

@@ -9,13 +9,14 @@ from __future__ import annotations
 import click
 
 from snapstore.cli.context import Settings, pass_settings
+from snapstore.cli.parsing import Command
 
 UI_EXTRA_MISSING = (
     "snapstore ui needs the 'ui' extra, which is not installed: pip install 'snapstore[ui]'"
 )
 
 
-@click.command()
+@click.command(cls=Command)
 @click.option(
     "--port",
     type=click.IntRange(0, 65535),

@@ -3,6 +3,7 @@ commands are imported when used, and ``import snapstore`` is lazy but complete."
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -30,13 +31,21 @@ NOT_FOR_A_CREATE = {
     "snapstore.restore.apply",
     "json",
     "snapstore.backend.s3.client",
+    "pathlib",
+    "click.shell_completion",
+    "snapstore.frontend.shapes",
+    "snapstore.cli.snapshots",
 }
 """What a create never needs: locks are taken with ``fcntl`` itself (portalocker, whose import
 reads package metadata, is for systems without it); the S3 client is for ``s3://`` roots
 only (whether a root is one is answered by ``snapstore.backend.s3.url``); diffs, password
 commands and the cutting of files of 1 MiB or more import what they need when they run, and
 so do the restore code (a create needs only the guard's locks unless its base has a killed
-restore to recover) and ``json`` (only ``--json`` output and JSON values given as arguments)."""
+restore to recover) and ``json`` (only ``--json`` output and JSON values given as arguments).
+``difflib`` builds click's suggestions for a mistyped long option, never for ``-q``
+(``snapstore.cli.parsing``); the command line keeps paths as strings (no ``pathlib``); shell
+completion imports click's completion machinery when it runs; the JSON shapes of the output
+are for ``--json``, and the commands that inspect snapshots live apart from ``create``."""
 
 
 def imported_modules(cli: Cli, *args: str) -> tuple[set[str], subprocess.CompletedProcess[str]]:
@@ -73,13 +82,30 @@ def test_help_imports_no_command_and_not_the_library(cli: Cli) -> None:
     assert not modules & (LIBRARY_MODULES | {"snapstore.checkpoint", "snapstore.cli.snapshots"})
 
 
-def test_a_command_that_opens_the_store_imports_the_library(cli: Cli, project: Path) -> None:
-    modules, completed = imported_modules(
-        cli, "--root", str(cli.root), "create", "s1", "README.md", "--base", str(project)
-    )
+@pytest.mark.parametrize(
+    "quiet",
+    [(), ("-q",), ("-q", "-v")],
+    ids=["plain", "quiet", "quiet-and-verbose"],
+)
+@pytest.mark.parametrize("before", [True, False], ids=["global-first", "after-the-command"])
+def test_a_command_that_opens_the_store_imports_the_library(
+    cli: Cli, project: Path, quiet: tuple[str, ...], before: bool
+) -> None:
+    create = ["create", "s1", "README.md", "--base", str(project)]
+    args = [*quiet, *create] if before else [*create, *quiet]
+    modules, completed = imported_modules(cli, "--root", str(cli.root), *args)
     assert completed.returncode == 0, completed.stderr
     assert modules >= LIBRARY_MODULES
     assert not modules & NOT_FOR_A_CREATE
+
+
+def test_create_with_json_output_builds_its_document(cli: Cli, project: Path) -> None:
+    create = ["--json", "create", "s1", "README.md", "--base", str(project), "--name", "a"]
+    modules, completed = imported_modules(cli, "--root", str(cli.root), *create)
+    assert completed.returncode == 0, completed.stderr
+    assert "snapstore.frontend.shapes" in modules
+    document = json.loads(completed.stdout)
+    assert document["snapshot"]["name"] == "a" and document["replaced"] is False
 
 
 def test_version_without_click_says_what_click_says(cli: Cli) -> None:
