@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
@@ -32,26 +31,39 @@ class StoreNotFound(click.ClickException):
         )
 
 
-@dataclass
 class Settings:
     """The global options of one run, and the store opened from them (lazily: the library is
     imported only by a command that opens the store).
 
     ``root_given`` is true when ``--root`` was on the command line (not from the environment
-    or the default); ``verbose`` counts ``-v``.
+    or the default); ``verbose`` counts ``-v``. A plain class: every run of the command line
+    makes one, and a dataclass would be built at import, for nothing a run uses.
     """
 
-    root: str = ".snapstore"
-    json: bool = False
-    lock_timeout: float = 30.0
-    quiet: bool = False
-    debug: bool = False
-    verbose: int = 0
-    root_given: bool = False
-    password_file: str | None = None
-    password_command: str | None = None
-    _password: bytes | None = field(default=None, repr=False)
-    _store: SnapStore | None = field(default=None, repr=False)
+    def __init__(
+        self,
+        root: str = ".snapstore",
+        *,
+        json: bool = False,
+        lock_timeout: float = 30.0,
+        quiet: bool = False,
+        debug: bool = False,
+        verbose: int = 0,
+        root_given: bool = False,
+        password_file: str | None = None,
+        password_command: str | None = None,
+    ) -> None:
+        self.root = root
+        self.json = json
+        self.lock_timeout = lock_timeout
+        self.quiet = quiet
+        self.debug = debug
+        self.verbose = verbose
+        self.root_given = root_given
+        self.password_file = password_file
+        self.password_command = password_command
+        self._password: bytes | None = None
+        self._store: SnapStore | None = None
 
     def password(self) -> bytes | None:
         """The password of an encrypted store, from where ``cli.passwords`` looks (asked

@@ -33,7 +33,7 @@ import os
 import re
 import stat
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from snapstore.format.paths import parents
 from snapstore.fs.reading import open_regular, read_all
@@ -44,16 +44,14 @@ GIT = ".git"
 MAX_GITDIR_FILE_BYTES = 4096
 
 
-@dataclass(frozen=True)
-class Repository:
+class Repository(NamedTuple):
     """A work tree found above a directory: its top and the file of its ``info/exclude``."""
 
     top: str
     exclude_file: str
 
 
-@dataclass(frozen=True)
-class LeadingRules:
+class LeadingRules(NamedTuple):
     """git's rules that apply before the walk: the patterns (relative to the base, in order),
     the directories inside the base whose ``.gitignore`` they include (the walk does not read
     those again), and why everything is ignored, or None."""

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from operator import itemgetter
 
 from snapstore.format.manifest import EntryRow
@@ -23,22 +22,30 @@ found with, or None if the scan listed it without one: see ``Scanner.stat_files`
 tuple: a scan may make one per file."""
 
 
-@dataclass
 class ScanResult:
     """Everything a scan found, plus the paths it could not record. ``rows`` and
     ``to_read`` are in no particular order and may name a path twice (when requested paths
-    overlap: ``overlapping`` says so)."""
+    overlap: ``overlapping`` says so). A plain class, not a dataclass: every create builds
+    this module, and a dataclass is built at import.
 
-    rows: list[EntryRow] = field(default_factory=list)
-    to_read: list[FileToRead] = field(default_factory=list)
-    skipped: list[SkippedPath] = field(default_factory=list)
-    overlapping: bool = False
-    links: dict[str, tuple[int, int]] = field(default_factory=dict)
-    """Regular files with more than one link: their (device, inode), by path (a snapshot
-    records the ones it holds of each inode as a hard-link group)."""
-    dirs: dict[str, FileId] = field(default_factory=dict)
-    """The directories walked, by path, each as the very directory listed: a file read later
-    by path must be read from the same directory, not through one swapped for a symlink."""
+    ``links``: regular files with more than one link, their (device, inode) by path (a
+    snapshot records the ones it holds of each inode as a hard-link group). ``dirs``: the
+    directories walked, by path, each as the very directory listed: a file read later by
+    path must be read from the same directory, not through one swapped for a symlink."""
+
+    def __init__(
+        self,
+        *,
+        to_read: list[FileToRead] | None = None,
+        links: dict[str, tuple[int, int]] | None = None,
+        dirs: dict[str, FileId] | None = None,
+    ) -> None:
+        self.rows: list[EntryRow] = []
+        self.to_read: list[FileToRead] = [] if to_read is None else to_read
+        self.skipped: list[SkippedPath] = []
+        self.overlapping = False
+        self.links: dict[str, tuple[int, int]] = {} if links is None else links
+        self.dirs: dict[str, FileId] = {} if dirs is None else dirs
 
 
 def sorted_rows(rows: list[EntryRow], *, overlapping: bool) -> list[EntryRow]:

@@ -21,8 +21,8 @@ import threading
 from bisect import bisect_left
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from operator import itemgetter
+from typing import NamedTuple
 
 from snapstore.format.manifest import EntryRow
 from snapstore.format.tree import FileAttrs, TreeRef
@@ -37,8 +37,9 @@ MAX_REMEMBERED_ROWS = 200_000
 the most recent."""
 
 
-@dataclass(frozen=True)
-class _Built:
+class _Built(NamedTuple):
+    """The rows, attributes and tree references of a create, remembered for the next."""
+
     rows: Sequence[EntryRow]
     attrs: Mapping[str, FileAttrs]
     refs: Mapping[str, TreeRef]

@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 _POSIX_CLASSES = {
     "alnum": "a-zA-Z0-9",
@@ -123,8 +123,7 @@ def segment_expression(segment: str) -> str:
     return "".join(out)
 
 
-@dataclass(frozen=True)
-class Rule:
+class Rule(NamedTuple):
     """One compiled pattern: whether it re-includes (``!``), matches directories only (a
     trailing ``/``), and matches a name at any depth (no other ``/``): then ``expression``
     matches the name alone, and ``literal`` is the name when it holds no glob character."""
