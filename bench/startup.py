@@ -2,11 +2,16 @@
 
     .venv/bin/python bench/startup.py               # medians of 20 runs of each command
     .venv/bin/python bench/startup.py --max-ratio 2  # exit 1 if --version takes over 2x
+    cd /tmp && .venv/bin/python bench/startup.py --baseline /tmp/old   # against older code
 
 Runs each command in turn, round after round (so a busy moment of the machine hits all of them
 alike), and prints the median wall time and CPU time of each, and their ratios to
 ``python -c pass`` with the same interpreter. ``snapstore`` is the console script installed
-next to this Python. ``--max-ratio`` checks the wall-time ratio.
+next to this Python. ``--max-ratio`` checks the wall-time ratio. A ``create`` of one small file
+into a new store (what a bridge's first checkpoint costs besides its files) is timed through
+``python -m snapstore``, for this checkout and, with ``--baseline``, for another checkout run
+with it on ``PYTHONPATH`` (run from outside this checkout: ``python -m`` imports from the
+working directory first). Modules are compiled first, as pip does at install.
 """
 
 from __future__ import annotations
@@ -44,6 +49,24 @@ def timed_run(command: list[str]) -> tuple[float, float]:
     return wall, usage.ru_utime + usage.ru_stime
 
 
+def create_command(python: str, root: str, project: str) -> list[str]:
+    """``python -m snapstore`` creating a snapshot of ``project`` in a store at ``root``."""
+    return [python, "-m", "snapstore", "--root", root, "-q", "create", "s", ".", "--base", project]
+
+
+def timed_create(command: list[str], root: str, checkout: Path) -> tuple[float, float]:
+    """``timed_run`` of ``command`` with ``checkout`` on ``PYTHONPATH``, into a new store."""
+    shutil.rmtree(root, ignore_errors=True)
+    env = dict(os.environ, PYTHONPATH=str(checkout))
+    started = time.perf_counter()
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, env=env)
+    _, status, usage = os.wait4(process.pid, 0)
+    wall = time.perf_counter() - started
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"{command} failed with {checkout} on PYTHONPATH")
+    return wall, usage.ru_utime + usage.ru_stime
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=20, help="runs of each command (default 20)")
@@ -53,7 +76,13 @@ def main() -> int:
         type=float,
         help="exit 1 if snapstore --version takes longer than this many times python -c pass",
     )
+    parser.add_argument("--baseline", type=Path, help="a checkout of older code to compare")
     options = parser.parse_args()
+    checkouts = {"snapstore create (one file, new store)": Path(__file__).resolve().parents[1]}
+    if options.baseline is not None:
+        checkouts["baseline: the same create"] = options.baseline.resolve()
+    for checkout in checkouts.values():
+        subprocess.run([sys.executable, "-m", "compileall", "-q", str(checkout / "snapstore")])
     script = options.snapstore or console_script()
     python = sys.executable
     with tempfile.TemporaryDirectory(prefix="snapstore-startup-") as work:
@@ -68,22 +97,33 @@ def main() -> int:
             "snapstore --help": [script, "--help"],
             "snapstore list (empty store)": [script, "--root", root, "list"],
         }
+        project = os.path.join(work, "project")
+        os.mkdir(project)
+        with open(os.path.join(project, "notes.txt"), "w") as file:
+            file.write("a small file\n")
+        new_root = os.path.join(work, "new-store")
+        create = create_command(python, new_root, project)
         for command in commands.values():
             timed_run(command)
-        walls: dict[str, list[float]] = {label: [] for label in commands}
-        cpus: dict[str, list[float]] = {label: [] for label in commands}
+        labels = [*commands, *checkouts]
+        walls: dict[str, list[float]] = {label: [] for label in labels}
+        cpus: dict[str, list[float]] = {label: [] for label in labels}
         for _ in range(options.runs):
             for label, command in commands.items():
                 wall, cpu = timed_run(command)
                 walls[label].append(wall)
                 cpus[label].append(cpu)
+            for label, checkout in checkouts.items():
+                wall, cpu = timed_create(create, new_root, checkout)
+                walls[label].append(wall)
+                cpus[label].append(cpu)
     wall_medians = {label: statistics.median(times) for label, times in walls.items()}
     cpu_medians = {label: statistics.median(times) for label, times in cpus.items()}
     wall_base, cpu_base = wall_medians["python -c pass"], cpu_medians["python -c pass"]
-    width = max(len(label) for label in commands)
+    width = max(len(label) for label in walls)
     print(f"medians of {options.runs} runs each, {python}")
     print(f"{'command':<{width}}  {'wall':>8}  {'ratio':>6}  {'cpu':>8}  {'ratio':>6}")
-    for label in commands:
+    for label in walls:
         wall, cpu = wall_medians[label], cpu_medians[label]
         print(
             f"{label:<{width}}  {wall * 1000:5.1f} ms  {wall / wall_base:5.2f}x  "

@@ -57,3 +57,11 @@ def test_first_snapshot_bench_reports_ratios_to_tar_and_phases(tmp_path: Path) -
         assert set(found) == {"cli", "cli_cpu", "library", "library_cpu", "library_main_cpu"}
         assert 0 < found["library_main_cpu"][0] <= found["library_cpu"][0]
     assert "of it the calling thread" in done.stdout
+
+
+def test_forked_ingest_prototype_reports_both_sides() -> None:
+    command = [sys.executable, str(BENCH.parent / "forkedingest.py"), "--size", "tiny"]
+    done = subprocess.run([*command, "--reps", "1"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    for side in ("tar cf: median", "serial: ", "forked: ", "load average"):
+        assert side in done.stdout, side

@@ -169,6 +169,7 @@ def test_startup_benchmark_runs(tmp_path: Path) -> None:
     )
     assert completed.returncode == 0, completed.stderr
     assert "snapstore --version" in completed.stdout and "x" in completed.stdout
+    assert "snapstore create (one file, new store)" in completed.stdout
 
 
 DATACLASSES_BUILT = """
