@@ -48,10 +48,10 @@ completion imports click's completion machinery when it runs; the JSON shapes of
 are for ``--json``, and the commands that inspect snapshots live apart from ``create``."""
 
 
-def imported_modules(cli: Cli, *args: str) -> tuple[set[str], subprocess.CompletedProcess[str]]:
-    """Every module ``python -X importtime -m snapstore ARGS`` imported, from its report."""
-    completed = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "snapstore", *args],
+def run_python(cli: Cli, *args: str) -> subprocess.CompletedProcess[str]:
+    """``python ARGS`` in the test's directory, with this checkout importable."""
+    return subprocess.run(
+        [sys.executable, *args],
         cwd=cli.cwd,
         env=cli_env(),
         capture_output=True,
@@ -59,6 +59,11 @@ def imported_modules(cli: Cli, *args: str) -> tuple[set[str], subprocess.Complet
         timeout=60,
         check=False,
     )
+
+
+def imported_modules(cli: Cli, *args: str) -> tuple[set[str], subprocess.CompletedProcess[str]]:
+    """Every module ``python -X importtime -m snapstore ARGS`` imported, from its report."""
+    completed = run_python(cli, "-X", "importtime", "-m", "snapstore", *args)
     modules = {
         line.rsplit("|", 1)[1].strip()
         for line in completed.stderr.splitlines()
@@ -195,15 +200,7 @@ ALLOWED_DATACLASSES = {"snapstore.worktree.create.Recorded"}
 
 def test_a_create_builds_no_dataclass_of_its_own_start_up(cli: Cli, project: Path) -> None:
     args = ["--root", str(cli.root), "-q", "create", "s1", ".", "--base", str(project)]
-    completed = subprocess.run(
-        [sys.executable, "-c", DATACLASSES_BUILT, *args],
-        cwd=cli.cwd,
-        env=cli_env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    completed = run_python(cli, "-c", DATACLASSES_BUILT, *args)
     assert completed.returncode == 0, completed.stderr
     built = set(completed.stdout.splitlines()[-1].split())
     assert "snapstore.models.SnapshotInfo" in built  # the recording saw the library's
