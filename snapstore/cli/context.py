@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -19,6 +20,12 @@ if TYPE_CHECKING:
 ProgressCallback = Callable[[int, int], None]
 
 
+def shown_root(root: str) -> str:
+    """A root as messages name it: an ``s3://`` URL as given, a directory in its normal form
+    (``.`` for an empty one, no trailing ``/``)."""
+    return root if root.startswith("s3://") else os.path.normpath(root)
+
+
 class StoreNotFound(click.ClickException):
     """The storage root does not exist, and this command would not create one."""
 
@@ -26,7 +33,7 @@ class StoreNotFound(click.ClickException):
 
     def __init__(self, root: str) -> None:
         super().__init__(
-            f"no store at '{root}' (pass --root DIR or set SNAPSTORE_ROOT; "
+            f"no store at '{shown_root(root)}' (pass --root DIR or set SNAPSTORE_ROOT; "
             "'snapstore create' makes a new one)"
         )
 
@@ -98,7 +105,9 @@ class Settings:
         (``why``): a read-only store fails now, not half-way through."""
         store = self.store(create=create, encrypt=encrypt)
         if store.read_only:
-            raise ReadOnlyStoreError(f"the store at {self.root} is read-only for you: {why}")
+            raise ReadOnlyStoreError(
+                f"the store at {shown_root(self.root)} is read-only for you: {why}"
+            )
         return store
 
     def snapshot_name(self, session: str, selector: str) -> str:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from snapstore.cli.context import Settings, StoreNotFound, pass_settings
+from snapstore.cli.context import Settings, StoreNotFound, pass_settings, shown_root
 from snapstore.cli.exitcodes import ExitCode
 from snapstore.cli.output import align_rows
 from snapstore.cli.parsing import Command, Group
@@ -54,7 +54,9 @@ def init(settings: Settings, encrypt: bool) -> None:
 def _require_encrypted(settings: Settings) -> SnapStore:
     store = settings.store()
     if not store.encrypted:
-        raise NotEncrypted(f"the store at {settings.root} is not encrypted: it has no keys")
+        raise NotEncrypted(
+            f"the store at {shown_root(settings.root)} is not encrypted: it has no keys"
+        )
     return store
 
 
@@ -153,7 +155,9 @@ def encrypt(settings: Settings, destination: str) -> None:
     try:  # without the password: it would make an empty store encrypted
         source = SnapStore(settings.root, lock_timeout=settings.lock_timeout, create=False)
     except PasswordRequiredError:
-        raise NotEncrypted(f"the store at {settings.root} is encrypted already") from None
+        raise NotEncrypted(
+            f"the store at {shown_root(settings.root)} is encrypted already"
+        ) from None
     except StoreNotFoundError:
         raise StoreNotFound(settings.root) from None
     with (

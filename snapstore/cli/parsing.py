@@ -10,7 +10,9 @@ fails that first lookup without candidates; an unknown ``--option`` still gets i
 suggestions, as before.
 
 Every command of the command line is made with :class:`Command` or :class:`Group` (the
-top-level group with a subclass of :class:`Group`), so every parser is one of these.
+top-level group with a subclass of :class:`Group`), so every parser is one of these. The
+parser class and the method overridden are click's internals, so a click whose parser does
+not look as expected gets no override at all: its own parser runs, as in any click program.
 """
 
 from __future__ import annotations
@@ -18,28 +20,50 @@ from __future__ import annotations
 from typing import Any
 
 import click
-
-try:
-    from click.parser import _OptionParser as OptionParser
-except ImportError:  # pragma: no cover - click 8.1 names it without the underscore
-    from click.parser import OptionParser  # type: ignore[no-redef,unused-ignore]
+import click.parser
 
 
-class ShortOptionsParser(OptionParser):
-    """click's parser, minus the suggestions of a single-dash option's long lookup."""
+def _short_options_parser() -> type[Any] | None:
+    """click's parser class with the suggestions of a single-dash option's long lookup left
+    out, or None where this click's parser is not the one this was written for (its class
+    and the method overridden are click's own, not its public API): every command then
+    parses with click's parser as it is, suggestions and all."""
+    base = getattr(click.parser, "_OptionParser", None)  # click 8.2 and later
+    if base is None:
+        base = getattr(click.parser, "OptionParser", None)  # click 8.1
+    if not isinstance(base, type) or not callable(getattr(base, "_match_long_opt", None)):
+        return None
 
-    def _match_long_opt(self, opt: str, explicit_value: str | None, state: Any) -> None:
-        if opt not in self._long_opt and opt[:2] not in self._opt_prefixes:
-            raise click.NoSuchOption(opt, ctx=self.ctx)  # read as short options next
-        super()._match_long_opt(opt, explicit_value, state)
+    class ShortOptionsParser(base):  # type: ignore[valid-type,misc]
+        """click's parser, minus the suggestions of a single-dash option's long lookup."""
+
+        def _match_long_opt(self, opt: str, *args: Any, **kwargs: Any) -> None:
+            long_options = getattr(self, "_long_opt", None)
+            prefixes = getattr(self, "_opt_prefixes", None)
+            if (
+                isinstance(long_options, dict)
+                and isinstance(prefixes, set)
+                and opt not in long_options
+                and opt[:2] not in prefixes
+            ):
+                raise click.NoSuchOption(opt, ctx=self.ctx)  # read as short options next
+            super()._match_long_opt(opt, *args, **kwargs)
+
+    return ShortOptionsParser
+
+
+SHORT_OPTIONS_PARSER = _short_options_parser()
+"""The parser class commands use, or None: click's own."""
 
 
 class ShortOptionsParsing(click.Command):
-    """Parses its arguments with :class:`ShortOptionsParser` (as ``click.Command`` does with
-    click's own parser)."""
+    """Parses its arguments with ``SHORT_OPTIONS_PARSER`` where there is one (as
+    ``click.Command`` does with click's own parser), else with click's parser."""
 
     def make_parser(self, ctx: click.Context) -> Any:
-        parser = ShortOptionsParser(ctx)
+        if SHORT_OPTIONS_PARSER is None:
+            return super().make_parser(ctx)
+        parser = SHORT_OPTIONS_PARSER(ctx)
         for param in self.get_params(ctx):
             param.add_to_parser(parser, ctx)
         return parser

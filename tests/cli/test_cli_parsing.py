@@ -7,12 +7,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
+import click.parser
 import pytest
+from click.testing import CliRunner
 from helpers.cli import Cli
 
+from snapstore import SnapStore
+from snapstore.cli import parsing
 from snapstore.cli.app import COMMANDS
 from snapstore.cli.app import cli as snapstore_group
-from snapstore.cli.parsing import Command, ShortOptionsParser, ShortOptionsParsing
+from snapstore.cli.parsing import Command, ShortOptionsParsing
 
 
 def _every_command() -> list[tuple[str, click.Command]]:
@@ -40,7 +44,8 @@ def test_the_short_options_parser_is_the_one_made() -> None:
     command = Command("probe", params=[click.Option(["--json", "-j"], is_flag=True)])
     with click.Context(command, info_name="probe") as ctx:
         parser = command.make_parser(ctx)
-        assert isinstance(parser, ShortOptionsParser)
+        assert parsing.SHORT_OPTIONS_PARSER is not None  # this click is the one it fits
+        assert isinstance(parser, parsing.SHORT_OPTIONS_PARSER)
         assert command.parse_args(ctx, ["-j"]) == [] and ctx.params == {"json": True}
 
 
@@ -70,3 +75,45 @@ def test_short_options_take_their_values_joined_or_apart(cli: Cli, project: Path
     assert sorted(info.name for info in cli.store().list("s1")) == sorted(
         ["apart", "joined", quiet.stdout.strip()]
     )
+
+
+@pytest.mark.parametrize(
+    "args, code, words",
+    [
+        (("-qv", "list"), 0, ""),
+        (("list", "-q", "--json"), 0, "[]"),
+        (("list", "--jsn"), 2, "Did you mean '--json'?"),
+        (("list", "-x"), 2, "No such option '-x'"),
+    ],
+)
+def test_a_click_without_the_expected_parser_gets_its_own(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    args: tuple[str, ...],
+    code: int,
+    words: str,
+) -> None:
+    """A click whose internals differ (``SHORT_OPTIONS_PARSER`` None) parses as click does."""
+    root = tmp_path / "store"
+    SnapStore(root)
+    monkeypatch.setattr(parsing, "SHORT_OPTIONS_PARSER", None)
+    result = CliRunner().invoke(snapstore_group, ["--root", str(root), *args])
+    assert result.exit_code == code, result.output
+    assert words in result.output
+
+
+def test_no_override_where_click_s_parser_lacks_the_method(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Unlike:
+        pass
+
+    monkeypatch.setattr(click.parser, "_OptionParser", Unlike)
+    assert parsing._short_options_parser() is None
+
+
+@pytest.mark.parametrize(
+    "root, shown", [("", "."), ("nowhere/", "nowhere"), ("./nowhere//", "nowhere")]
+)
+def test_a_missing_root_is_named_in_its_normal_form(cli: Cli, root: str, shown: str) -> None:
+    result = cli.run("--root", root, "list", root=False)
+    assert result.code == 10
+    assert f"no store at '{shown}'" in result.stderr
