@@ -196,6 +196,7 @@ class ReadAhead:
         self._ahead = 0
         self._ahead_bytes = reach.ahead_bytes
         self._lock = threading.Lock()
+        self._block_locks: dict[tuple[str, int], threading.Lock] = {}
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="read-ahead")
         self._fill()
 
@@ -215,9 +216,22 @@ class ReadAhead:
         data = self._read(span) if span.plain or len(raws) < len(span.compressed) else b""
         for number, block in span.compressed.items():
             if number not in raws:
-                raws[number] = _decompressed(span, data, number, block)
-                cache.put((span.pack_id, number), raws[number])
+                raws[number] = self._block(span, data, number, block)
         return data, raws
+
+    def _block(self, span: _Span, data: bytes, number: int, block: Block) -> bytes:
+        """A block of ``span`` decompressed once: the writer, loading a span no thread had
+        begun, and the reading thread, loading a later span of the same block, may come to
+        it together; the second waits for the first and takes its result from the cache."""
+        key = (span.pack_id, number)
+        with self._lock:
+            block_lock = self._block_locks.setdefault(key, threading.Lock())
+        with block_lock:
+            raw = self.blobs.packs.cache.get(key)
+            if raw is None:
+                raw = _decompressed(span, data, number, block)
+                self.blobs.packs.cache.put(key, raw)
+            return raw
 
     def _read(self, span: _Span) -> bytes:
         length = span.end - span.start

@@ -184,6 +184,43 @@ def test_a_block_the_restore_comes_back_to_is_decompressed_once(
     assert sorted(calls) == sorted(set(calls)) and len(calls) == 2
 
 
+def test_a_block_loaded_by_the_writer_and_the_reading_thread_at_once_is_decompressed_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The writer loads a span no thread had begun while the reading thread loads a later
+    span of the same block (a restore going back and forth between two blocks on a busy
+    machine): the block is decompressed by one of them, and the other takes its result."""
+    store, _ = _many_blocks(tmp_path)
+    blobs = repository(SnapStore(tmp_path / "store")).blobs
+    by_block: dict[tuple[str, int], list[tuple[bytes, int]]] = {}
+    for digest, size in _wanted(store):
+        location = blobs.packs.locate(digest)
+        assert location is not None
+        by_block.setdefault((location.pack_id, location.number), []).append((digest, size))
+    first, second = [blobs_of for blobs_of in by_block.values() if len(blobs_of) >= 2][:2]
+    spans = prefetch._spans(blobs, [first[0], second[0], first[1]], prefetch.LOCAL)
+    assert len(spans) == 3 and spans[0].compressed.keys() == spans[2].compressed.keys()
+    calls: list[str] = []
+    real = prefetch.decompress
+
+    def slow(codec: int, data: bytes, raw: int, where: str) -> bytes:
+        calls.append(where)
+        time.sleep(0.3)  # long enough for the other loader to reach the same block
+        return real(codec, data, raw, where)
+
+    monkeypatch.setattr(prefetch, "decompress", slow)
+    source = ReadAhead(blobs, [], 1, prefetch.LOCAL)
+    try:
+        loaders = [threading.Thread(target=source._load, args=(span,)) for span in spans[::2]]
+        for loader in loaders:
+            loader.start()
+        for loader in loaders:
+            loader.join()
+    finally:
+        source.close()
+    assert len(calls) == 1
+
+
 def _open_in(directory: Path) -> list[str]:
     """What this process holds open in ``directory`` (a deleted one included)."""
     found = []
