@@ -39,6 +39,7 @@ from typing import Any
 from snapstore import SnapStore
 from snapstore.internals import repository
 from snapstore.maintenance import gcsteps
+from snapstore.maintenance import sweep as sweep_module
 
 PROJECT_FILES = 20
 IDLE_SECONDS = 20.0
@@ -48,6 +49,7 @@ import json, sys, time
 from pathlib import Path
 from snapstore import SnapStore
 from snapstore.maintenance import gcsteps
+from snapstore.maintenance import sweep as sweep_module
 
 root, project, out, stop = (Path(arg) for arg in sys.argv[1:5])
 store = SnapStore(root, fold_threshold=0)
@@ -224,9 +226,7 @@ def run(work: Path, snapshots: int, sessions: int, prepared: Path | None = None)
     sweep_store = SnapStore(copies["for-sweep"], fold_threshold=0)
     during_gc = with_creator(copies["for-gc"], work, lambda: _gc_summary(gc_store), 0)
     print(f"during gc: {during_gc}", flush=True)
-    during_sweep = with_creator(
-        copies["for-sweep"], work, lambda: len(sweep_store.sweep(keep_last=10).deleted), 0
-    )
+    during_sweep = with_creator(copies["for-sweep"], work, lambda: _sweep_summary(sweep_store), 0)
     print(f"during sweep: {during_sweep}", flush=True)
     idle = with_creator(
         copies["idle"], work, None, min(IDLE_SECONDS, max(3.0, during_gc["seconds"]))
@@ -261,7 +261,15 @@ def _gc_summary(store: SnapStore) -> dict[str, Any]:
     def timed(self: gcsteps.Steps) -> gcsteps.StepResult:
         steps["steps_started"] = time.time()
         result = original(self)
-        steps.update(steps=result.steps, longest_hold_ms=ms(result.longest_hold))
+        steps.update(
+            steps=result.steps,
+            longest_hold_ms=ms(result.longest_hold),
+            longest_hold_parts={
+                part: value if part.endswith("_items") else ms(value)
+                for part, value in result.longest_hold_parts.items()
+            },
+            longest_wait_ms=ms(result.longest_wait),
+        )
         return result
 
     gcsteps.Steps.run = timed  # type: ignore[method-assign]
@@ -276,6 +284,27 @@ def _gc_summary(store: SnapStore) -> dict[str, Any]:
         "packs_written": report.packs_written,
         **steps,
     }
+
+
+def _sweep_summary(store: SnapStore) -> dict[str, Any]:
+    """How many snapshots sweep deleted, in how many holds of a session's lock, and the
+    longest hold (a create into that session waits for it)."""
+    holds: list[float] = []
+    original = sweep_module._hold
+
+    def timed(*args: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return original(*args)
+        finally:
+            holds.append(time.perf_counter() - started)
+
+    sweep_module._hold = timed  # type: ignore[assignment]
+    try:
+        deleted = len(store.sweep(keep_last=10).deleted)
+    finally:
+        sweep_module._hold = original  # type: ignore[assignment]
+    return {"deleted": deleted, "holds": len(holds), "longest_hold_ms": ms(max(holds, default=0))}
 
 
 def report(result: dict[str, Any]) -> str:
@@ -302,10 +331,13 @@ def report(result: dict[str, Any]) -> str:
         )
     steps = result["during_gc"]["result"]
     if isinstance(steps, dict) and "steps" in steps:
+        swept = result["during_sweep"]["result"]
         lines.append(
             f"gc beside the bridge: {result['during_gc']['seconds']} s, {steps['steps']} "
-            f"deletion steps, the longest {steps['longest_hold_ms']} ms; sweep "
-            f"{result['during_sweep']['seconds']} s"
+            f"deletion steps, the longest {steps['longest_hold_ms']} ms "
+            f"({steps.get('longest_hold_parts')}), the longest wait for the lock "
+            f"{steps.get('longest_wait_ms')} ms; sweep {result['during_sweep']['seconds']} s, "
+            f"{swept['holds']} holds, the longest {swept['longest_hold_ms']} ms"
         )
     for key in ("gc_small", "gc_full"):
         item = result[key]

@@ -262,7 +262,8 @@ class ManifestFiles:
         manifest first, flushed, then the file, its session directory flushed (the commit
         point); then the directories left empty, best-effort."""
         path = self.path(name)
-        removed_legacy = self._unlink_legacy(name, durable=durable)
+        removed_legacy = self._unlink_legacy(name, durable=True)
+        durable = durable or removed_legacy  # no caller flushes an old layout's directories
         try:
             self.fs.unlink(path)
         except FileNotFoundError:
@@ -271,17 +272,20 @@ class ManifestFiles:
         else:
             if durable and self.durable:
                 self.fs.fsync_dir(os.path.dirname(path))
-        self._remove_empty(name)
+        self._remove_empty(name, session_too=durable)
         self._changed_here(os.path.dirname(path))
 
-    def _remove_empty(self, name: str) -> None:
-        """Remove the old layout's directory of ``name`` if empty, then the session directory
-        if empty."""
+    def _remove_empty(self, name: str, *, session_too: bool) -> None:
+        """Remove the old layout's directory of ``name`` if empty, then (``session_too``) the
+        session directory if empty: not after a deletion the caller flushes later, which
+        must find the directory it flushes (its removal would have to be flushed in
+        ``sessions/`` instead)."""
         name_dir = os.path.dirname(self.paths.legacy_manifest(name))
         with contextlib.suppress(OSError):
             if os.path.isdir(name_dir):
                 self.fs.rmdir(name_dir)
-            self.fs.rmdir(os.path.dirname(name_dir))
+            if session_too:
+                self.fs.rmdir(os.path.dirname(name_dir))
 
     def tidy_session(self, session_path: str) -> None:
         """Remove a session directory's empty old layout directories, then itself if empty

@@ -28,7 +28,7 @@ import time
 from collections.abc import Iterator
 
 from snapstore.errors import LockTimeout
-from snapstore.maintenance import gcsteps, packgc
+from snapstore.maintenance import gcnoted, gcsteps, packgc
 from snapstore.maintenance.checks import clean_temp
 from snapstore.maintenance.checks import referenced as reachable
 from snapstore.maintenance.upgrade import convert_manifests
@@ -139,7 +139,7 @@ class _Collection:
             self._measure(garbage, work)
             return
         hold = self._exclusive if self.stepped else contextlib.nullcontext
-        commits = gcsteps.NewCommits(self.repo, self.token)
+        commits = gcnoted.NewCommits(self.repo, self.token)
         done = gcsteps.Steps(self.repo, self.marks, work, garbage, hold, commits).run()
         self.report.problems += done.problems
         self.report.blobs_deleted += done.blobs_deleted
@@ -161,6 +161,8 @@ class _Collection:
             self.report.temp_files_removed = clean_temp(repo.backend, self.dry_run)
             if not self.stepped:
                 self.orphans = self._orphans()
+        if self.token is not None:
+            repo.sessions.gc_journal.clear(keep=self.token)  # an earlier gc's, after the hold
 
     def _orphans(self) -> list[str]:
         """The packs no index names, found with a full view of the packs."""

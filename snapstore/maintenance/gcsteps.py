@@ -9,7 +9,9 @@ step had no time left for go back to the plan, untouched, and a later step check
 
 Between steps creates commit, and a create may reuse a blob gc marked unreferenced. Every
 step therefore first marks the manifests committed since the last one (``gcjournal``: each
-commit notes its manifest while a gc runs) and then deletes only what is still unreferenced:
+commit notes its manifest while a gc runs; ``gcnoted``: read ahead of the lock, checked by
+their versions under it, within the step's time) and then deletes only what is still
+unreferenced:
 
 - a loose blob, if no mark names it now;
 - a pack, if every blob of it marked now is also in a pack that stays (one gc keeps, or one
@@ -35,11 +37,11 @@ from time import monotonic
 from typing import TypeVar
 
 from snapstore.backend.seam import Handle, Kind
-from snapstore.errors import CorruptManifestError, LockTimeout, MissingBlobError
+from snapstore.errors import LockTimeout, MissingBlobError
 from snapstore.format.packfile import PackIndex
 from snapstore.logs import get_logger
-from snapstore.maintenance.checks import mark_manifest
-from snapstore.maintenance.pace import Pace
+from snapstore.maintenance.gcnoted import NewCommits
+from snapstore.maintenance.pace import HoldTimes, Pace
 from snapstore.maintenance.packgc import PackWork
 from snapstore.repo.repository import Repository
 from snapstore.repo.trees import Marks
@@ -63,47 +65,13 @@ class StepResult:
     packs_kept: int = 0
     steps: int = 0
     longest_hold: float = 0.0
+    longest_hold_parts: dict[str, float] = field(default_factory=dict)
+    """Where the longest hold went: seconds per part (``refresh``: the pack log;
+    ``settle``: the commits since the last step; ``delete``), and ``<part>_items``: how
+    many entries it checked, how many deletions it made."""
+    longest_wait: float = 0.0
+    """The longest a step waited for the lock (the creates wait behind it meanwhile)."""
     problems: list[str] = field(default_factory=list)
-
-
-class NewCommits:
-    """The manifests committed since gc marked, as a step finds them (see ``gcjournal``)."""
-
-    def __init__(self, repo: Repository, token: str | None) -> None:
-        self.repo = repo
-        self.token = token
-        self.seen: set[str] = set()
-
-    def mark(self, marks: Marks, *, settled: bool) -> str | None:
-        """Mark every manifest noted since the last settled call; why that failed, if it did
-        (its references are then unknown, and nothing more may be deleted). ``settled``:
-        called under the gc lock held exclusively, so every noted commit is done: a noted
-        manifest that is not there belongs to a commit that failed, and what is read under
-        that name is what the commit wrote (or later). Only then is a note done with: a
-        commit notes its manifest before it writes it, so outside the lock the name may
-        still hold the snapshot's previous manifest (marked here all the same, so that the
-        settled call finds most subtrees marked and reads only the manifests again)."""
-        if self.token is None:
-            return None
-        journal = self.repo.sessions.gc_journal
-        noted = journal.noted(self.token, self.seen)
-        if noted:
-            self.repo.blobs.refresh()  # follows the pack log: the new packs
-        for entry, name in noted:
-            try:
-                manifest = self.repo.catalog.read_named(name)
-            except (FileNotFoundError, NotADirectoryError):
-                if settled:
-                    journal.consume(entry, self.seen)  # the commit failed, or it is gone again
-                continue
-            except CorruptManifestError as error:
-                return f"a snapshot committed during gc cannot be read: {error}"
-            problem = mark_manifest(self.repo, manifest, marks)
-            if problem is not None:
-                return problem
-            if settled:
-                journal.consume(entry, self.seen)
-        return None
 
 
 class Steps:
@@ -138,6 +106,7 @@ class Steps:
         }
         self.result = StepResult()
         self.clock = monotonic
+        self.deleted_in_step = 0
         self.paces = {
             kind: Pace(STEP_ITEMS, self.clock) for kind in ("garbage", "packed", "orphan", "pack")
         }
@@ -146,23 +115,39 @@ class Steps:
         """Step until nothing is left, or a step finds a commit whose references are
         unknown."""
         while self.garbage or self.packed_loose or self.orphans or self.drop:
-            if not self._marked(settled=False):  # most new commits, before the lock is taken
+            if not self._ahead():
                 return self.result
+            asked = self.clock()
             with self.hold():
-                started = self.clock()
+                hold = HoldTimes(self.clock, asked)
                 self.repo.blobs.refresh()  # the log since the last step: cheap, and exact
-                if not self._marked(settled=True):  # the commits of the moment
-                    return self.result
-                dropped = self._step(started + STEP_SECONDS)
-                held = self.clock() - started
-            self.result.steps += 1
-            self.result.longest_hold = max(self.result.longest_hold, held)
+                hold.lap("refresh")
+                deadline = hold.started + STEP_SECONDS
+                settled, problem = self.commits.settle(self.marks, self.clock, deadline)
+                hold.lap("settle", self.commits.settled_entries)
+                self.deleted_in_step = 0
+                dropped = self._step(deadline) if settled and problem is None else []
+                hold.lap("delete", self.deleted_in_step)
+            self.commits.release()
+            self._note(hold)
+            if problem is not None:
+                self._stop(problem)
+                return self.result
             if dropped:
                 self.repo.blobs.packs.remove_unindexed([index.pack_id for index in dropped])
                 self._count_dropped(dropped)
         if self.result.packs_deleted:
             self._restart_log()
         return self.result
+
+    def _note(self, hold: HoldTimes) -> None:
+        """Count a step, and keep the times of the longest hold and the longest wait."""
+        result = self.result
+        result.steps += 1
+        if hold.held > result.longest_hold:
+            result.longest_hold = hold.held
+            result.longest_hold_parts = dict(hold.parts)
+        result.longest_wait = max(result.longest_wait, hold.waited)
 
     def _restart_log(self) -> None:
         """Start a new pack log once the packs are few, so that the log does not grow from
@@ -172,16 +157,27 @@ class Steps:
             self.repo.blobs.refresh()
             self.repo.blobs.packs.announce_deletions()
 
-    def _marked(self, *, settled: bool) -> bool:
-        """Mark what was committed since the last look; False if a commit's references are
-        unknown (then nothing more is deleted). Called once before each step takes the lock
-        (nothing is deleted meanwhile: only gc deletes while a gc runs), so that the step,
-        which must mark again (``NewCommits.mark``), reads few trees under the lock."""
-        problem = self.commits.mark(self.marks, settled=settled)
+    def _ahead(self) -> bool:
+        """What a step needs that costs its hold nothing, done before it takes the lock:
+        mark what was committed since the last look (so that the step, which must check each
+        such manifest again, ``gcnoted``, reads few under the lock), and flush ``packs/``
+        once before the first orphan pack is deleted. False if a commit's references are
+        unknown (then nothing more is deleted: only gc deletes while a gc runs, so nothing
+        is lost meanwhile)."""
+        if self.orphans and not self.orphans_settled:
+            # An orphan lost its index before gc listed the packs (while gc-run is held no
+            # fold deletes), so this flush, after the listing, makes that unlink durable
+            # before the pack's: no index can come back naming a pack that is gone.
+            self.repo.blobs.packs.settle_listing(self.orphans[-1])
+            self.orphans_settled = True
+        problem = self.commits.mark_ahead(self.marks, self.clock)
         if problem is not None:
-            self.result.problems.append(f"{problem}; gc stopped deleting")
-            logger.warning("gc stopped deleting: %s", problem)
+            self._stop(problem)
         return problem is None
+
+    def _stop(self, problem: str) -> None:
+        self.result.problems.append(f"{problem}; gc stopped deleting")
+        logger.warning("gc stopped deleting: %s", problem)
 
     def _step(self, deadline: float) -> list[PackIndex]:
         """Delete until ``deadline`` (at least one item); the packs whose indexes went."""
@@ -191,6 +187,7 @@ class Steps:
             paces["packed"], self.packed_loose, self._delete_packed_loose, deadline, done
         )
         done = self._delete_each(paces["orphan"], self.orphans, self._delete_orphan, deadline, done)
+        self.deleted_in_step = done
         pace = paces["pack"]
         if not self.drop or not (count := pace.fitting(deadline, done)):
             return []
@@ -203,6 +200,7 @@ class Steps:
         )
         pace.took(len(dropped), self.clock() - started)
         self.drop += reversed(batch[len(dropped) :])  # not logged: checked again later
+        self.deleted_in_step += len(dropped)
         return dropped
 
     def _delete_each(
@@ -254,9 +252,6 @@ class Steps:
         with contextlib.suppress(FileNotFoundError, NotADirectoryError):
             self.repo.backend.stat(Handle(Kind.INDEX, pack_id))
             return
-        if not self.orphans_settled:
-            packs.settle_listing(pack_id)
-            self.orphans_settled = True
         freed = packs.delete_orphan(pack_id)
         if freed:
             self.result.bytes_freed += freed

@@ -31,3 +31,31 @@ class Pace:
         """Note that ``items`` deletions took ``seconds``."""
         if items:
             self.seconds = (self.seconds + seconds / items) / 2
+
+
+class HoldTimes:
+    """Where one hold of a lock went: how long it was waited for, then each part's seconds
+    and item counts (``lap``), so that a report can say which part of the longest hold was
+    long (the bench prints it)."""
+
+    def __init__(self, clock: Callable[[], float], asked: float) -> None:
+        self.clock = clock
+        self.started = clock()
+        self.waited = self.started - asked
+        """Seconds from asking for the lock to holding it."""
+        self._last = self.started
+        self.parts: dict[str, float] = {}
+
+    def lap(self, part: str, items: int | None = None) -> None:
+        """The time since the last lap (or the start) went to ``part``, which handled
+        ``items``."""
+        now = self.clock()
+        self.parts[part] = self.parts.get(part, 0.0) + now - self._last
+        if items is not None:
+            self.parts[f"{part}_items"] = self.parts.get(f"{part}_items", 0.0) + items
+        self._last = now
+
+    @property
+    def held(self) -> float:
+        """Seconds from taking the lock to the last lap."""
+        return self._last - self.started

@@ -14,10 +14,11 @@ would have."""
 
 from __future__ import annotations
 
-import time
 from collections import defaultdict
 from collections.abc import Iterable
+from time import monotonic
 
+from snapstore.backend.seam import Handle, Kind
 from snapstore.errors import ConcurrentWriteError, InvalidValueError, SweepRefusedError
 from snapstore.maintenance.pace import Pace
 from snapstore.models import SweepReport
@@ -63,7 +64,7 @@ def sweep(
             everything, choose_victims(everything, ttl=ttl, keep_last=keep_last, now_ns=now_ns)
         )
     swept: list[ManifestFile] = []
-    pace = Pace(STEP_ITEMS)
+    pace = Pace(STEP_ITEMS, monotonic)
     session_dirs = sorted({session_dir_of(name) for name in repo.catalog.names()})
     for session_dir in session_dirs:
         found = repo.catalog.headers(session_dir=session_dir)
@@ -75,24 +76,46 @@ def sweep(
             swept += victims
             continue
         while victims:
-            with repo.sessions.changing_dir(session_dir) as change:
-                started = time.monotonic()
-                count = min(len(victims), pace.fitting(started + STEP_SECONDS, 0))
-                for victim in victims[:count]:
-                    if _remove(change, victim):
-                        swept.append(victim)
-                del victims[:count]
-                pace.took(count, time.monotonic() - started)
+            swept += _hold(repo, session_dir, victims, pace)
     swept.sort(key=_age_order)
     report.deleted = [(item.header.info.session, item.header.info.name) for item in swept]
     return report
 
 
-def _remove(change: SessionChange, victim: ManifestFile) -> bool:
+def _hold(
+    repo: Repository, session_dir: str, victims: list[ManifestFile], pace: Pace
+) -> list[ManifestFile]:
+    """One hold of the session's lock: delete victims from the front of ``victims`` while
+    one more fits in ``STEP_SECONDS`` (the clock read before each), those deleted. Each
+    deletion but the hold's last is an unlink only; the last also flushes the session's
+    directory, the commit point of them all (one flush per hold, not one per deletion;
+    docs/concurrency.md, "Sweep in short holds")."""
+    swept: list[ManifestFile] = []
+    unflushed: ManifestFile | None = None
+    with repo.sessions.changing_dir(session_dir) as change:
+        deadline = monotonic() + STEP_SECONDS
+        count, last = 0, False
+        while not last:
+            victim = victims.pop(0)
+            last = not victims or pace.fitting(deadline, count) < 2  # no time for another
+            count += 1
+            removing = monotonic()
+            if _remove(change, victim, durable=last):
+                swept.append(victim)
+                unflushed = None if last else victim
+            pace.took(1, monotonic() - removing)
+        if unflushed is not None:  # the hold's last victim was gone: flush for the others
+            repo.backend.note_existing(Handle(Kind.MANIFEST, unflushed.name))
+            repo.backend.flush()
+    return swept
+
+
+def _remove(change: SessionChange, victim: ManifestFile, *, durable: bool) -> bool:
     """Delete one victim, unless it went or was replaced since the session was listed (a
-    replaced snapshot is a new one, which this sweep did not judge)."""
+    replaced snapshot is a new one, which this sweep did not judge); not ``durable``: its
+    session's directory is flushed later in the same hold."""
     try:
-        change.remove(victim.name, victim.header.info.name, victim.version)
+        change.remove(victim.name, victim.header.info.name, victim.version, durable=durable)
     except (FileNotFoundError, NotADirectoryError, ConcurrentWriteError):
         return False
     return True

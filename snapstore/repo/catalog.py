@@ -326,12 +326,15 @@ class Catalog:
         logger.debug("committed snapshot %r of session %r (%d bytes)", name, session, len(data))
         return replaced
 
-    def remove(self, object_name: str, version: Version | None = None) -> None:
+    def remove(
+        self, object_name: str, version: Version | None = None, *, durable: bool = True
+    ) -> None:
         """Delete a committed manifest durably (the commit of a delete: errors are raised);
         whatever it leaves empty is tidied best-effort. The session's lock held. With ``version``
         (the one its header was read from), only that version: ConcurrentWriteError if
-        another writer replaced it since."""
-        self.backend.delete(self.handle(object_name), version=version)
+        another writer replaced it since. Not ``durable``: the caller flushes the session's
+        directory itself before it reports the deletion done (sweep, once per hold)."""
+        self.backend.delete(self.handle(object_name), version=version, durable=durable)
         logger.debug("removed manifest %s", object_name)
 
     def tidy(self) -> None:

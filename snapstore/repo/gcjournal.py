@@ -73,34 +73,51 @@ class GcJournal:
 
     def start(self) -> str:
         """Begin noting commits for a gc that holds ``run_lock`` exclusively and the gc lock
-        exclusively now; removes what an earlier gc left. Returns the new token."""
-        self.clear()
+        exclusively now. Returns the new token. What an earlier gc left is removed after the
+        hold (``clear(keep=token)``): it costs the hold nothing, and no one reads entries of
+        another token."""
         token = os.urandom(8).hex()
         self.backend.write(MARKER, token.encode(), durable=False)
         return token
 
+    def entries(self, token: str) -> list[str]:
+        """The entries noted under ``token`` (only under the gc lock held exclusively every
+        commit so far: outside it, a manifest noted may not be written yet)."""
+        return self.backend.names(Kind.CACHE, f"{NOTED_PREFIX}{token}-")
+
+    def read_entry(self, entry: str) -> str:
+        """The manifest name an entry holds (an entry is renamed into place whole and never
+        changes)."""
+        data, _ = self.backend.read(Handle(Kind.CACHE, entry), max_bytes=MAX_NOTE_BYTES)
+        return data.decode("utf-8", "surrogateescape")
+
     def noted(self, token: str, seen: set[str]) -> list[tuple[str, str]]:
         """The entries noted under ``token`` and not in ``seen``, each with the manifest name
-        it holds. Only under the gc lock held exclusively are they every commit so far (no
-        commit is half-way then); outside it, a manifest noted may not be written yet."""
-        found = []
-        for entry in self.backend.names(Kind.CACHE, f"{NOTED_PREFIX}{token}-"):
-            if entry not in seen:
-                data, _ = self.backend.read(Handle(Kind.CACHE, entry), max_bytes=MAX_NOTE_BYTES)
-                found.append((entry, data.decode("utf-8", "surrogateescape")))
-        return found
+        it holds (see ``entries``)."""
+        return [
+            (entry, self.read_entry(entry)) for entry in self.entries(token) if entry not in seen
+        ]
+
+    def remove_entry(self, entry: str) -> None:
+        """Remove an entry gc is done with (best-effort: a gc skips the entries it saw)."""
+        with contextlib.suppress(OSError):
+            self.backend.delete(Handle(Kind.CACHE, entry), durable=False)
 
     def consume(self, entry: str, seen: set[str]) -> None:
         """Done with an entry (its manifest marked, or its commit failed): it joins ``seen``
         and is removed, so that later looks list only what was noted since."""
         seen.add(entry)
-        with contextlib.suppress(OSError):
-            self.backend.delete(Handle(Kind.CACHE, entry), durable=False)
+        self.remove_entry(entry)
 
-    def clear(self) -> None:
-        """Stop noting commits and remove every entry (gc's last step, or a new gc)."""
-        with contextlib.suppress(FileNotFoundError):
-            self.backend.delete(MARKER, durable=False)
-        for entry in self.backend.names(Kind.CACHE, NOTED_PREFIX):
+    def clear(self, *, keep: str | None = None) -> None:
+        """Remove the marker (unless its token is ``keep``) and every entry not noted under
+        ``keep``: gc's end (nothing kept), or a new gc removing what an earlier one left,
+        after its opening hold (no lock needed: only a gc holding ``run_lock`` clears)."""
+        if keep is None:
             with contextlib.suppress(FileNotFoundError):
-                self.backend.delete(Handle(Kind.CACHE, entry), durable=False)
+                self.backend.delete(MARKER, durable=False)
+        mine = None if keep is None else f"{NOTED_PREFIX}{keep}-"
+        for entry in self.backend.names(Kind.CACHE, NOTED_PREFIX):
+            if mine is None or not entry.startswith(mine):
+                with contextlib.suppress(FileNotFoundError):
+                    self.backend.delete(Handle(Kind.CACHE, entry), durable=False)

@@ -150,11 +150,13 @@ class SessionChange:
         self._in_doubt = False
         return replaced
 
-    def remove(self, object_name: str, name: str, version: Version | None = None) -> None:
+    def remove(
+        self, object_name: str, name: str, version: Version | None = None, *, durable: bool = True
+    ) -> None:
         """Delete the manifest ``object_name`` of snapshot ``name`` (see ``Catalog.remove``)."""
         self._start()
         try:
-            self._sessions.catalog.remove(object_name, version)
+            self._sessions.catalog.remove(object_name, version, durable=durable)
         except (FileNotFoundError, NotADirectoryError, ConcurrentWriteError):
             self._in_doubt = False  # nothing was removed
             raise

@@ -4,6 +4,7 @@ not every commit since gc started, nor a walk of every cache file of the store."
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ import pytest
 from snapstore import SnapStore
 from snapstore.backend.seam import Handle, Kind
 from snapstore.internals import repository
-from snapstore.maintenance import gcsteps
+from snapstore.maintenance import gcnoted
 from snapstore.repo.gcjournal import NOTED_PREFIX
 from snapstore.repo.trees import Marks
 
@@ -52,16 +53,18 @@ def test_a_manifest_noted_but_not_yet_there_stays_noted_until_the_lock_is_held(
     repo = repository(store)
     journal = repo.sessions.gc_journal
     with journal.run_lock.exclusive():
-        commits = gcsteps.NewCommits(repo, journal.start())
+        commits = gcnoted.NewCommits(repo, journal.start())
         store.create("s", "n", ["f.txt"], base_dir=base)  # noted, and committed
         (name,) = repo.catalog.names()
         journal.note(name.replace("/", "/later-"))  # noted, not committed yet
         marks = Marks()
-        assert commits.mark(marks, settled=False) is None
+        assert commits.mark_ahead(marks, time.monotonic) is None
         assert marks.sizes  # the committed one is marked
         assert len(journal.noted(commits.token or "", commits.seen)) == 2  # both wait
-        assert commits.mark(marks, settled=True) is None
+        assert commits.settle(marks, time.monotonic, time.monotonic() + 60) == (True, None)
+        commits.release()
         assert journal.noted(commits.token or "", commits.seen) == []
+        assert repo.backend.names(Kind.CACHE, NOTED_PREFIX) == []  # removed after the hold
         journal.clear()
 
 

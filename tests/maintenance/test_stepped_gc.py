@@ -6,6 +6,7 @@ from __future__ import annotations
 import multiprocessing
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ from helpers.seam import FastFileSystem, HookedFileSystem
 from snapstore import SnapStore
 from snapstore.errors import MissingBlobError
 from snapstore.internals import repository
-from snapstore.maintenance import gcsteps, packgc
+from snapstore.maintenance import gcnoted, gcsteps, packgc
 from snapstore.maintenance.fold import drop_sources, write_merged
 from snapstore.maintenance.foldpolicy import FoldPolicy
 from snapstore.repo.gcjournal import GcJournal
@@ -359,22 +360,22 @@ def test_a_commit_gc_marks_half_way_is_marked_again_under_the_lock(
             errors.append(error)
             held.noted.set()
 
-    original = gcsteps.NewCommits.mark
+    original = gcnoted.NewCommits.mark_ahead
     creator = threading.Thread(target=replace_the_snapshot)
 
     def mark_while_the_commit_is_half_way(
-        commits: gcsteps.NewCommits, marks: Marks, *, settled: bool
+        commits: gcnoted.NewCommits, marks: Marks, clock: Callable[[], float]
     ) -> str | None:
-        if not settled and not creator.is_alive() and not held.noted.is_set():
+        if not creator.is_alive() and not held.noted.is_set():
             creator.start()
             assert held.noted.wait(30)
             try:
-                return original(commits, marks, settled=settled)
+                return original(commits, marks, clock)
             finally:
                 held.release.set()
-        return original(commits, marks, settled=settled)
+        return original(commits, marks, clock)
 
-    monkeypatch.setattr(gcsteps.NewCommits, "mark", mark_while_the_commit_is_half_way)
+    monkeypatch.setattr(gcnoted.NewCommits, "mark_ahead", mark_while_the_commit_is_half_way)
     report = SnapStore(root, fold_threshold=0, lock_timeout=10).gc()
     creator.join(30)
     assert not errors, errors

@@ -6,14 +6,19 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.seam import HookedFileSystem
 
 from snapstore import SnapStore
+from snapstore.backend.seam import Handle, Kind
+from snapstore.internals import repository
 from snapstore.maintenance import sweep
+from snapstore.repo.catalog import manifest_name
 from snapstore.repo.sessions import Sessions
 
 
@@ -113,3 +118,96 @@ def test_sweep_of_many_sessions_holds_each_lock_briefly(
     assert len(report.deleted) == 12
     assert len(holds) == 6  # 4 victims per session, 2 per hold
     assert [i.name for i in SnapStore(root).list()] == ["n4", "n4", "n4"]
+
+
+class SlowSweepUnlinks(HookedFileSystem):
+    """Every unlink of a manifest takes ``seconds`` on the clock sweep reads (``clock``),
+    without sleeping; ``fsync_dir`` calls are listed by directory."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__()
+        self.seconds = seconds
+        self.offset = 0.0
+        self.flushed: list[str] = []
+        self.unlinked = 0
+
+    def clock(self) -> float:
+        return time.monotonic() + self.offset
+
+    def unlink(self, path: str, *, dir_fd: int | None = None) -> None:
+        if path.endswith(".manifest"):
+            self.offset += self.seconds
+            self.unlinked += 1
+        super().unlink(path, dir_fd=dir_fd)
+
+    def fsync_dir(self, path: str, *, dir_fd: int | None = None) -> None:
+        self.flushed.append(path)
+        super().fsync_dir(path, dir_fd=dir_fd)
+
+
+@pytest.mark.parametrize("seconds", [0.0, 0.008], ids=["fast", "slow"])
+def test_a_hold_ends_by_the_clock_and_flushes_its_session_once(
+    root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seconds: float
+) -> None:
+    """Each hold reads the clock before each deletion (unlinks that take 8 ms each: at most
+    three per hold of 20 ms, where the pace measured at the start would have planned more),
+    and flushes the session's directory once, with its last deletion, not once per
+    deletion. Every victim goes; the kept snapshots stay whole."""
+    seam = SlowSweepUnlinks(seconds)
+    monkeypatch.setattr(sweep, "monotonic", seam.clock)
+    store = SnapStore(root, fs=seam, fold_threshold=0)
+    base = tmp_path / "base"
+    _fill(store, base, "s", 24)
+    holds: list[int] = []
+    original = sweep._hold
+
+    def counted(*args: Any) -> Any:
+        before = seam.unlinked
+        swept = original(*args)
+        holds.append(seam.unlinked - before)
+        return swept
+
+    monkeypatch.setattr(sweep, "_hold", counted)
+    seam.flushed.clear()
+    report = store.sweep(keep_last=4)
+    assert len(report.deleted) == 20
+    session_dir = session_dir_path(store)
+    assert seam.flushed.count(session_dir) == len(holds)  # one flush per hold
+    if seconds:
+        assert max(holds) <= 3 and len(holds) >= 7
+    else:
+        assert len(holds) < 20
+    fresh = SnapStore(root)
+    assert [info.name for info in fresh.list("s")] == ["n20", "n21", "n22", "n23"]
+    assert fresh.read("s", "n23", "f.txt") == b"version 23\n"
+
+
+def session_dir_path(store: SnapStore) -> str:
+    """Where session ``s`` keeps its manifests."""
+    handle = Handle(Kind.MANIFEST, manifest_name("s", "n0"))
+    return str(Path(repository(store).backend.describe(handle)).parent)
+
+
+def test_a_hold_whose_last_victim_went_meanwhile_still_flushes_the_others(
+    root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hold's last deletion is the one that flushes; if its victim was deleted by
+    someone else since the listing, the hold flushes the session's directory for the
+    deletions before it."""
+    seam = SlowSweepUnlinks(0.0)
+    store = SnapStore(root, fs=seam, fold_threshold=0)
+    base = tmp_path / "base"
+    _fill(store, base, "s", 5)
+    original = sweep.choose_victims
+
+    def and_one_goes(*args: Any, **kwargs: Any) -> Any:
+        victims = original(*args, **kwargs)
+        SnapStore(root).delete("s", victims[-1].header.info.name)  # the hold's last
+        return victims
+
+    monkeypatch.setattr(sweep, "choose_victims", and_one_goes)
+    seam.flushed.clear()
+    report = store.sweep(keep_last=1)
+    assert [name for _, name in report.deleted] == ["n0", "n1", "n2"]
+    session_dir = session_dir_path(store)
+    assert seam.flushed == [session_dir]

@@ -40,11 +40,11 @@ def test_a_sweep_never_deletes_a_version_it_did_not_judge(host: Host, tmp_path: 
     sweeper = store_on(host())
     real_remove = repository(sweeper).catalog.remove
 
-    def remove(name: str, version: object = None) -> None:
+    def remove(name: str, version: object = None, *, durable: bool = True) -> None:
         # a writer whose namespace lease lapsed lands its commit of the newest "a" now,
         # after the sweep judged the old "a" and before it deletes it
         backend.client.put_object(Bucket=backend.bucket, Key=key, Body=new)
-        real_remove(name, version)  # type: ignore[arg-type]
+        real_remove(name, version, durable=durable)  # type: ignore[arg-type]
 
     repository(sweeper).catalog.remove = remove  # type: ignore[method-assign]
     try:

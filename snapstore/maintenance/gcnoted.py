@@ -1,0 +1,156 @@
+"""The manifests committed while a gc runs, marked before each deletion step (see
+``repo.gcjournal``), with as little as possible done under the exclusive gc lock.
+
+A step may delete only once every manifest noted so far is marked in the version on disk
+under the lock (no commit is half-way then). Reading and marking a manifest takes a tree walk
+and a commit notes its manifest *before* writing it, so outside the lock a noted name may
+still hold the snapshot's previous manifest, or none yet. So:
+
+- **Ahead of the lock** (``mark_ahead``) every entry noted since the last look is read once
+  (an entry is written whole by a rename and never changes), and its manifest is marked as it
+  is now, with the version of the file it was read from (read and version from one open).
+- **Under the lock** (``settle``) each entry still open is checked by a ``stat`` of its
+  manifest: the version last marked under that name means the marked bytes are the ones on
+  disk (a manifest is replaced by a rename, never written in place), so it is done with; a missing
+  manifest belongs to a commit that failed (or was deleted since: nothing of it needs
+  keeping); any other version is read and marked now. The clock is read before each entry:
+  a hold that runs out of time deletes nothing and the next one goes on from there (entries
+  done with stay done: their manifests are marked).
+- **After the lock** (``release``) the entries done with are unlinked: the unlinks cost the
+  hold nothing (a gc that sees them again skips them: they are in ``seen``).
+
+So a hold costs a ``stat`` per commit made since the last step, and reads only the manifests
+written between the look ahead of the lock and the lock itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from snapstore.backend.seam import Handle, Kind, Version
+from snapstore.errors import CorruptManifestError
+from snapstore.format.manifest import MAX_MANIFEST_BYTES, Manifest, decode
+from snapstore.fs.reading import UnfitFileError
+from snapstore.maintenance.checks import mark_manifest
+from snapstore.repo.repository import Repository
+from snapstore.repo.trees import Marks
+
+_GONE = (FileNotFoundError, NotADirectoryError)
+
+
+class NewCommits:
+    """The manifests committed since gc marked, as the steps find them (module docstring)."""
+
+    def __init__(self, repo: Repository, token: str | None) -> None:
+        self.repo = repo
+        self.token = token
+        self.seen: set[str] = set()
+        """Entries done with (their manifests marked in the version under the lock)."""
+        self.open: dict[str, str] = {}
+        """Entries read and not done with, each with the manifest name it holds."""
+        self.looked: set[str] = set()
+        """Open entries whose manifest was marked ahead of the lock."""
+        self.marked: dict[str, Version] = {}
+        """The version each manifest name was last marked in."""
+        self.spent: list[str] = []
+        """Entries done with, to unlink once the lock is let go."""
+        self.settled_entries = 0
+        """How many entries the last ``settle`` checked."""
+
+    def _learn(self, clock: Callable[[], float], deadline: float) -> bool:
+        """Read the entries noted since the last look (until ``deadline``); True if every
+        entry listed was read."""
+        journal = self.repo.sessions.gc_journal
+        assert self.token is not None
+        for entry in journal.entries(self.token):
+            if entry in self.seen or entry in self.open:
+                continue
+            if clock() > deadline:
+                return False
+            try:
+                self.open[entry] = journal.read_entry(entry)
+            except _GONE:
+                continue  # removed by a gc that clears: nothing to mark
+        return True
+
+    def _read(self, name: str) -> tuple[Manifest, Version]:
+        """The manifest called ``name`` and the version it was read from (one open)."""
+        handle = Handle(Kind.MANIFEST, name)
+        try:
+            data, info = self.repo.backend.read(handle, max_bytes=MAX_MANIFEST_BYTES)
+            return decode(data), info.version
+        except (CorruptManifestError, UnfitFileError) as error:
+            where = self.repo.backend.describe(handle)
+            raise CorruptManifestError(f"corrupt manifest {where}: {error}") from None
+
+    def _mark(self, name: str, marks: Marks) -> str | None:
+        """Mark the manifest ``name`` as it is now, noting the version marked; why that
+        failed, if it did."""
+        try:
+            manifest, version = self._read(name)
+        except _GONE:
+            return None
+        except CorruptManifestError as error:
+            return f"a snapshot committed during gc cannot be read: {error}"
+        problem = mark_manifest(self.repo, manifest, marks)
+        if problem is None:
+            self.marked[name] = version
+        return problem
+
+    def mark_ahead(self, marks: Marks, clock: Callable[[], float]) -> str | None:
+        """Outside the lock: read the new entries and mark their manifests as they are now;
+        why that failed, if it did (references unknown: nothing more may be deleted)."""
+        if self.token is None:
+            return None
+        self._learn(clock, float("inf"))
+        unmarked = [(entry, name) for entry, name in self.open.items() if entry not in self.looked]
+        if unmarked:
+            self.repo.blobs.refresh()  # follows the pack log: the new packs
+        for entry, name in unmarked:
+            problem = self._mark(name, marks)
+            if problem is not None:
+                return problem
+            self.looked.add(entry)
+        return None
+
+    def settle(
+        self, marks: Marks, clock: Callable[[], float], deadline: float
+    ) -> tuple[bool, str | None]:
+        """Under the gc lock held exclusively: finish with the open entries until
+        ``deadline`` (module docstring); (whether every noted manifest is marked now, why
+        marking failed if it did)."""
+        self.settled_entries = 0
+        if self.token is None:
+            return True, None
+        if not self._learn(clock, deadline):
+            return False, None
+        for entry, name in list(self.open.items()):
+            if clock() > deadline:
+                return False, None
+            self.settled_entries += 1
+            problem = self._settle_one(entry, name, marks)
+            if problem is not None:
+                return False, problem
+        return True, None
+
+    def _settle_one(self, entry: str, name: str, marks: Marks) -> str | None:
+        try:
+            version = self.repo.backend.stat(Handle(Kind.MANIFEST, name)).version
+        except _GONE:
+            version = None  # the commit failed, or the snapshot went since
+        if version is not None and version != self.marked.get(name):
+            problem = self._mark(name, marks)
+            if problem is not None:
+                return problem
+        del self.open[entry]
+        self.looked.discard(entry)
+        self.seen.add(entry)
+        self.spent.append(entry)
+        return None
+
+    def release(self) -> None:
+        """Unlink the entries done with (the lock let go: see the module docstring)."""
+        journal = self.repo.sessions.gc_journal
+        spent, self.spent = self.spent, []
+        for entry in spent:
+            journal.remove_entry(entry)

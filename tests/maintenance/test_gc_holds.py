@@ -1,0 +1,198 @@
+"""What a gc step does while it holds the gc lock exclusively (every create waits meanwhile):
+the commits made since the last step are checked there by a ``stat`` each, not read again
+and not unlinked; a hold that runs out of time checking them deletes nothing, and gc still
+completes, deleting only what no snapshot names."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers.blobs import two_file_packs
+from helpers.seam import HookedFileSystem
+
+from snapstore import SnapStore
+from snapstore.backend.seam import Handle, Kind
+from snapstore.internals import repository
+from snapstore.maintenance import gcnoted, gcsteps
+from snapstore.repo.catalog import manifest_name
+from snapstore.repo.gcjournal import NOTED_PREFIX
+from snapstore.repo.trees import Marks
+
+
+def _write(base: Path, data: bytes) -> None:
+    base.mkdir(parents=True, exist_ok=True)
+    (base / "file.bin").write_bytes(data)
+
+
+class Counting(HookedFileSystem):
+    """Counts the unlinks made while ``counting`` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.counting = False
+        self.unlinks = 0
+
+    def before(self, operation: str, fd: int | None = None, data: Any = None) -> None:
+        super().before(operation, fd, data)
+        if self.counting and operation == "unlink":
+            self.unlinks += 1
+
+
+def test_a_settle_under_the_lock_reads_no_manifest_marked_ahead_and_unlinks_nothing(
+    root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Commits made while gc marked are read and marked ahead of the lock; under it each is
+    checked by its version alone (no manifest read, no entry unlinked: that waits for the
+    lock to go). One commit replaced after the look ahead is read again there."""
+    seam = Counting()
+    store = SnapStore(root, fs=seam, fold_threshold=0)
+    repo = repository(store)
+    journal = repo.sessions.gc_journal
+    base = tmp_path / "base"
+    with journal.run_lock.exclusive():
+        commits = gcnoted.NewCommits(repo, journal.start())
+        for n in range(20):
+            _write(base, f"version {n}\n".encode())
+            store.create("s", f"n{n}", ["."], base_dir=base)
+        marks = Marks()
+        assert commits.mark_ahead(marks, time.monotonic) is None
+        _write(base, b"replaced after the look ahead\n")
+        store.create("s", "n3", ["."], base_dir=base)  # a new version of a marked manifest
+        reads: list[str] = []
+        original = type(repo.backend).read
+
+        def counted(backend: Any, handle: Handle, **kwargs: Any) -> Any:
+            if handle.kind is Kind.MANIFEST:
+                reads.append(handle.name)
+            return original(backend, handle, **kwargs)
+
+        monkeypatch.setattr(type(repo.backend), "read", counted)
+        seam.counting = True
+        with repo.gc_lock.exclusive():
+            assert commits.settle(marks, time.monotonic, time.monotonic() + 60) == (True, None)
+        seam.counting = False
+        assert reads == [manifest_name("s", "n3")]
+        assert seam.unlinks == 0
+        assert commits.settled_entries == 21
+        digest = repo.blobs.put_bytes(b"replaced after the look ahead\n")
+        assert digest in marks.sizes  # the version read under the lock is marked
+        assert len(repo.backend.names(Kind.CACHE, NOTED_PREFIX)) == 21
+        commits.release()
+        assert repo.backend.names(Kind.CACHE, NOTED_PREFIX) == []
+        journal.clear()
+
+
+class Ticking:
+    """A clock that moves ``tick`` seconds at every reading: every timed part of a step
+    looks slow, so each hold checks about one noted commit before its time is up."""
+
+    def __init__(self, tick: float) -> None:
+        self.tick = tick
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        self.now += self.tick
+        return self.now
+
+
+def test_a_hold_out_of_time_while_settling_deletes_nothing_and_gc_still_completes(
+    root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Commits made while gc marks (one of them reusing a blob gc found unreferenced) are
+    checked in holds so short that each checks about one: no hold deletes anything before
+    every commit noted is checked, gc ends with everything it may delete deleted, and the
+    reused blob stays."""
+    clock = Ticking(gcsteps.STEP_SECONDS / 3)
+    monkeypatch.setattr(gcsteps, "monotonic", clock)
+    reused, other = tmp_path / "reused", tmp_path / "other"
+    _write(reused, b"unreferenced when gc marks, reused after\n")
+    store = two_file_packs(SnapStore(root, fold_threshold=0, lock_timeout=10))
+    store.create("s", "garbage", ["."], base_dir=reused)
+    store.delete("s", "garbage")
+    for n in range(4):
+        _write(other, f"old version {n}\n".encode())
+        store.create("s", f"old{n}", ["."], base_dir=other)
+        store.delete("s", f"old{n}")
+    _write(other, b"kept\n")
+    store.create("s", "kept", ["."], base_dir=other)
+    writer = two_file_packs(SnapStore(root, fold_threshold=0, lock_timeout=10))
+    original_ahead = gcnoted.NewCommits.mark_ahead
+    made: list[int] = []
+
+    def commit_then_mark(
+        commits: gcnoted.NewCommits, marks: Marks, ticking: Callable[[], float]
+    ) -> str | None:
+        if not made:
+            made.append(1)
+            writer.create("t", "again", ["."], base_dir=reused)  # reuses the garbage blob
+            for n in range(5):
+                _write(tmp_path / f"w{n}", f"during gc {n}\n".encode())
+                writer.create("t", f"w{n}", ["."], base_dir=tmp_path / f"w{n}")
+        return original_ahead(commits, marks, ticking)
+
+    monkeypatch.setattr(gcnoted.NewCommits, "mark_ahead", commit_then_mark)
+    open_at_deletion: list[int] = []
+    original_step = gcsteps.Steps._step
+
+    def step(steps: gcsteps.Steps, deadline: float) -> Any:
+        open_at_deletion.append(len(steps.commits.open))
+        return original_step(steps, deadline)
+
+    monkeypatch.setattr(gcsteps.Steps, "_step", step)
+    runs: list[gcsteps.StepResult] = []
+    original_run = gcsteps.Steps.run
+
+    def recorded(steps: gcsteps.Steps) -> gcsteps.StepResult:
+        runs.append(original_run(steps))
+        return runs[-1]
+
+    monkeypatch.setattr(gcsteps.Steps, "run", recorded)
+    report = store.gc()
+    assert not report.skipped and not report.problems
+    assert set(open_at_deletion) == {0}  # no deletion while a noted commit was unchecked
+    (run,) = runs
+    assert run.steps > len(open_at_deletion)  # some holds only checked commits
+    assert report.packs_deleted == 4  # the old versions; the reused blob's pack stays
+    fresh = SnapStore(root)
+    assert fresh.read("t", "again", "file.bin") == b"unreferenced when gc marks, reused after\n"
+    assert fresh.read("s", "kept", "file.bin") == b"kept\n"
+    assert fresh.verify(deep=True).ok and not fresh.verify().garbage
+    assert repository(fresh).backend.names(Kind.CACHE, NOTED_PREFIX) == []
+
+
+def test_a_new_gc_removes_an_earlier_gcs_entries_after_its_opening_hold(
+    root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Entries a gc that died left behind are removed, but not while the opening hold keeps
+    every create waiting."""
+    store = SnapStore(root, fold_threshold=0)
+    repo = repository(store)
+    for n in range(30):
+        repo.backend.write(Handle(Kind.CACHE, f"{NOTED_PREFIX}dead-{n}"), b"s/x", durable=False)
+    held: list[bool] = []
+    original = repo.sessions.gc_journal.clear
+
+    def clear(*, keep: str | None = None) -> None:
+        held.append(_holds_gc_lock_exclusively(root))
+        original(keep=keep)
+
+    monkeypatch.setattr(repo.sessions.gc_journal, "clear", clear)
+    store.gc()
+    assert held and not any(held)
+    assert repo.backend.names(Kind.CACHE, NOTED_PREFIX) == []
+
+
+def _holds_gc_lock_exclusively(root: Path) -> bool:
+    """Whether someone holds the gc lock exclusively now (a shared try fails at once)."""
+    probe = SnapStore(root, fold_threshold=0, lock_timeout=0.01)
+    try:
+        with repository(probe).gc_lock.shared(timeout=0):
+            return False
+    except Exception:
+        return True
+    finally:
+        probe.close()
