@@ -25,6 +25,7 @@ machine are noisy.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -37,9 +38,11 @@ from pathlib import Path
 from typing import Any
 
 from snapstore import SnapStore
+from snapstore.fs.seam import FileSystem
 from snapstore.internals import repository
 from snapstore.maintenance import gcsteps
 from snapstore.maintenance import sweep as sweep_module
+from snapstore.repo.sessions import SessionChange, Sessions
 
 PROJECT_FILES = 20
 IDLE_SECONDS = 20.0
@@ -49,7 +52,9 @@ import json, sys, time
 from pathlib import Path
 from snapstore import SnapStore
 from snapstore.maintenance import gcsteps
+from snapstore.fs.seam import FileSystem
 from snapstore.maintenance import sweep as sweep_module
+from snapstore.repo.sessions import SessionChange, Sessions
 
 root, project, out, stop = (Path(arg) for arg in sys.argv[1:5])
 store = SnapStore(root, fold_threshold=0)
@@ -287,24 +292,69 @@ def _gc_summary(store: SnapStore) -> dict[str, Any]:
 
 
 def _sweep_summary(store: SnapStore) -> dict[str, Any]:
-    """How many snapshots sweep deleted, in how many holds of a session's lock, and the
-    longest hold (a create into that session waits for it)."""
-    holds: list[float] = []
-    original = sweep_module._hold
+    """How many snapshots sweep deleted, in how many holds of a session's lock, the longest
+    hold (a create into that session waits for it) and where it went: the flushes of the
+    session's directory in it, the write of the session's head as it ends; and the longest
+    wait for a session's lock."""
+    holds: list[dict[str, float]] = []
+    original_hold = sweep_module._hold
+    original_changing = Sessions.changing_dir
+    original_flush = FileSystem.fsync_dir
+    original_finish = SessionChange.finish
+    current: dict[str, float] = {}
 
-    def timed(*args: Any) -> Any:
+    def add(part: str, started: float) -> None:
+        current[part] = current.get(part, 0.0) + time.perf_counter() - started
+
+    def flush(fs: FileSystem, path: str, *, dir_fd: int | None = None) -> None:
         started = time.perf_counter()
         try:
-            return original(*args)
+            original_flush(fs, path, dir_fd=dir_fd)
         finally:
-            holds.append(time.perf_counter() - started)
+            add("flush", started)
+
+    def finish(change: SessionChange) -> None:
+        started = time.perf_counter()
+        try:
+            original_finish(change)
+        finally:
+            add("head", started)
+
+    @contextlib.contextmanager
+    def changing(sessions: Sessions, session_dir: str, label: str | None = None) -> Any:
+        asked = time.perf_counter()
+        with original_changing(sessions, session_dir, label) as change:
+            current["wait"] = time.perf_counter() - asked
+            current["held_from"] = time.perf_counter()
+            yield change
+        current["held"] = time.perf_counter() - current.pop("held_from")
+
+    def timed(*args: Any) -> Any:
+        current.clear()
+        try:
+            return original_hold(*args)
+        finally:
+            holds.append(dict(current))
 
     sweep_module._hold = timed  # type: ignore[assignment]
+    Sessions.changing_dir = changing  # type: ignore[assignment,method-assign]
+    FileSystem.fsync_dir = flush  # type: ignore[method-assign]
+    SessionChange.finish = finish  # type: ignore[method-assign]
     try:
         deleted = len(store.sweep(keep_last=10).deleted)
     finally:
-        sweep_module._hold = original  # type: ignore[assignment]
-    return {"deleted": deleted, "holds": len(holds), "longest_hold_ms": ms(max(holds, default=0))}
+        sweep_module._hold = original_hold  # type: ignore[assignment]
+        Sessions.changing_dir = original_changing  # type: ignore[method-assign]
+        FileSystem.fsync_dir = original_flush  # type: ignore[method-assign]
+        SessionChange.finish = original_finish  # type: ignore[method-assign]
+    longest = max(holds, key=lambda hold: hold.get("held", 0.0), default={})
+    return {
+        "deleted": deleted,
+        "holds": len(holds),
+        "longest_hold_ms": ms(longest.get("held", 0.0)),
+        "longest_hold_parts": {part: ms(value) for part, value in longest.items()},
+        "longest_wait_ms": ms(max((hold.get("wait", 0.0) for hold in holds), default=0.0)),
+    }
 
 
 def report(result: dict[str, Any]) -> str:
@@ -337,7 +387,8 @@ def report(result: dict[str, Any]) -> str:
             f"deletion steps, the longest {steps['longest_hold_ms']} ms "
             f"({steps.get('longest_hold_parts')}), the longest wait for the lock "
             f"{steps.get('longest_wait_ms')} ms; sweep {result['during_sweep']['seconds']} s, "
-            f"{swept['holds']} holds, the longest {swept['longest_hold_ms']} ms"
+            f"{swept['holds']} holds, the longest {swept['longest_hold_ms']} ms "
+            f"({swept['longest_hold_parts']}), the longest wait {swept['longest_wait_ms']} ms"
         )
     for key in ("gc_small", "gc_full"):
         item = result[key]

@@ -118,12 +118,15 @@ class PackLog:
         token = os.urandom(TOKEN_BYTES // 2).hex().encode() + b"\n"
         write_atomic(self.fs, self.path, token, tmp_dir=self.tmp_dir, durable=False)
 
-    def record_deletions(self, pack_ids: list[str]) -> bool:
+    def record_deletions(self, pack_ids: list[str], *, limit: int = RESTART_BYTES) -> bool:
         """Note that these packs are being deleted (gc: before their indexes are unlinked,
         under the gc lock held exclusively; a fold: after, under it held shared).
         True if the lines were appended; False if a new log was started instead (there was
         none, it passed ``RESTART_BYTES``, or the append failed): every reader then lists
-        the packs again. Raises if neither can be done (nothing may be deleted then)."""
+        the packs again. Raises if neither can be done (nothing may be deleted then).
+        ``limit``: the length past which a new log is started instead (a running gc, which
+        starts one at its end, lets the log grow: a new log mid-gc makes every process list
+        ``packs/`` while it still holds thousands of packs)."""
         # after a newline: a line another writer left torn (a full disk) cannot swallow them
         lines = b"\n" + b"".join(b"-" + pack_id.encode() + b"\n" for pack_id in pack_ids)
         try:
@@ -132,7 +135,7 @@ class PackLog:
             self.restart()
             return False
         try:
-            if os.fstat(fd).st_size + len(lines) <= RESTART_BYTES:
+            if os.fstat(fd).st_size + len(lines) <= limit:
                 self.fs.write(fd, lines)
                 return True
         except OSError:

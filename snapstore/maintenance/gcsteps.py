@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from time import monotonic
 from typing import TypeVar
 
+from snapstore.backend.packlog import MAX_READ_BYTES
 from snapstore.backend.seam import Handle, Kind
 from snapstore.errors import LockTimeout, MissingBlobError
 from snapstore.format.packfile import PackIndex
@@ -50,6 +51,9 @@ STEP_SECONDS = 0.02
 """The work one step does under the exclusive lock, at most (at least one item)."""
 STEP_ITEMS = 4096
 """At most this many deletions per step, however fast the disk."""
+LOG_BYTES = MAX_READ_BYTES // 2
+"""How long the pack log may grow while gc deletes (about 240,000 deletions; a process reads
+at most ``MAX_READ_BYTES`` past its position in one go, and lists ``packs/`` past that)."""
 
 logger = get_logger(__name__)
 _Item = TypeVar("_Item")
@@ -113,7 +117,16 @@ class Steps:
 
     def run(self) -> StepResult:
         """Step until nothing is left, or a step finds a commit whose references are
-        unknown."""
+        unknown. The pack log may grow to ``LOG_BYTES`` meanwhile (a new log makes every
+        process list ``packs/``: mid-gc, thousands of packs); the end starts a new one."""
+        packs = self.repo.blobs.packs
+        usual, packs.deletion_log_bytes = packs.deletion_log_bytes, LOG_BYTES
+        try:
+            return self._run()
+        finally:
+            packs.deletion_log_bytes = usual
+
+    def _run(self) -> StepResult:
         while self.garbage or self.packed_loose or self.orphans or self.drop:
             if not self._ahead():
                 return self.result

@@ -16,6 +16,7 @@ import contextlib
 import threading
 from collections.abc import Callable, Iterator
 
+from snapstore.backend import packlog
 from snapstore.backend.packlog import TOKEN_BYTES, LogPosition, deleted_ids, published
 from snapstore.backend.seam import Backend
 from snapstore.errors import CorruptPackError
@@ -54,6 +55,8 @@ class PackSet(PackReads):
         format before 3, whose writers (an older version) delete packs without starting a
         new log, so only a listing tells which packs are gone."""
         self.cache = BlockCache()
+        self.deletion_log_bytes = packlog.RESTART_BYTES
+        """How long the pack log may grow by deletions before a new one (``PackLog``)."""
 
     def refresh(self, *, full: bool = False) -> None:
         """Bring the view up to date (see the module docstring); ``full``: list ``packs/``
@@ -288,7 +291,9 @@ class PackSet(PackReads):
     def _record_deletions(self, pack_ids: list[str], *, follow_restart: bool = True) -> None:
         """Log a deletion, or start a new log (followed if ``follow_restart``); raises if not."""
         with self._lock:
-            if self._log is None or self._log.record_deletions(pack_ids):
+            if self._log is None or self._log.record_deletions(
+                pack_ids, limit=self.deletion_log_bytes
+            ):
                 return
             if follow_restart:
                 _, self._position = self._log.read(None)

@@ -15,6 +15,7 @@ from helpers.blobs import two_file_packs
 from helpers.seam import HookedFileSystem
 
 from snapstore import SnapStore
+from snapstore.backend import packlog
 from snapstore.backend.seam import Handle, Kind
 from snapstore.internals import repository
 from snapstore.maintenance import gcnoted, gcsteps
@@ -196,3 +197,44 @@ def _holds_gc_lock_exclusively(root: Path) -> bool:
         return True
     finally:
         probe.close()
+
+
+def test_gc_lets_the_pack_log_grow_so_no_process_lists_the_packs_mid_gc(
+    root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new pack log makes every process list ``packs/`` at its next refresh. gc logs a
+    line per pack it deletes; past the usual length (here 200 bytes, a few lines) it goes on
+    appending instead of starting a new log mid-gc, so a process that follows the log
+    between steps never lists, and drops every deleted pack; gc's end starts a new log."""
+    monkeypatch.setattr(packlog, "RESTART_BYTES", 200)
+    monkeypatch.setattr(gcsteps, "STEP_ITEMS", 2)
+    base = tmp_path / "base"
+    store = two_file_packs(SnapStore(root, fold_threshold=0, lock_timeout=10))
+    for n in range(12):
+        _write(base, f"version {n}\n".encode())
+        store.create("s", f"n{n}", ["."], base_dir=base)
+        store.delete("s", f"n{n}")
+    follower = SnapStore(root, fold_threshold=0)
+    packs = repository(follower).blobs.packs
+    packs.refresh()
+    listed: list[int] = []
+    original_list = packs._list_all
+
+    def counted(*, whole: bool = False) -> None:
+        listed.append(1)
+        original_list(whole=whole)
+
+    monkeypatch.setattr(packs, "_list_all", counted)  # the follower's listings only
+    original_note = gcsteps.Steps._note
+
+    def and_follow(steps: gcsteps.Steps, hold: Any) -> None:
+        original_note(steps, hold)
+        packs.refresh()
+
+    monkeypatch.setattr(gcsteps.Steps, "_note", and_follow)
+    log = root / "packs" / "log"
+    report = store.gc()
+    assert report.packs_deleted == 12
+    assert listed == []  # followed the log through every step
+    assert packs.indexes() == []  # and dropped every pack gc deleted
+    assert len(log.read_bytes()) < 100  # gc's end started a new log
