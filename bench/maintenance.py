@@ -294,12 +294,13 @@ def _gc_summary(store: SnapStore) -> dict[str, Any]:
 def _sweep_summary(store: SnapStore) -> dict[str, Any]:
     """How many snapshots sweep deleted, in how many holds of a session's lock, the longest
     hold (a create into that session waits for it) and where it went: the flushes of the
-    session's directory in it, the write of the session's head as it ends; and the longest
-    wait for a session's lock."""
+    session's directory in it, the unlinks, the write of the session's head as it ends; and
+    the longest wait for a session's lock."""
     holds: list[dict[str, float]] = []
     original_hold = sweep_module._hold
     original_changing = Sessions.changing_dir
     original_flush = FileSystem.fsync_dir
+    original_unlink = FileSystem.unlink
     original_finish = SessionChange.finish
     current: dict[str, float] = {}
 
@@ -312,6 +313,13 @@ def _sweep_summary(store: SnapStore) -> dict[str, Any]:
             original_flush(fs, path, dir_fd=dir_fd)
         finally:
             add("flush", started)
+
+    def unlink(fs: FileSystem, path: str, *, dir_fd: int | None = None) -> None:
+        started = time.perf_counter()
+        try:
+            original_unlink(fs, path, dir_fd=dir_fd)
+        finally:
+            add("unlink", started)
 
     def finish(change: SessionChange) -> None:
         started = time.perf_counter()
@@ -339,6 +347,7 @@ def _sweep_summary(store: SnapStore) -> dict[str, Any]:
     sweep_module._hold = timed  # type: ignore[assignment]
     Sessions.changing_dir = changing  # type: ignore[assignment,method-assign]
     FileSystem.fsync_dir = flush  # type: ignore[method-assign]
+    FileSystem.unlink = unlink  # type: ignore[method-assign]
     SessionChange.finish = finish  # type: ignore[method-assign]
     try:
         deleted = len(store.sweep(keep_last=10).deleted)
@@ -346,6 +355,7 @@ def _sweep_summary(store: SnapStore) -> dict[str, Any]:
         sweep_module._hold = original_hold  # type: ignore[assignment]
         Sessions.changing_dir = original_changing  # type: ignore[method-assign]
         FileSystem.fsync_dir = original_flush  # type: ignore[method-assign]
+        FileSystem.unlink = original_unlink  # type: ignore[method-assign]
         SessionChange.finish = original_finish  # type: ignore[method-assign]
     longest = max(holds, key=lambda hold: hold.get("held", 0.0), default={})
     return {

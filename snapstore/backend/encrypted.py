@@ -341,7 +341,8 @@ class EncryptedBackend(WritesWhole):
     def note_existing(self, handle: Handle) -> None:
         self.inner.note_existing(self._below(handle))
 
-    # ------------------------------------------------------------------ listing
+    def flush_deletions(self, kind: Kind) -> None:
+        self.inner.flush_deletions(kind)
 
     def infos(self, kind: Kind, prefix: str = "") -> dict[str, ObjectInfo | None]:
         below = listing_prefix(self.name_cipher, kind, prefix)
@@ -369,8 +370,6 @@ class EncryptedBackend(WritesWhole):
 
     def pack_log(self) -> PackLog | None:
         return self.inner.pack_log()
-
-    # ------------------------------------------------------------------ the rest
 
     def lock(self, name: str, label: str | None = None) -> Lock:
         group, slash, rest = name.partition("/")

@@ -256,6 +256,19 @@ class LocalBackend:
                 dirs.add(directory)
                 raise
 
+    def flush_deletions(self, kind: Kind) -> None:
+        """Flush every directory that holds objects of ``kind`` directly (manifests: each
+        session's directory; a removed one is skipped: its removal went with its entries)."""
+        if not self.durable:
+            return
+        top = self.kind_dir(kind)
+        directories = [top]
+        if kind is Kind.MANIFEST:
+            directories += [os.path.join(top, name) for name in listdir(top)]
+        for directory in directories:
+            with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+                self.fs.fsync_dir(directory)
+
     # ------------------------------------------------------------------ the rest
 
     def lock(self, name: str, label: str | None = None) -> FileLock:

@@ -260,18 +260,18 @@ class ManifestFiles:
     def delete(self, name: str, *, durable: bool) -> None:
         """Remove the manifest ``name`` (FileNotFoundError if there is none): an old layout
         manifest first, flushed, then the file, its session directory flushed (the commit
-        point); then the directories left empty, best-effort."""
+        point); then the directories left empty, best-effort. Not ``durable``: the caller
+        flushes the session's directory (the old layout's is flushed here all the same), and
+        an emptied session directory stays for it to find."""
         path = self.path(name)
-        removed_legacy = self._unlink_legacy(name, durable=True)
-        durable = durable or removed_legacy  # no caller flushes an old layout's directories
+        removed_legacy = self._unlink_legacy(name, durable=True)  # nobody flushes it later
         try:
             self.fs.unlink(path)
         except FileNotFoundError:
             if not removed_legacy:
                 raise
-        else:
-            if durable and self.durable:
-                self.fs.fsync_dir(os.path.dirname(path))
+        if durable and self.durable:
+            self.fs.fsync_dir(os.path.dirname(path))  # also after an old layout's alone
         self._remove_empty(name, session_too=durable)
         self._changed_here(os.path.dirname(path))
 

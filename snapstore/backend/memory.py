@@ -251,6 +251,9 @@ class MemoryBackend(WritesWhole):
     def flush(self) -> None:
         return None
 
+    def flush_deletions(self, kind: Kind) -> None:
+        return None
+
     def lock(self, name: str, label: str | None = None) -> _MemoryLock:
         with self._mutex:
             holders = self._locks.setdefault(name, _Holders())

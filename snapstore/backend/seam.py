@@ -253,6 +253,13 @@ class Backend(Protocol):
         """Make durable the names of objects committed (and noted) by this thread."""
         ...
 
+    def flush_deletions(self, kind: Kind) -> None:
+        """Make durable every deletion of an object of ``kind`` made so far, by any process
+        (gc, before it deletes the blobs of manifests it found gone: a deleter killed before
+        its flush must not have them come back after a power cut). Where a deletion is
+        durable when it returns (object storage), nothing."""
+        ...
+
     def lock(self, name: str, label: str | None = None) -> Lock:
         """The store's lock called ``name`` (``gc``, ``gc-intent``, ``sessions/<session-dir>``
         or ``targets/<key>``); ``label`` is how errors name it (default: ``name``)."""

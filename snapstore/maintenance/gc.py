@@ -27,6 +27,7 @@ import contextlib
 import time
 from collections.abc import Iterator
 
+from snapstore.backend.seam import Kind
 from snapstore.errors import LockTimeout
 from snapstore.maintenance import gcnoted, gcsteps, packgc
 from snapstore.maintenance.checks import clean_temp
@@ -138,6 +139,9 @@ class _Collection:
         if self.dry_run:
             self._measure(garbage, work)
             return
+        # A deleter killed before its flush (a sweep flushes once per hold) left unlinks
+        # the marking did not see past: made durable before any blob they named goes.
+        self.repo.backend.flush_deletions(Kind.MANIFEST)
         hold = self._exclusive if self.stepped else contextlib.nullcontext
         commits = gcnoted.NewCommits(self.repo, self.token)
         done = gcsteps.Steps(self.repo, self.marks, work, garbage, hold, commits).run()

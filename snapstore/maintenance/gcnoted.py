@@ -8,28 +8,32 @@ still hold the snapshot's previous manifest, or none yet. So:
 
 - **Ahead of the lock** (``mark_ahead``) every entry noted since the last look is read once
   (an entry is written whole by a rename and never changes), and its manifest is marked as it
-  is now, with the version of the file it was read from (read and version from one open).
-- **Under the lock** (``settle``) each entry still open is checked by a ``stat`` of its
-  manifest: the version last marked under that name means the marked bytes are the ones on
-  disk (a manifest is replaced by a rename, never written in place), so it is done with; a missing
-  manifest belongs to a commit that failed (or was deleted since: nothing of it needs
-  keeping); any other version is read and marked now. The clock is read before each entry:
-  a hold that runs out of time deletes nothing and the next one goes on from there (entries
-  done with stay done: their manifests are marked).
+  is now, remembering the BLAKE3 hash of the bytes marked.
+- **Under the lock** (``settle``) each entry still open costs a read of its manifest (a few
+  hundred bytes; no tree is read): bytes whose hash was marked under that name need nothing
+  more; a missing manifest belongs to a commit that failed (or was deleted since: nothing of
+  it needs keeping); other bytes are decoded and marked now. Not the file's version from a
+  ``stat``: a manifest written twice over may get back an inode number freed meanwhile, with
+  the same size and time on a filesystem whose clock is coarse. The clock is read before
+  each entry: a hold that runs out of time deletes nothing and the next one goes on from
+  there with twice the time, and so on, so that gc finishes while commits keep coming
+  (entries done with stay done: their manifests are marked).
 - **After the lock** (``release``) the entries done with are unlinked: the unlinks cost the
   hold nothing (a gc that sees them again skips them: they are in ``seen``).
 
-So a hold costs a ``stat`` per commit made since the last step, and reads only the manifests
-written between the look ahead of the lock and the lock itself.
+So a hold costs a small read per commit made since the last step, and decodes and marks only
+the manifests written between the look ahead of the lock and the lock itself.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from snapstore.backend.seam import Handle, Kind, Version
+import blake3
+
+from snapstore.backend.seam import Handle, Kind
 from snapstore.errors import CorruptManifestError
-from snapstore.format.manifest import MAX_MANIFEST_BYTES, Manifest, decode
+from snapstore.format.manifest import MAX_MANIFEST_BYTES, decode
 from snapstore.fs.reading import UnfitFileError
 from snapstore.maintenance.checks import mark_manifest
 from snapstore.repo.repository import Repository
@@ -50,8 +54,8 @@ class NewCommits:
         """Entries read and not done with, each with the manifest name it holds."""
         self.looked: set[str] = set()
         """Open entries whose manifest was marked ahead of the lock."""
-        self.marked: dict[str, Version] = {}
-        """The version each manifest name was last marked in."""
+        self.marked: dict[str, bytes] = {}
+        """The fingerprint of the bytes each manifest name was last marked in."""
         self.spent: list[str] = []
         """Entries done with, to unlink once the lock is let go."""
         self.settled_entries = 0
@@ -73,28 +77,32 @@ class NewCommits:
                 continue  # removed by a gc that clears: nothing to mark
         return True
 
-    def _read(self, name: str) -> tuple[Manifest, Version]:
-        """The manifest called ``name`` and the version it was read from (one open)."""
+    def _read(self, name: str) -> bytes:
+        """The bytes of the manifest called ``name`` (FileNotFoundError if there is none)."""
         handle = Handle(Kind.MANIFEST, name)
         try:
-            data, info = self.repo.backend.read(handle, max_bytes=MAX_MANIFEST_BYTES)
-            return decode(data), info.version
-        except (CorruptManifestError, UnfitFileError) as error:
-            where = self.repo.backend.describe(handle)
-            raise CorruptManifestError(f"corrupt manifest {where}: {error}") from None
+            data, _ = self.repo.backend.read(handle, max_bytes=MAX_MANIFEST_BYTES)
+        except UnfitFileError as error:
+            raise CorruptManifestError(f"corrupt manifest {self._where(name)}: {error}") from None
+        return data
 
-    def _mark(self, name: str, marks: Marks) -> str | None:
-        """Mark the manifest ``name`` as it is now, noting the version marked; why that
-        failed, if it did."""
+    def _where(self, name: str) -> str:
+        return self.repo.backend.describe(Handle(Kind.MANIFEST, name))
+
+    def _mark(self, name: str, marks: Marks, data: bytes | None = None) -> str | None:
+        """Mark the manifest ``name`` as it is now (``data``: its bytes, just read), noting
+        what was marked; why that failed, if it did."""
         try:
-            manifest, version = self._read(name)
+            if data is None:
+                data = self._read(name)
+            manifest = decode(data)
         except _GONE:
             return None
         except CorruptManifestError as error:
             return f"a snapshot committed during gc cannot be read: {error}"
         problem = mark_manifest(self.repo, manifest, marks)
         if problem is None:
-            self.marked[name] = version
+            self.marked[name] = _fingerprint(data)
         return problem
 
     def mark_ahead(self, marks: Marks, clock: Callable[[], float]) -> str | None:
@@ -135,11 +143,13 @@ class NewCommits:
 
     def _settle_one(self, entry: str, name: str, marks: Marks) -> str | None:
         try:
-            version = self.repo.backend.stat(Handle(Kind.MANIFEST, name)).version
+            data: bytes | None = self._read(name)
         except _GONE:
-            version = None  # the commit failed, or the snapshot went since
-        if version is not None and version != self.marked.get(name):
-            problem = self._mark(name, marks)
+            data = None  # the commit failed, or the snapshot went since
+        except CorruptManifestError as error:
+            return f"a snapshot committed during gc cannot be read: {error}"
+        if data is not None and _fingerprint(data) != self.marked.get(name):
+            problem = self._mark(name, marks, data)
             if problem is not None:
                 return problem
         del self.open[entry]
@@ -154,3 +164,8 @@ class NewCommits:
         spent, self.spent = self.spent, []
         for entry in spent:
             journal.remove_entry(entry)
+
+
+def _fingerprint(data: bytes) -> bytes:
+    """What tells two versions of a manifest apart: the BLAKE3 hash of its bytes."""
+    return blake3.blake3(data).digest()

@@ -111,6 +111,8 @@ class Steps:
         self.result = StepResult()
         self.clock = monotonic
         self.deleted_in_step = 0
+        self.settle_seconds = STEP_SECONDS
+        """How long the next hold may check the commits made since the last one."""
         self.paces = {
             kind: Pace(STEP_ITEMS, self.clock) for kind in ("garbage", "packed", "orphan", "pack")
         }
@@ -136,7 +138,10 @@ class Steps:
                 self.repo.blobs.refresh()  # the log since the last step: cheap, and exact
                 hold.lap("refresh")
                 deadline = hold.started + STEP_SECONDS
-                settled, problem = self.commits.settle(self.marks, self.clock, deadline)
+                budget = hold.started + self.settle_seconds
+                settled, problem = self.commits.settle(self.marks, self.clock, budget)
+                # out of time: the next hold settles for twice as long (gc always finishes)
+                self.settle_seconds = STEP_SECONDS if settled else 2 * self.settle_seconds
                 hold.lap("settle", self.commits.settled_entries)
                 self.deleted_in_step = 0
                 dropped = self._step(deadline) if settled and problem is None else []

@@ -86,36 +86,51 @@ def _hold(
     repo: Repository, session_dir: str, victims: list[ManifestFile], pace: Pace
 ) -> list[ManifestFile]:
     """One hold of the session's lock: delete victims from the front of ``victims`` while
-    one more fits in ``STEP_SECONDS`` (the clock read before each), those deleted. Each
-    deletion but the hold's last is an unlink only; the last also flushes the session's
-    directory, the commit point of them all (one flush per hold, not one per deletion;
-    docs/concurrency.md, "Sweep in short holds")."""
+    another fits in ``STEP_SECONDS`` (the clock read before each); those deleted. Each
+    deletion is an unlink; the session's directory is flushed once as the hold ends, also
+    when a deletion failed (the error is raised after it), so every deletion the hold made
+    is durable before the lock goes (docs/concurrency.md, "Sweep in short holds")."""
     swept: list[ManifestFile] = []
-    unflushed: ManifestFile | None = None
+    failed: BaseException | None = None
     with repo.sessions.changing_dir(session_dir) as change:
         deadline = monotonic() + STEP_SECONDS
-        count, last = 0, False
-        while not last:
-            victim = victims.pop(0)
-            last = not victims or pace.fitting(deadline, count) < 2  # no time for another
-            count += 1
-            removing = monotonic()
-            if _remove(change, victim, durable=last):
-                swept.append(victim)
-                unflushed = None if last else victim
-            pace.took(1, monotonic() - removing)
-        if unflushed is not None:  # the hold's last victim was gone: flush for the others
-            repo.backend.note_existing(Handle(Kind.MANIFEST, unflushed.name))
-            repo.backend.flush()
+        made = 0
+        try:
+            while victims and (not made or pace.fitting(deadline, made)):
+                removing = monotonic()
+                victim = victims.pop(0)
+                made += 1
+                if _remove(change, victim):
+                    swept.append(victim)
+                pace.took(1, monotonic() - removing)
+        except BaseException as error:
+            failed = error
+            raise
+        finally:
+            if swept:
+                _flush(repo, swept[0], failed)
     return swept
 
 
-def _remove(change: SessionChange, victim: ManifestFile, *, durable: bool) -> bool:
-    """Delete one victim, unless it went or was replaced since the session was listed (a
-    replaced snapshot is a new one, which this sweep did not judge); not ``durable``: its
-    session's directory is flushed later in the same hold."""
+def _flush(repo: Repository, victim: ManifestFile, failed: BaseException | None) -> None:
+    """Flush the session's directory of ``victim`` (a non-durable deletion never removes
+    it: it is there). If the hold failed with ``failed``, that error is the one raised, and
+    a failed flush is noted on it."""
     try:
-        change.remove(victim.name, victim.header.info.name, victim.version, durable=durable)
+        repo.backend.note_existing(Handle(Kind.MANIFEST, victim.name))
+        repo.backend.flush()
+    except OSError as error:
+        if failed is None:
+            raise
+        failed.add_note(f"the deletions before it may not be durable either: {error}")
+
+
+def _remove(change: SessionChange, victim: ManifestFile) -> bool:
+    """Delete one victim, unless it went or was replaced since the session was listed (a
+    replaced snapshot is a new one, which this sweep did not judge); its session's
+    directory is flushed as the hold ends."""
+    try:
+        change.remove(victim.name, victim.header.info.name, victim.version, durable=False)
     except (FileNotFoundError, NotADirectoryError, ConcurrentWriteError):
         return False
     return True

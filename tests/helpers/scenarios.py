@@ -157,6 +157,14 @@ def _prepare_sweep_old_layout(scenario_dir: Path) -> None:
     mark_format(scenario_dir / "root", 3)
 
 
+def _prepare_sweep_mixed_layouts(scenario_dir: Path) -> None:
+    """``_prepare_sweep`` with the younger victim in the old layout and the older one in
+    the new: one hold of the sweep deletes both, the old layout's last."""
+    _prepare_sweep(scenario_dir)
+    to_old_layout(scenario_dir / "root", [(SESSION, "old-2")])
+    mark_format(scenario_dir / "root", 3)
+
+
 TREE_V3: Spec = {
     "a.txt": b"alpha, changed again\n",
     "dir/new.txt": b"new file, edited\n",
@@ -334,6 +342,7 @@ SCENARIOS = [
     Scenario("overwrite_old_layout", _prepare_create_old_layout, _run_overwrite),
     Scenario("delete_both_layouts", _prepare_delete_both_layouts, _run_delete),
     Scenario("sweep_old_layout", _prepare_sweep_old_layout, _run_sweep),
+    Scenario("sweep_mixed_layouts", _prepare_sweep_mixed_layouts, _run_sweep),
     Scenario("put_state_new", _prepare_state, _run_new_state),
     Scenario("restore", _prepare_restore, _run_restore, restores=True),
     Scenario("restore_new_target", _prepare_restore_new_target, _run_restore, restores=True),

@@ -43,12 +43,13 @@ class Counting(HookedFileSystem):
             self.unlinks += 1
 
 
-def test_a_settle_under_the_lock_reads_no_manifest_marked_ahead_and_unlinks_nothing(
+def test_a_settle_under_the_lock_marks_no_manifest_marked_ahead_and_unlinks_nothing(
     root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Commits made while gc marked are read and marked ahead of the lock; under it each is
-    checked by its version alone (no manifest read, no entry unlinked: that waits for the
-    lock to go). One commit replaced after the look ahead is read again there."""
+    checked by its bytes alone (no tree walked, no entry unlinked: that waits for the lock
+    to go). One replaced after the look ahead is marked again there, even when its file's
+    version looks unchanged (an inode number reused, a coarse clock)."""
     seam = Counting()
     store = SnapStore(root, fs=seam, fold_threshold=0)
     repo = repository(store)
@@ -61,22 +62,29 @@ def test_a_settle_under_the_lock_reads_no_manifest_marked_ahead_and_unlinks_noth
             store.create("s", f"n{n}", ["."], base_dir=base)
         marks = Marks()
         assert commits.mark_ahead(marks, time.monotonic) is None
+        handle = Handle(Kind.MANIFEST, manifest_name("s", "n3"))
+        before = repo.backend.stat(handle)
         _write(base, b"replaced after the look ahead\n")
         store.create("s", "n3", ["."], base_dir=base)  # a new version of a marked manifest
-        reads: list[str] = []
-        original = type(repo.backend).read
+        original_stat = type(repo.backend).stat
 
-        def counted(backend: Any, handle: Handle, **kwargs: Any) -> Any:
-            if handle.kind is Kind.MANIFEST:
-                reads.append(handle.name)
-            return original(backend, handle, **kwargs)
+        def same_version(backend: Any, asked: Handle) -> Any:
+            return before if asked == handle else original_stat(backend, asked)
 
-        monkeypatch.setattr(type(repo.backend), "read", counted)
+        monkeypatch.setattr(type(repo.backend), "stat", same_version)
+        marked: list[str] = []
+        original_mark = gcnoted.mark_manifest
+
+        def counted(repo: Any, manifest: Any, marks: Marks, **kwargs: Any) -> Any:
+            marked.append(manifest.info.name)
+            return original_mark(repo, manifest, marks, **kwargs)
+
+        monkeypatch.setattr(gcnoted, "mark_manifest", counted)
         seam.counting = True
         with repo.gc_lock.exclusive():
             assert commits.settle(marks, time.monotonic, time.monotonic() + 60) == (True, None)
         seam.counting = False
-        assert reads == [manifest_name("s", "n3")]
+        assert marked == ["n3"]
         assert seam.unlinks == 0
         assert commits.settled_entries == 21
         digest = repo.blobs.put_bytes(b"replaced after the look ahead\n")
@@ -238,3 +246,87 @@ def test_gc_lets_the_pack_log_grow_so_no_process_lists_the_packs_mid_gc(
     assert listed == []  # followed the log through every step
     assert packs.indexes() == []  # and dropped every pack gc deleted
     assert len(log.read_bytes()) < 100  # gc's end started a new log
+
+
+def test_gc_finishes_while_every_hold_brings_more_commits_than_it_can_check(
+    root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two commits arrive before every step (as while it waits for the lock), and each hold
+    has time to check about one: a hold out of time checks for twice as long the next
+    time, so some hold finishes and deletes, and gc ends, keeping the blob a commit made
+    during it reuses."""
+    clock = Ticking(gcsteps.STEP_SECONDS / 3)
+    monkeypatch.setattr(gcsteps, "monotonic", clock)
+    reused = tmp_path / "reused"
+    _write(reused, b"unreferenced when gc marks, reused after\n")
+    store = two_file_packs(SnapStore(root, fold_threshold=0, lock_timeout=10))
+    store.create("s", "garbage", ["."], base_dir=reused)
+    store.delete("s", "garbage")
+    for n in range(4):
+        _write(tmp_path / "old", f"old version {n}\n".encode())
+        store.create("s", f"old{n}", ["."], base_dir=tmp_path / "old")
+        store.delete("s", f"old{n}")
+    writer = two_file_packs(SnapStore(root, fold_threshold=0, lock_timeout=10))
+    original_ahead = gcnoted.NewCommits.mark_ahead
+    looks: list[int] = []
+
+    def commits_keep_coming(
+        commits: gcnoted.NewCommits, marks: Marks, ticking: Callable[[], float]
+    ) -> str | None:
+        found = original_ahead(commits, marks, ticking)
+        looks.append(1)
+        assert len(looks) < 60, "gc did not finish"
+        writer.create("t", f"again{len(looks)}", ["."], base_dir=reused)  # reuses the garbage
+        _write(tmp_path / "w", f"during gc {len(looks)}\n".encode())
+        writer.create("t", f"w{len(looks)}", ["."], base_dir=tmp_path / "w")
+        return found
+
+    monkeypatch.setattr(gcnoted.NewCommits, "mark_ahead", commits_keep_coming)
+    report = store.gc()
+    assert not report.skipped and not report.problems
+    assert report.packs_deleted == 4
+    fresh = SnapStore(root)
+    assert fresh.read("t", "again1", "file.bin") == b"unreferenced when gc marks, reused after\n"
+    assert fresh.verify(deep=True).ok
+
+
+class Ordered(HookedFileSystem):
+    """Logs flushes of directories and unlinks, in order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.log: list[tuple[str, str]] = []
+
+    def unlink(self, path: str, *, dir_fd: int | None = None) -> None:
+        self.log.append(("unlink", path))
+        super().unlink(path, dir_fd=dir_fd)
+
+    def fsync_dir(self, path: str, *, dir_fd: int | None = None) -> None:
+        self.log.append(("fsync_dir", path))
+        super().fsync_dir(path, dir_fd=dir_fd)
+
+
+def test_gc_makes_deletions_a_killed_deleter_left_unflushed_durable_before_deleting_blobs(
+    root: Path, tmp_path: Path
+) -> None:
+    """A sweep flushes a session's directory once per hold; killed within one, it leaves
+    manifest unlinks nobody flushed. gc, which finds those snapshots gone, flushes every
+    session's directory before it deletes a blob or a pack they named: a power cut then
+    cannot bring back a snapshot whose blobs are gone."""
+    base = tmp_path / "base"
+    store = two_file_packs(SnapStore(root, fold_threshold=0))
+    for n in range(3):
+        _write(base, f"version {n}\n".encode())
+        store.create("s", f"n{n}", ["."], base_dir=base)
+    repo = repository(store)
+    repo.catalog.remove(manifest_name("s", "n0"), durable=False)  # as a killed sweep left it
+    seam = Ordered()
+    report = SnapStore(root, fs=seam, fold_threshold=0).gc()
+    assert report.packs_deleted >= 1
+    kept = Handle(Kind.MANIFEST, manifest_name("s", "n1"))
+    session_dir = str(Path(repo.backend.describe(kept)).parent)
+    flushed = seam.log.index(("fsync_dir", session_dir))
+    first_deletion = next(
+        i for i, (call, path) in enumerate(seam.log) if call == "unlink" and "/packs/" in path
+    )
+    assert flushed < first_deletion

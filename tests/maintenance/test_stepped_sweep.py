@@ -5,6 +5,7 @@ listed is left alone."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import threading
 import time
 from collections.abc import Iterator
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.formatv3 import mark_format, to_old_layout
 from helpers.seam import HookedFileSystem
 
 from snapstore import SnapStore
@@ -211,3 +213,61 @@ def test_a_hold_whose_last_victim_went_meanwhile_still_flushes_the_others(
     assert [name for _, name in report.deleted] == ["n0", "n1", "n2"]
     session_dir = session_dir_path(store)
     assert seam.flushed == [session_dir]
+
+
+class FailingSecondUnlink(SlowSweepUnlinks):
+    """The second unlink of a manifest fails with EIO; every call is logged in order."""
+
+    def __init__(self) -> None:
+        super().__init__(0.0)
+        self.log: list[tuple[str, str]] = []
+
+    def unlink(self, path: str, *, dir_fd: int | None = None) -> None:
+        if path.endswith(".manifest"):
+            self.log.append(("unlink", path))
+            if self.unlinked == 1:
+                self.unlinked += 1
+                raise OSError(errno.EIO, "injected", path)
+        super().unlink(path, dir_fd=dir_fd)
+
+    def fsync_dir(self, path: str, *, dir_fd: int | None = None) -> None:
+        self.log.append(("fsync_dir", path))
+        super().fsync_dir(path, dir_fd=dir_fd)
+
+
+def test_a_hold_that_fails_part_way_flushes_what_it_deleted_before_raising(
+    root: Path, tmp_path: Path
+) -> None:
+    """An error from the hold's second deletion is raised, and the first deletion is flushed
+    before it is: what other processes no longer see is durably gone."""
+    seam = FailingSecondUnlink()
+    store = SnapStore(root, fs=seam, fold_threshold=0)
+    _fill(store, tmp_path / "base", "s", 5)
+    seam.log.clear()
+    with pytest.raises(OSError, match="injected"):
+        store.sweep(keep_last=1)
+    session_dir = session_dir_path(store)
+    first = seam.log.index(next(call for call in seam.log if call[0] == "unlink"))
+    assert ("fsync_dir", session_dir) in seam.log[first + 1 :]
+    assert [info.name for info in SnapStore(root).list("s")] == ["n1", "n2", "n3", "n4"]
+
+
+def test_a_hold_over_both_layouts_flushes_the_new_layouts_deletions(
+    root: Path, tmp_path: Path
+) -> None:
+    """A hold whose older victim is in the new layout and younger one in the old layout
+    (a store converted in part) flushes the session's directory after both."""
+    base = tmp_path / "base"
+    writer = SnapStore(root, fold_threshold=0)
+    _fill(writer, base, "s", 3)
+    writer.close()
+    to_old_layout(root, [("s", "n1")])
+    mark_format(root, 3)
+    seam = FailingSecondUnlink()
+    seam.unlinked = 5  # no failure
+    store = SnapStore(root, fs=seam, fold_threshold=0)
+    report = store.sweep(keep_last=1)
+    assert [name for _, name in report.deleted] == ["n0", "n1"]
+    session_dir = session_dir_path(store)
+    last_unlink = max(i for i, call in enumerate(seam.log) if call[0] == "unlink")
+    assert ("fsync_dir", session_dir) in seam.log[last_unlink + 1 :]

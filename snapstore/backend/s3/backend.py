@@ -325,6 +325,10 @@ class S3Backend(WritesWhole):
 
     # ------------------------------------------------------------------ locks and upkeep
 
+    def flush_deletions(self, kind: Kind) -> None:
+        """Nothing to do: a deletion is durable when its DELETE returns."""
+        return None
+
     def lock(self, name: str, label: str | None = None) -> S3Lock | NoLock | Any:
         """``gc`` and each session's lock (``sessions/<session-dir>``) are leases in the
         bucket; target locks are this host's (they lock this host's directories).
