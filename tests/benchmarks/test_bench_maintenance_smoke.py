@@ -23,6 +23,13 @@ def test_maintenance_bench_quick_run_reports_every_figure(tmp_path: Path) -> Non
         assert result[key]["creates"] + result[key]["errors"] >= 1, key
     assert result["during_gc"]["result"]["skipped"] is False
     # keep_last=10 of 8 sessions of 50, and of what the bench's creates added to the first
-    assert result["during_sweep"]["result"] >= 400 - 8 * 10
+    swept = result["during_sweep"]["result"]
+    assert swept["deleted"] >= 400 - 8 * 10
+    assert swept["holds"] >= 1 and swept["longest_hold_ms"] > 0
+    assert {"wait", "held"} <= set(swept["longest_hold_parts"])
+    steps = result["during_gc"]["result"]
+    assert steps["steps"] >= 1 and {"refresh", "settle", "delete"} <= set(
+        steps["longest_hold_parts"]
+    )
     assert result["gc_small"]["packs"] == 100 and result["gc_full"]["packs"] == 400
     assert not list(tmp_path.glob("maintenance-bench-*"))  # its work directory is removed
