@@ -9,8 +9,8 @@ step had no time left for go back to the plan, untouched, and a later step check
 
 Between steps creates commit, and a create may reuse a blob gc marked unreferenced. Every
 step therefore first marks the manifests committed since the last one (``gcjournal``: each
-commit notes its manifest while a gc runs; ``gcnoted``: read ahead of the lock, checked by
-their versions under it, within the step's time) and then deletes only what is still
+commit notes its manifest while a gc runs; ``gcnoted``: marked ahead of the lock, checked by
+their bytes under it, within the step's time) and then deletes only what is still
 unreferenced:
 
 - a loose blob, if no mark names it now;
