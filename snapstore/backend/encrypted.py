@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable, Iterator
+from collections.abc import Hashable, Iterator, Sequence
 
 from snapstore.backend import keyring
 from snapstore.backend.packlog import PackLog
@@ -341,8 +341,9 @@ class EncryptedBackend(WritesWhole):
     def note_existing(self, handle: Handle) -> None:
         self.inner.note_existing(self._below(handle))
 
-    def flush_deletions(self, kind: Kind) -> None:
-        self.inner.flush_deletions(kind)
+    def flush_deletions(self, kind: Kind, names: Sequence[str] | None = None) -> None:
+        below = None if names is None else [self._below(Handle(kind, n)).name for n in names]
+        self.inner.flush_deletions(kind, below)
 
     def infos(self, kind: Kind, prefix: str = "") -> dict[str, ObjectInfo | None]:
         below = listing_prefix(self.name_cipher, kind, prefix)

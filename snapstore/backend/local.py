@@ -17,7 +17,7 @@ import threading
 import time
 import weakref
 from collections import OrderedDict
-from collections.abc import Hashable, Iterator
+from collections.abc import Hashable, Iterator, Sequence
 
 from snapstore.backend.filelock import FileLock
 from snapstore.backend.layout import MARKER_FILE, open_layout
@@ -256,14 +256,18 @@ class LocalBackend:
                 dirs.add(directory)
                 raise
 
-    def flush_deletions(self, kind: Kind) -> None:
-        """Flush every directory that holds objects of ``kind`` directly (manifests: each
-        session's directory; a removed one is skipped: its removal went with its entries)."""
+    def flush_deletions(self, kind: Kind, names: Sequence[str] | None = None) -> None:
+        """Flush every directory that holds objects of ``kind`` directly, or those of
+        ``names`` (manifests: each session's directory; the old layout's directories are
+        flushed by each deletion itself; a removed directory is skipped: a directory is
+        removed empty, after its deletions were flushed, or by its session's tidy-up)."""
         if not self.durable:
             return
         top = self.kind_dir(kind)
         directories = [top]
-        if kind is Kind.MANIFEST:
+        if names is not None:
+            directories = sorted({os.path.dirname(self.path(Handle(kind, n))) for n in names})
+        elif kind is Kind.MANIFEST:
             directories += [os.path.join(top, name) for name in listdir(top)]
         for directory in directories:
             with contextlib.suppress(FileNotFoundError, NotADirectoryError):

@@ -13,7 +13,7 @@ import itertools
 import threading
 import time
 from collections import Counter
-from collections.abc import Hashable, Iterator
+from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass
 
 from snapstore.backend.names import check_name
@@ -251,7 +251,7 @@ class MemoryBackend(WritesWhole):
     def flush(self) -> None:
         return None
 
-    def flush_deletions(self, kind: Kind) -> None:
+    def flush_deletions(self, kind: Kind, names: Sequence[str] | None = None) -> None:
         return None
 
     def lock(self, name: str, label: str | None = None) -> _MemoryLock:

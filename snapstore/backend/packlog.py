@@ -14,7 +14,8 @@ remembers where the log ends. A reader takes a line only if the whole line is on
 forms. A deleter's lines follow a newline of their own, so a line left torn by a failed
 append cannot swallow them; a deleter that cannot append starts a new log (a new token)
 instead, so a process that followed the log either reads the deletion or lists the packs
-again. A log that grew past ``RESTART_BYTES`` is started again at the next deletion. A line
+again. A log that grew past ``RESTART_BYTES`` is started again at the next deletion (while a
+gc deletes, past its ``limit``: gc starts a new one at its end). A line
 lost in a power cut only means a pack is found by the next listing (a reader that misses a
 blob lists the packs before giving up); no process that followed the log outlives a power
 cut.

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
-from collections.abc import Hashable, Iterator
+from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
@@ -253,11 +253,11 @@ class Backend(Protocol):
         """Make durable the names of objects committed (and noted) by this thread."""
         ...
 
-    def flush_deletions(self, kind: Kind) -> None:
-        """Make durable every deletion of an object of ``kind`` made so far, by any process
-        (gc, before it deletes the blobs of manifests it found gone: a deleter killed before
-        its flush must not have them come back after a power cut). Where a deletion is
-        durable when it returns (object storage), nothing."""
+    def flush_deletions(self, kind: Kind, names: Sequence[str] | None = None) -> None:
+        """Make durable every deletion of an object of ``kind`` (of one of ``names``, if
+        given) made so far, by any process (gc, before it deletes the blobs of manifests it
+        found gone: a deleter killed before its flush must not have them come back after a
+        power cut). Where a deletion is durable when it returns (object storage), nothing."""
         ...
 
     def lock(self, name: str, label: str | None = None) -> Lock:

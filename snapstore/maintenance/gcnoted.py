@@ -18,6 +18,11 @@ still hold the snapshot's previous manifest, or none yet. So:
   each entry: a hold that runs out of time deletes nothing and the next one goes on from
   there with twice the time, and so on, so that gc finishes while commits keep coming
   (entries done with stay done: their manifests are marked).
+- **Missing manifests**: a noted manifest found missing (ahead of the lock or under it) may
+  have been deleted without a flush yet (a sweep flushes once per hold, and may be killed
+  within one): its session's directory is flushed before the step deletes anything
+  (``flush_missing``: ahead of the lock for those found there; under it, rarely, for those
+  first found there), so it cannot come back after a power cut naming a blob gc deleted.
 - **After the lock** (``release``) the entries done with are unlinked: the unlinks cost the
   hold nothing (a gc that sees them again skips them: they are in ``seen``).
 
@@ -60,6 +65,10 @@ class NewCommits:
         """Entries done with, to unlink once the lock is let go."""
         self.settled_entries = 0
         """How many entries the last ``settle`` checked."""
+        self.missing: set[str] = set()
+        """Noted manifests found missing since the last ``flush_missing``: their deletion
+        (a sweep in the middle of a hold, a deleter killed before its flush) must be durable
+        before a blob they named goes."""
 
     def _learn(self, clock: Callable[[], float], deadline: float) -> bool:
         """Read the entries noted since the last look (until ``deadline``); True if every
@@ -97,6 +106,7 @@ class NewCommits:
                 data = self._read(name)
             manifest = decode(data)
         except _GONE:
+            self.missing.add(name)
             return None
         except CorruptManifestError as error:
             return f"a snapshot committed during gc cannot be read: {error}"
@@ -146,6 +156,7 @@ class NewCommits:
             data: bytes | None = self._read(name)
         except _GONE:
             data = None  # the commit failed, or the snapshot went since
+            self.missing.add(name)
         except CorruptManifestError as error:
             return f"a snapshot committed during gc cannot be read: {error}"
         if data is not None and _fingerprint(data) != self.marked.get(name):
@@ -157,6 +168,13 @@ class NewCommits:
         self.seen.add(entry)
         self.spent.append(entry)
         return None
+
+    def flush_missing(self) -> None:
+        """Make durable the deletion of every noted manifest found missing (its session's
+        directory flushed), before anything it named is deleted."""
+        if self.missing:
+            self.repo.backend.flush_deletions(Kind.MANIFEST, sorted(self.missing))
+            self.missing.clear()
 
     def release(self) -> None:
         """Unlink the entries done with (the lock let go: see the module docstring)."""

@@ -51,6 +51,9 @@ STEP_SECONDS = 0.02
 """The work one step does under the exclusive lock, at most (at least one item)."""
 STEP_ITEMS = 4096
 """At most this many deletions per step, however fast the disk."""
+SETTLE_MOST_SECONDS = 1.0
+"""The longest a hold checks the commits made since the last one (after holds that ran out
+of time: a create may wait that long once commits come faster than 20 ms can check)."""
 LOG_BYTES = MAX_READ_BYTES // 2
 """How long the pack log may grow while gc deletes (about 240,000 deletions; a process reads
 at most ``MAX_READ_BYTES`` past its position in one go, and lists ``packs/`` past that)."""
@@ -140,9 +143,10 @@ class Steps:
                 deadline = hold.started + STEP_SECONDS
                 budget = hold.started + self.settle_seconds
                 settled, problem = self.commits.settle(self.marks, self.clock, budget)
-                # out of time: the next hold settles for twice as long (gc always finishes)
-                self.settle_seconds = STEP_SECONDS if settled else 2 * self.settle_seconds
+                self._next_settle(settled, deadline)
                 hold.lap("settle", self.commits.settled_entries)
+                if settled and problem is None:
+                    self.commits.flush_missing()  # rare here: most were found ahead
                 self.deleted_in_step = 0
                 dropped = self._step(deadline) if settled and problem is None else []
                 hold.lap("delete", self.deleted_in_step)
@@ -157,6 +161,16 @@ class Steps:
         if self.result.packs_deleted:
             self._restart_log()
         return self.result
+
+    def _next_settle(self, settled: bool, deadline: float) -> None:
+        """How long the next hold may check commits: twice as long after one that ran out
+        of time (so that gc finishes while commits keep coming), at most
+        ``SETTLE_MOST_SECONDS``; as long again after one that settled too late to delete
+        more than one item; else ``STEP_SECONDS``."""
+        if not settled:
+            self.settle_seconds = min(2 * self.settle_seconds, SETTLE_MOST_SECONDS)
+        elif self.clock() < deadline:
+            self.settle_seconds = STEP_SECONDS
 
     def _note(self, hold: HoldTimes) -> None:
         """Count a step, and keep the times of the longest hold and the longest wait."""
@@ -191,7 +205,9 @@ class Steps:
         problem = self.commits.mark_ahead(self.marks, self.clock)
         if problem is not None:
             self._stop(problem)
-        return problem is None
+            return False
+        self.commits.flush_missing()
+        return True
 
     def _stop(self, problem: str) -> None:
         self.result.problems.append(f"{problem}; gc stopped deleting")

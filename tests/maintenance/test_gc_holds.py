@@ -330,3 +330,39 @@ def test_gc_makes_deletions_a_killed_deleter_left_unflushed_durable_before_delet
         i for i, (call, path) in enumerate(seam.log) if call == "unlink" and "/packs/" in path
     )
     assert flushed < first_deletion
+
+
+def test_a_snapshot_committed_during_gc_then_deleted_unflushed_is_durably_gone_before_its_blob(
+    root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A snapshot committed while gc runs, reusing a blob gc found unreferenced, then
+    deleted without a flush (a sweep in the middle of a hold, or killed in one): gc finds
+    its manifest missing, and flushes its session's directory before it deletes the pack
+    that held the blob, so a power cut cannot bring the snapshot back without its blob."""
+    reused = tmp_path / "reused"
+    _write(reused, b"garbage when gc marks, reused during gc\n")
+    store = two_file_packs(SnapStore(root, fold_threshold=0))
+    store.create("s", "garbage", ["."], base_dir=reused)
+    store.delete("s", "garbage")
+    writer = two_file_packs(SnapStore(root, fold_threshold=0))
+    seam = Ordered()
+    original = gcnoted.NewCommits.mark_ahead
+    handle = Handle(Kind.MANIFEST, manifest_name("t", "again"))
+
+    def commit_then_delete_unflushed(
+        commits: gcnoted.NewCommits, marks: Marks, clock: Callable[[], float]
+    ) -> str | None:
+        if not seam.log or seam.log[0][0] != "MARK":
+            writer.create("t", "again", ["."], base_dir=reused)
+            seam.log.insert(0, ("MARK", ""))
+            repository(writer).catalog.remove(handle.name, durable=False)
+        return original(commits, marks, clock)
+
+    monkeypatch.setattr(gcnoted.NewCommits, "mark_ahead", commit_then_delete_unflushed)
+    report = two_file_packs(SnapStore(root, fs=seam, fold_threshold=0)).gc()
+    assert report.packs_deleted >= 1
+    session_dir = str(Path(repository(writer).backend.describe(handle)).parent)
+    first_pack = next(
+        i for i, (call, path) in enumerate(seam.log) if call == "unlink" and "/packs/" in path
+    )
+    assert ("fsync_dir", session_dir) in seam.log[:first_pack]

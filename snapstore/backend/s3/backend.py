@@ -29,7 +29,7 @@ import errno
 import hashlib
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -325,7 +325,7 @@ class S3Backend(WritesWhole):
 
     # ------------------------------------------------------------------ locks and upkeep
 
-    def flush_deletions(self, kind: Kind) -> None:
+    def flush_deletions(self, kind: Kind, names: Sequence[str] | None = None) -> None:
         """Nothing to do: a deletion is durable when its DELETE returns."""
         return None
 
