@@ -6,11 +6,13 @@ shared store in a bucket and recording what it committed.
 Creates snapshots of its own session from a tree it keeps changing (with contents every host
 shares, so hosts reuse each other's blobs), restores them and checks the bytes, deletes some,
 and with ``--maintain`` also sweeps and collects garbage. After each commit or delete returns
-it appends a line to WORKDIR/log (``commit NAME DIGEST`` / ``delete NAME``; ``deleting NAME``
-before a delete starts, so a kill between a delete and its line is told apart), so a parent that
-kills it knows what was acknowledged. Problems found are written as ``error ...`` lines: a
-restore that differs, a ``delete`` of a snapshot it made that answers False, a ``sweep`` that
-reports a snapshot deleted that is still listed.
+it appends a line to WORKDIR/log (``commit NAME DIGEST`` / ``delete NAME``; ``committing NAME
+DIGEST`` before a create starts and ``deleting NAME`` before a delete starts, so a kill between
+a commit or delete and its line is told apart: a host started again with the same seed makes
+the same names, and a create killed after its commit replaced the name's acknowledged
+snapshot), so a parent that kills it knows what was acknowledged. Problems found are written
+as ``error ...`` lines: a restore that differs, a ``delete`` of a snapshot it made that answers
+False, a ``sweep`` that reports a snapshot deleted that is still listed.
 
 With ``SNAPSTORE_TEST_UNLIMITED_RETRIES=1`` (the tests that put a fault-injecting proxy in
 front of the server) the client's retry budget is unlimited: botocore stops retrying once
@@ -86,6 +88,7 @@ def main() -> int:
             name = f"n{number}"
             number += 1
             expected = tree_digest(tree)
+            log.write(f"committing {name} {expected}\n")
             store.create(session, name, ["."], base_dir=tree)
             made[name] = expected
             log.write(f"commit {name} {expected}\n")
