@@ -21,6 +21,7 @@ from snapstore import CorruptBlobError, RestoreError, SnapStore
 from snapstore.fs.seam import FileSystem
 from snapstore.internals import repository
 from snapstore.repo import prefetch
+from snapstore.repo.blobs import Blobs
 from snapstore.repo.prefetch import ReadAhead, read_ahead
 
 
@@ -38,12 +39,26 @@ def _many_blocks(tmp_path: Path) -> tuple[SnapStore, Path]:
     return store, base
 
 
-def _wanted(store: SnapStore) -> list[tuple[bytes, int]]:
+_Wanted = list[tuple[bytes, int]]
+
+
+def _wanted(store: SnapStore) -> _Wanted:
     return [
         (entry.digest, entry.size)
         for entry in store.get("s", "n").entries
         if entry.kind == "file" and entry.digest
     ]
+
+
+def _two_blocks(store: SnapStore, blobs: Blobs) -> tuple[_Wanted, _Wanted]:
+    """The wanted blobs of two compressed blocks that hold two or more of them each."""
+    by_block: dict[tuple[str, int], _Wanted] = {}
+    for digest, size in _wanted(store):
+        location = blobs.packs.locate(digest)
+        assert location is not None
+        by_block.setdefault((location.pack_id, location.number), []).append((digest, size))
+    first, second = [blobs_of for blobs_of in by_block.values() if len(blobs_of) >= 2][:2]
+    return first, second
 
 
 def _decompressing_threads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
@@ -159,12 +174,7 @@ def test_a_block_the_restore_comes_back_to_is_decompressed_once(
 ) -> None:
     store, _ = _many_blocks(tmp_path)
     blobs = repository(SnapStore(tmp_path / "store")).blobs
-    by_block: dict[tuple[str, int], list[tuple[bytes, int]]] = {}
-    for digest, size in _wanted(store):
-        location = blobs.packs.locate(digest)
-        assert location is not None
-        by_block.setdefault((location.pack_id, location.number), []).append((digest, size))
-    first, second = [blobs_of for blobs_of in by_block.values() if len(blobs_of) >= 2][:2]
+    first, second = _two_blocks(store, blobs)
     order = [first[0], second[0], first[1], second[1]]  # back and forth between two blocks
     calls: list[str] = []
     real = prefetch.decompress
@@ -192,12 +202,7 @@ def test_a_block_loaded_by_the_writer_and_the_reading_thread_at_once_is_decompre
     machine): the block is decompressed by one of them, and the other takes its result."""
     store, _ = _many_blocks(tmp_path)
     blobs = repository(SnapStore(tmp_path / "store")).blobs
-    by_block: dict[tuple[str, int], list[tuple[bytes, int]]] = {}
-    for digest, size in _wanted(store):
-        location = blobs.packs.locate(digest)
-        assert location is not None
-        by_block.setdefault((location.pack_id, location.number), []).append((digest, size))
-    first, second = [blobs_of for blobs_of in by_block.values() if len(blobs_of) >= 2][:2]
+    first, second = _two_blocks(store, blobs)
     spans = prefetch._spans(blobs, [first[0], second[0], first[1]], prefetch.LOCAL)
     assert len(spans) == 3 and spans[0].compressed.keys() == spans[2].compressed.keys()
     calls: list[str] = []
