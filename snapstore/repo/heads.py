@@ -192,10 +192,11 @@ class HeadStore:
 
     def write(self, session_dir: str, head: Head) -> None:
         """Record the session's head as it is after a change (made under the session's lock);
-        errors are ignored: it is only a hint."""
-        stamp = self._stamp(session_dir)
-        if stamp is None:
-            return
-        data = seal(MAGIC, [boot_id(), _stamp_fields(stamp), head._fields()])
+        errors are ignored: it is only a hint, and the change it follows is committed (the
+        head was removed before it, so none is left to believe)."""
         with contextlib.suppress(OSError):
+            stamp = self._stamp(session_dir)
+            if stamp is None:
+                return
+            data = seal(MAGIC, [boot_id(), _stamp_fields(stamp), head._fields()])
             self.backend.write(self._handle(session_dir), data, durable=False)

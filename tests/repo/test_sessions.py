@@ -159,6 +159,30 @@ def test_a_head_left_by_a_writer_killed_mid_commit_is_not_believed(
     }
 
 
+def test_a_head_that_cannot_take_the_session_stamp_does_not_fail_a_committed_create(
+    store: SnapStore, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The head is written after the commit and is only a hint: an I/O error taking the
+    session directory's stamp for it leaves no head, and the create reports its commit."""
+    store.create("s", "one", ["README.md"], base_dir=project)
+    heads = repository(store).sessions.heads
+    real_write = heads.write
+
+    def refuse(kind: Kind, prefix: str) -> None:
+        raise OSError(errno.EIO, "injected", prefix)
+
+    def write_without_stamp(session_dir: str, head: Any) -> None:
+        with monkeypatch.context() as patch:
+            patch.setattr(heads.backend, "listing_stamp", refuse)
+            real_write(session_dir, head)
+
+    monkeypatch.setattr(heads, "write", write_without_stamp)
+    assert store.create("s", "two", ["README.md"], base_dir=project).name == "two"
+    monkeypatch.undo()
+    assert heads.read(dir_name("s", "session")) is None
+    assert store.latest("s").name == "two"
+
+
 def test_a_head_is_not_believed_once_the_session_changed_behind_its_back(
     store: SnapStore, project: Path
 ) -> None:
