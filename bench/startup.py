@@ -59,12 +59,29 @@ def timed_create(command: list[str], root: str, checkout: Path) -> tuple[float, 
     shutil.rmtree(root, ignore_errors=True)
     env = dict(os.environ, PYTHONPATH=str(checkout))
     started = time.perf_counter()
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, env=env)
+    process = subprocess.Popen(
+        command, stdout=subprocess.DEVNULL, env=env, cwd=os.path.dirname(root)
+    )
     _, status, usage = os.wait4(process.pid, 0)
     wall = time.perf_counter() - started
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"{command} failed with {checkout} on PYTHONPATH")
     return wall, usage.ru_utime + usage.ru_stime
+
+
+def require_imported_from(python: str, checkout: Path, work: str) -> None:
+    """Stop unless ``checkout`` on ``PYTHONPATH`` is the snapstore a timed create imports
+    (run from ``work``: ``python -m`` puts the working directory first on the path)."""
+    found = subprocess.run(
+        [python, "-c", "import snapstore; print(snapstore.__file__)"],
+        env=dict(os.environ, PYTHONPATH=str(checkout)),
+        cwd=work,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    if not Path(found).resolve().is_relative_to(checkout):
+        raise SystemExit(f"a create with {checkout} on PYTHONPATH imports {found}")
 
 
 def main() -> int:
@@ -103,6 +120,8 @@ def main() -> int:
             file.write("a small file\n")
         new_root = os.path.join(work, "new-store")
         create = create_command(python, new_root, project)
+        for checkout in checkouts.values():
+            require_imported_from(python, checkout, work)
         for command in commands.values():
             timed_run(command)
         labels = [*commands, *checkouts]
