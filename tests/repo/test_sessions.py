@@ -261,6 +261,19 @@ def _stat_with_inode(path: str, inode: int) -> os.stat_result:
     return os.stat_result((info[0], inode, *tuple(info)[2:10]), fields)
 
 
+def _directory_flushes(fs: CountingFileSystem, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The directories ``fs`` flushes from now on, in order."""
+    flushed: list[str] = []
+    fsync_dir = fs.fsync_dir
+
+    def recording(path: str) -> None:
+        flushed.append(os.fspath(path))
+        fsync_dir(path)
+
+    monkeypatch.setattr(fs, "fsync_dir", recording)
+    return flushed
+
+
 def test_a_session_directory_made_again_under_its_old_inode_is_flushed_into_sessions(
     root: Path, project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -289,15 +302,8 @@ def test_a_session_directory_made_again_under_its_old_inode_is_flushed_into_sess
                 monkeypatch.setattr(os, "stat", reused_inode)
         return real_stat(path, *args, **kwargs)
 
-    flushed: list[str] = []
-    fsync_dir = fs.fsync_dir
-
-    def recording(path: str) -> None:
-        flushed.append(os.fspath(path))
-        fsync_dir(path)
-
     monkeypatch.setattr(os, "stat", reused_inode)
-    monkeypatch.setattr(fs, "fsync_dir", recording)
+    flushed = _directory_flushes(fs, monkeypatch)
     store.create("s", "two", ["README.md"], base_dir=project)
     assert sessions_dir in flushed
 
@@ -315,14 +321,7 @@ def test_a_process_own_changes_to_a_session_never_make_it_flush_sessions_again(
     sessions_dir = os.path.dirname(
         os.path.dirname(repository(store).catalog.manifest_path("s", "one"))
     )
-    flushed: list[str] = []
-    fsync_dir = fs.fsync_dir
-
-    def recording(path: str) -> None:
-        flushed.append(os.fspath(path))
-        fsync_dir(path)
-
-    monkeypatch.setattr(fs, "fsync_dir", recording)
+    flushed = _directory_flushes(fs, monkeypatch)
     for n in range(3):
         time.sleep(0.01)  # past a coarse clock's tick: the delete changes the change time
         assert store.delete("s", "one")
