@@ -13,7 +13,7 @@ from __future__ import annotations
 import operator
 import os
 import struct
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
 import blake3
@@ -79,8 +79,10 @@ class PackIndex(NamedTuple):
     pack_size: int
     entries: Mapping[bytes, tuple[int, int, int]]
     """digest -> (block number, offset of the blob's bytes in the block's raw bytes, size): a
-    dict, or for a large index an ``EntryTable`` looked up in the index's bytes."""
-    blocks: tuple[Block, ...]
+    dict, for a large index an ``EntryTable`` looked up in the index's bytes, for an
+    appendable pack a version of its table (``format.packversions``)."""
+    blocks: Sequence[Block]
+    """A tuple, or for an appendable pack the blocks of that version of its table."""
     version: int = 2
     segments: int = 0
     """How many segments of an appendable pack this index gathers (``format.segments``);

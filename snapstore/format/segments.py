@@ -46,6 +46,7 @@ from snapstore.format.packfile import (
     encode_index,
     index_limit,
 )
+from snapstore.format.packversions import PackTable, VersionEntries
 
 TRAILER = struct.Struct("<8sQQ16s")
 TRAILER_MAGIC = b"SNAPSEG\x03"
@@ -166,17 +167,19 @@ def merge(
     the ``segments`` that follow it, block numbers counted across the pack; and every digest
     the new segments hold (a digest stored twice keeps its first place, but is returned: a
     process's map may have lost it when another pack that held it went, and maps it to this
-    pack again)."""
-    blocks = list(previous.blocks) if previous is not None else []
-    entries = dict(previous.entries) if previous is not None else {}
-    held = []
-    for segment in segments:
-        base = len(blocks)
-        blocks.extend(segment.index.blocks)
-        for digest, (number, offset, size) in segment.index.entries.items():
-            if digest not in entries:
-                entries[digest] = (number + base, offset, size)
-            held.append(digest)
+    pack again). The new index shares its table with ``previous`` (``format.packversions``):
+    it costs what the new segments hold, and ``previous`` stays as it was."""
+    parts = [(segment.index.blocks, segment.index.entries) for segment in segments]
+    if previous is None:
+        entries = PackTable().extend(None, parts)
+    else:
+        tip = previous.entries if isinstance(previous.entries, VersionEntries) else None
+        entries = tip.table.extend(tip, parts) if tip is not None else None
+        if entries is None:  # not the tip of a table: one of its own first
+            own = PackTable.of(previous.entries, previous.blocks)
+            entries = own.table.extend(own, parts)
+    assert entries is not None  # a new table's tip extends
+    held = [digest for segment in segments for digest in segment.index.entries]
     count = (previous.segments if previous is not None else 0) + len(segments)
     end = segments[-1].end if segments else (previous.pack_size if previous else FIRST_SEGMENT)
-    return PackIndex(pack_id, end, entries, tuple(blocks), segments=count), held
+    return PackIndex(pack_id, end, entries, entries.blocks(), segments=count), held
