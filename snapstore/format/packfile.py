@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import operator
 import os
+import re
 import struct
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
@@ -57,9 +58,12 @@ def new_pack_id() -> str:
     return os.urandom(16).hex()
 
 
+_PACK_ID = re.compile("[0-9a-f]{32}")
+
+
 def is_pack_id(name: str) -> bool:
-    """True for a string shaped like a pack id."""
-    return len(name) == 32 and all(c in "0123456789abcdef" for c in name)
+    """True for a string shaped like a pack id (32 lowercase hex digits)."""
+    return _PACK_ID.fullmatch(name) is not None
 
 
 class Block(NamedTuple):
