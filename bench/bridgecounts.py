@@ -8,8 +8,10 @@ counting what its creates do (counts, not timings: they hold on a busy machine).
 Per create, summed over the bridges: lock attempts and attempts that found the lock busy (by
 lock), flushes of files and of directories (by directory: ``sessions/``, a session's own,
 ``packs/``), files created and renamed, listings of ``packs/``, loads of other processes'
-appended segments and the index entries each load copies (``format.segments.merge``), and
-the CPU time of the bridges. The bridge loop is ``bench/commits.py``'s.
+appended segments, the index entries their merges copy (``format.segments.merge``; since
+versions of a pack's index share one table, only a version that is not its table's tip is
+copied) and the CPU time they take, and the CPU time of the bridges. The bridge loop is
+``bench/commits.py``'s.
 """
 
 from __future__ import annotations
@@ -67,12 +69,32 @@ def counted_try(lock, exclusive):
     return held
 filelock.FileLock._try_once = counted_try
 
+try:  # versions of a pack's index share one table: only a version that is not its tip is copied
+    from snapstore.format.packversions import PackTable
+except ImportError:  # the code before: every merge copied the index so far
+    PackTable = None
 merge = segmented.merge
 def counted_merge(pack_id, previous, segments):
     counts["segment merges"] += 1
-    counts["index entries copied by merges"] += 0 if previous is None else len(previous.entries)
+    if PackTable is None and previous is not None:
+        counts["index entries copied by merges"] += len(previous.entries)
     return merge(pack_id, previous, segments)
 segmented.merge = packset.merge = counted_merge
+if PackTable is not None:
+    table_of = PackTable.of.__func__
+    def counted_of(cls, entries, blocks):
+        counts["index entries copied by merges"] += len(entries)
+        return table_of(cls, entries, blocks)
+    PackTable.of = classmethod(counted_of)
+
+load_segments = packset.PackSet._load_segments
+def timed_load_segments(*args, **kwargs):
+    begun = time.process_time()
+    try:
+        return load_segments(*args, **kwargs)
+    finally:
+        counts["CPU ms of segment loads"] += (time.process_time() - begun) * 1000
+packset.PackSet._load_segments = timed_load_segments
 
 for attr, label in (("_list_all", "listings of packs/"), ("_load", "pack indexes loaded"),
                     ("_load_segments", "segment loads")):

@@ -99,6 +99,37 @@ def test_another_process_follows_the_segments_through_the_log(root: Path, tmp_pa
     )
 
 
+def test_the_segments_a_log_line_announces_are_read_in_one_go(
+    root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base = tmp_path / "p"
+    writer = SnapStore(root, fold_threshold=0)
+    reader = SnapStore(root, fold_threshold=0)
+    _edit(base, "a.txt", "one\n")
+    writer.create("s", "one", ["."], base_dir=base)
+    assert reader.read("s", "one", "a.txt") == b"one\n"
+    for n in range(3):
+        _edit(base, "a.txt", f"edit {n}\n")
+        writer.create("s", f"e{n}", ["."], base_dir=base)
+    packs = repository(reader).blobs.packs
+    reads: list[tuple[int, int]] = []
+    read_range = packs.backend.read_range
+
+    def counted(handle: Any, offset: int, length: int) -> bytes:
+        reads.append((offset, length))
+        return read_range(handle, offset, length)
+
+    monkeypatch.setattr(packs.backend, "read_range", counted)
+    packs.refresh()
+    (index,) = packs.indexes()
+    assert index.segments == 4
+    assert len(reads) == 1  # three segments: one read, not two per segment
+    monkeypatch.undo()
+    assert [reader.read("s", f"e{n}", "a.txt") for n in range(3)] == [
+        f"edit {n}\n".encode() for n in range(3)
+    ]
+
+
 class TornAppend(HookedFileSystem):
     """Writes half of the ``nth`` write to a pack in place (an append), then fails; with
     ``flush``, fails the ``nth`` flush of one instead. Without ``cut_back``, the writer
