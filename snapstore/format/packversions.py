@@ -25,7 +25,7 @@ kept per version.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import ItemsView, Iterable, Iterator, Mapping, Sequence, ValuesView
 from itertools import islice
 from typing import overload
 
@@ -120,8 +120,39 @@ class VersionEntries(Mapping[bytes, Entry]):
     def __iter__(self) -> Iterator[bytes]:
         return islice(self._order, self._length)
 
+    def items(self) -> ItemsView[bytes, Entry]:
+        return _VersionItems(self)
+
+    def values(self) -> ValuesView[Entry]:
+        return _VersionValues(self)
+
     def __repr__(self) -> str:
         return f"VersionEntries({dict(self.items())!r})"
+
+
+class _VersionItems(ItemsView[bytes, Entry]):
+    """A version's entries, walked over its prefix of the digest list (which holds exactly
+    its entries: no block check needed)."""
+
+    _mapping: VersionEntries
+
+    def __iter__(self) -> Iterator[tuple[bytes, Entry]]:
+        version = self._mapping
+        entries = version._entries
+        for digest in islice(version._order, version._length):
+            yield digest, entries[digest]
+
+
+class _VersionValues(ValuesView[Entry]):
+    """A version's entries' values, walked as ``_VersionItems`` walks them."""
+
+    _mapping: VersionEntries
+
+    def __iter__(self) -> Iterator[Entry]:
+        version = self._mapping
+        entries = version._entries
+        for digest in islice(version._order, version._length):
+            yield entries[digest]
 
 
 class VersionBlocks(Sequence[Block]):

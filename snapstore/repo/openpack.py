@@ -29,8 +29,8 @@ from snapstore.format.segments import FIRST_SEGMENT, Segment, encode_tail
 from snapstore.repo.packset import PackSet
 
 SEGMENTS_PER_PACK = 256
-"""Segments a pack takes before its writer starts another (each process's view merges a
-pack's segments into one index: this bounds what a new segment costs to merge)."""
+"""Segments a pack takes before its writer starts another (a reader that lists the packs
+reads a pack's segments one by one: this bounds how many)."""
 APPENDABLE_PACK_BYTES = 16 << 20
 """Bytes past which a writer starts another pack."""
 

@@ -25,8 +25,8 @@ from snapstore.format.segments import (
     whole_end,
 )
 
-WINDOW_BYTES = 1 << 20
-"""Segments up to this many bytes are read in one go when a log line says where they end."""
+WINDOW_BYTES = 64 << 10
+"""How much of the end of the segments a log line announces is read in one go."""
 
 
 def _reader(backend: Backend, pack_id: str) -> Reader:
@@ -35,11 +35,12 @@ def _reader(backend: Backend, pack_id: str) -> Reader:
 
 
 def _window(read: Reader, start: int, end: int) -> Reader:
-    """``read``, with the bytes from ``start`` to ``end`` (whole segments: they never
-    change) read once, up front, and served from memory: loading the segments another
-    process appended since costs one read, not two per segment."""
-    if end - start > WINDOW_BYTES:
-        return read
+    """``read``, with the last ``WINDOW_BYTES`` of the bytes from ``start`` to ``end``
+    (whole segments: they never change) read once, up front, and served from memory: the
+    trailers and indexes of the segments another process appended since lie at their ends,
+    so loading a few small ones costs one read, not two per segment, and a large one's
+    blocks are not read. A read not wholly within the window reads the file."""
+    start = max(start, end - WINDOW_BYTES)
     data = read(start, end - start)
     stop = start + len(data)
 

@@ -159,3 +159,43 @@ def test_readers_of_older_versions_while_a_thread_appends() -> None:
     for thread in [writer, *readers]:
         thread.join()
     assert failures == []
+
+
+class _Interrupted(dict[bytes, tuple[int, int, int]]):
+    """A segment's entries whose walk fails after the first one (as a MemoryError or an
+    interrupt half-way through a merge would)."""
+
+    def items(self) -> Iterator[tuple[bytes, tuple[int, int, int]]]:  # type: ignore[override]
+        walked = iter(dict(self).items())
+        yield next(walked)
+        raise MemoryError("injected half-way through a merge")
+
+
+def test_a_merge_interrupted_half_way_leaves_every_version_as_it_was() -> None:
+    versions = list(_chain(2))
+    newest, held = versions[-1]
+    start = newest.pack_size
+    torn = _segment(start, [_digest(100), _digest(101)])
+    stray = Segment(
+        torn.start, torn.end, torn.index._replace(entries=_Interrupted(torn.index.entries))
+    )
+    with pytest.raises(MemoryError):
+        merge(PACK, newest, [stray])
+    for index, before in versions:  # the stray entry names a block past every version
+        assert set(index.entries) == before and _digest(100) not in index.entries
+        assert len(index.blocks) == 2 * index.segments
+    again, _ = merge(PACK, newest, [torn])  # the table's counts match no version: a copy
+    assert set(again.entries) == held | {_digest(100), _digest(101)}
+    assert again.entries[_digest(100)][0] >= len(newest.blocks)
+    assert isinstance(again.entries, VersionEntries)
+    assert isinstance(newest.entries, VersionEntries)
+    assert again.entries.table is not newest.entries.table
+    assert set(newest.entries) == held
+
+
+def test_items_and_values_walk_only_the_versions_entries() -> None:
+    versions = list(_chain(3))
+    for index, held in versions:
+        assert {digest for digest, _ in index.entries.items()} == held
+        assert list(index.entries.values()) == [index.entries[d] for d in index.entries]
+        assert dict(index.entries.items()) == {d: index.entries[d] for d in held}

@@ -130,6 +130,44 @@ def test_the_segments_a_log_line_announces_are_read_in_one_go(
     ]
 
 
+def test_a_log_line_past_the_file_or_into_a_torn_tail_is_never_read_as_a_segment(
+    root: Path, tmp_path: Path
+) -> None:
+    base = tmp_path / "p"
+    writer = SnapStore(root, fold_threshold=0)
+    reader = SnapStore(root, fold_threshold=0)
+    _edit(base, "a.txt", "one\n")
+    writer.create("s", "one", ["."], base_dir=base)
+    assert reader.read("s", "one", "a.txt") == b"one\n"
+    packs = repository(reader).blobs.packs
+    (pack,) = _pack_files(root)
+    log = root / "packs" / "log"
+    for n in range(2):
+        _edit(base, "a.txt", f"edit {n}\n")
+        writer.create("s", f"e{n}", ["."], base_dir=base)
+    whole = pack.stat().st_size
+    with log.open("a") as lines:
+        lines.write(f"{pack.stem} {whole + 100:x}\n")  # past the file's end
+    packs.refresh()
+    (index,) = packs.indexes()
+    assert index.segments == 1  # nothing read past what reads: the next listing judges
+    assert reader.read("s", "e1", "a.txt") == b"edit 1\n"  # the miss lists the packs
+    (index,) = packs.indexes()
+    assert index.segments == 3 and index.pack_size == whole
+    with pack.open("ab") as torn:
+        torn.write(b"\x01" * 300)  # an append that never finished
+    with log.open("a") as lines:
+        lines.write(f"{pack.stem} {whole + 300:x}\n")
+    packs.refresh()
+    (index,) = packs.indexes()
+    assert index.segments == 3 and index.pack_size == whole
+    assert [reader.read("s", name, "a.txt") for name in ("one", "e0", "e1")] == [
+        b"one\n",
+        b"edit 0\n",
+        b"edit 1\n",
+    ]
+
+
 class TornAppend(HookedFileSystem):
     """Writes half of the ``nth`` write to a pack in place (an append), then fails; with
     ``flush``, fails the ``nth`` flush of one instead. Without ``cut_back``, the writer
