@@ -35,10 +35,10 @@ def may_have_holes(info: os.stat_result) -> bool:
     size needs (no syscall; compressed or inline files pass too, and a probe tells)."""
     blocks = getattr(info, "st_blocks", None)
     return (
-        SEEK_HOLE is not None
-        and blocks is not None
+        blocks is not None
+        and blocks * SECTOR_BYTES < info.st_size  # first: false for most files
+        and SEEK_HOLE is not None
         and stat.S_ISREG(info.st_mode)
-        and blocks * SECTOR_BYTES < info.st_size
     )
 
 

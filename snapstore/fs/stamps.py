@@ -3,7 +3,9 @@ must notice a file replaced (another inode) or modified in place (size, mtime or
 
 from __future__ import annotations
 
+import operator
 import os
+from collections.abc import Callable
 
 FileId = tuple[int, int]
 """``(device, inode)``: the same file, whatever its name."""
@@ -13,11 +15,10 @@ Version = tuple[int, int, int, int, int]
 (the order is the one the header cache records, docs/format.md)."""
 
 
-def file_id(info: os.stat_result) -> FileId:
-    """The file ``info`` describes."""
-    return (info.st_dev, info.st_ino)
+file_id: Callable[[os.stat_result], FileId] = operator.attrgetter("st_dev", "st_ino")
+"""The file a stat describes (a C getter, as ``version``)."""
 
-
-def version(info: os.stat_result) -> Version:
-    """The version of the file ``info`` describes; any write or replacement changes it."""
-    return (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_dev)
+version: Callable[[os.stat_result], Version]
+version = operator.attrgetter("st_ino", "st_size", "st_mtime_ns", "st_ctime_ns", "st_dev")
+"""The version of the file a stat describes; any write or replacement changes it (a C
+getter: a create asks it twice for every file it reads)."""

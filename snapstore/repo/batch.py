@@ -62,12 +62,13 @@ class PackSeries:
 
     def add(self, digest: bytes, data: bytes | memoryview, kind: int = KIND_DATA) -> None:
         """Append one blob already hashed to ``digest`` (file contents or a tree: ``kind``)."""
-        if self._writer is None:
-            self._writer = PackWriter(
+        writer = self._writer
+        if writer is None:
+            writer = self._writer = PackWriter(
                 self.storage.backend, level=self.level, inline=self.inline, segments=self.segments
             )
-        self._writer.add(digest, data, kind)
-        if self._writer.size >= PACK_MAX_BYTES:
+        writer.add(digest, data, kind)
+        if writer.size >= PACK_MAX_BYTES:
             self._publish()
 
     def _publish(self) -> None:
@@ -113,7 +114,8 @@ class BlobBatch:
         self._counts_on_packs: dict[str, int] = {}
         """Packs of other writers the batch counts on (``finish`` flushes their names), and
         how far their bytes are known flushed."""
-        self._shards: dict[str, frozenset[str]] = {}
+        self._shards: dict[int, frozenset[str]] = {}
+        """The loose blobs' names listed so far, by the first byte of their digests."""
         self._direct_checks = 0
         self._packed = storage.packs.by_digest()
         self._loose_bytes = 0
@@ -157,12 +159,11 @@ class BlobBatch:
         if self._direct_checks < DIRECT_LOOSE_CHECKS:
             self._direct_checks += 1
             return True
-        hex_digest = digest.hex()
-        names = self._shards.get(hex_digest[:2])
+        names = self._shards.get(digest[0])
         if names is None:
-            names = frozenset(self.storage.backend.names(Kind.BLOB, hex_digest[:2]))
-            self._shards[hex_digest[:2]] = names
-        return hex_digest in names
+            names = frozenset(self.storage.backend.names(Kind.BLOB, f"{digest[0]:02x}"))
+            self._shards[digest[0]] = names
+        return bool(names) and digest.hex() in names
 
     def add(
         self, digest: bytes, data: bytes, kind: int = KIND_DATA, *, alone: bool = False

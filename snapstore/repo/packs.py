@@ -43,6 +43,8 @@ MAX_REMEMBERED_INDEXES = 1024
 COMPRESSING_BLOCKS = 4
 """Closed blocks that may wait for their compression at once (a bound on the memory they
 hold)."""
+_RECORD_HEAD_BYTES = RECORD_HEAD.size
+_record_head = RECORD_HEAD.pack
 INLINE_BLOCK_BYTES = 256 << 10
 """A block with fewer raw bytes than this is compressed in the caller's thread: zstd takes
 well under a tenth of a millisecond for it, less than handing it to a thread (a small
@@ -221,22 +223,25 @@ class PackWriter:
     def add(self, digest: bytes, data: bytes | memoryview, kind: int = KIND_DATA) -> None:
         """Append one blob (already hashed to ``digest``) of ``kind``; a repeated digest is
         skipped."""
-        if digest in self.entries:
+        entries = self.entries
+        if digest in entries:
             return
-        record = RECORD_HEAD.size + len(data)
+        length = len(data)
+        record = _RECORD_HEAD_BYTES + length
         if record > MAX_BLOCK_RAW:
-            raise ValueError(f"a blob of {len(data)} bytes is too large for a pack")
-        if self._open and (
-            kind != self._open_kind
-            or self._open_bytes >= BLOCK_BYTES
-            or self._open_bytes + record > MAX_BLOCK_RAW
+            raise ValueError(f"a blob of {length} bytes is too large for a pack")
+        start = self._open_bytes  # every record has a head: 0 only while the block is empty
+        if start and (
+            kind != self._open_kind or start >= BLOCK_BYTES or start + record > MAX_BLOCK_RAW
         ):
             self.close_block()
+            start = 0
         self._open_kind = kind
-        self._open.append(RECORD_HEAD.pack(len(data)))
-        self.entries[digest] = (self._closed, self._open_bytes + RECORD_HEAD.size, len(data))
-        self._open.append(data)
-        self._open_bytes += RECORD_HEAD.size + len(data)
+        entries[digest] = (self._closed, start + _RECORD_HEAD_BYTES, length)
+        parts = self._open
+        parts.append(_record_head(length))
+        parts.append(data)
+        self._open_bytes = start + record
 
     def close_block(self, *, last: bool = False) -> None:
         """Close the open block (the next blob starts another) and hand it to the writer's

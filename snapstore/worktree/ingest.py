@@ -16,8 +16,10 @@ again.
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import stat
+from collections.abc import Callable
 from typing import NamedTuple, Protocol
 
 import blake3
@@ -41,6 +43,7 @@ from snapstore.repo.blobs import Blobs
 from snapstore.repo.loose import BlobWriter
 
 MAX_READ_ATTEMPTS = 3
+_SOURCE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
 class BlobSink(Protocol):
@@ -69,6 +72,12 @@ class IngestedFile(NamedTuple):
     extents: bool = False
     """The digest names the file's extent map (it has holes, or is large enough to be
     chunked), not its bytes."""
+
+
+_ingested: Callable[[tuple[bytes, int, int, int, os.stat_result, bool]], IngestedFile]
+_ingested = functools.partial(tuple.__new__, IngestedFile)
+"""``IngestedFile`` of its fields in order, without the Python-level ``__new__`` a named
+tuple's constructor runs (one is made per file read)."""
 
 
 def is_chunked(size: int) -> bool:
@@ -117,11 +126,10 @@ def open_source(path: str, dir_fd: int | None = None) -> int:
     """A descriptor of the source file ``path`` (by its name in ``dir_fd`` if given), opened
     without following a symlink and without blocking; UnreadablePathError if it has become a
     symlink, OSError if it cannot be opened."""
-    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     try:
         if dir_fd is None:
-            return os.open(path, flags)
-        return os.open(os.path.basename(path), flags, dir_fd=dir_fd)
+            return os.open(path, _SOURCE_FLAGS)
+        return os.open(path[path.rfind(os.sep) + 1 :], _SOURCE_FLAGS, dir_fd=dir_fd)
     except OSError as error:
         if error.errno == errno.ELOOP:
             raise UnreadablePathError(f"{path!r} became a symlink while it was read") from None
@@ -154,7 +162,7 @@ def ingest_opened(
         os.close(fd)
     digest, after, extents = stored
     mode = after.st_mode & 0o7777
-    return IngestedFile(digest, after.st_size, mode, after.st_mtime_ns, after, extents)
+    return _ingested((digest, after.st_size, mode, after.st_mtime_ns, after, extents))
 
 
 _Stored = tuple[bytes, os.stat_result, bool]
@@ -189,13 +197,17 @@ def _ingest_as_seen(
 
 
 def _read_from_start(fd: int, size: int) -> bytes:
-    """Up to ``size`` bytes from the file's start; fewer only if it ends sooner."""
-    parts = []
-    offset = 0
+    """Up to ``size`` bytes from the file's start; fewer only if it ends sooner. One
+    ``pread`` for nearly every file; more only after a short read."""
+    first = os.pread(fd, size, 0)
+    if len(first) >= size or not first:
+        return first
+    parts = [first]
+    offset = len(first)
     while offset < size and (chunk := os.pread(fd, size - offset, offset)):
         parts.append(chunk)
         offset += len(chunk)
-    return parts[0] if len(parts) == 1 else b"".join(parts)
+    return b"".join(parts)
 
 
 def _is_racy(info: os.stat_result, racy_from_ns: int) -> bool:
@@ -218,7 +230,7 @@ def _ingest_small(
                 return _ingest_as_seen(batch, fd, path, before, racy_from_ns, attempts - attempt)
         data = _read_from_start(fd, before.st_size)
         after = os.fstat(fd)
-        if not _same_version(before, after) or len(data) != after.st_size:
+        if version(before) != version(after) or len(data) != after.st_size:
             continue
         if _is_racy(after, racy_from_ns):
             again = _read_from_start(fd, after.st_size + 1)  # one more: growth shows too

@@ -127,6 +127,8 @@ class _Ingest:
         self.done = 0
         reused = cache.reused_extents if cache is not None else ()
         self.attrs: dict[str, FileAttrs] = {path: {"extents": True} for path in reused}
+        self.links = scanned.links
+        self.rows = scanned.rows
         self.read_inodes: dict[FileId, IngestedFile] = {}
         self.parents = _ListedDirectories(scanned.dirs)
         self.aside: deque[_Pending] = deque()
@@ -137,7 +139,7 @@ class _Ingest:
         """Read one file the scan listed (aside if it fits) and record it. ``info`` is the
         lstat the scan found it with, or None if the scan listed it without one (nothing
         could spare reading it): the file's fstat once opened then stands for it."""
-        links = self.scanned.links
+        links = self.links
         key = links.get(path) if links else None
         if key is not None and info is not None and self._reuse_link(path, key, info):
             return
@@ -168,10 +170,11 @@ class _Ingest:
         except OSError as error:
             self._skip_or_raise(path, error)
             return
-        if key is not None and file_id(stored.stat) != key:
-            del links[path]  # replaced since the scan: no longer a link of the others
-        elif key is not None:
-            self.read_inodes[key] = stored
+        if key is not None:
+            if file_id(stored.stat) != key:
+                del links[path]  # replaced since the scan: no longer a link of the others
+            else:
+                self.read_inodes[key] = stored
         self.record(path, stored)
 
     def _reuse_link(self, path: str, key: FileId, info: os.stat_result) -> bool:
@@ -227,13 +230,12 @@ class _Ingest:
 
     def record(self, path: str, stored: IngestedFile) -> None:
         """The row of a file read (and its digest in the stat cache)."""
+        digest, size, mode, mtime_ns, info, extents = stored
         if self.cache is not None:
-            self.cache.record(path, stored.stat, stored.digest, stored.extents)
-        if stored.extents:
+            self.cache.record(path, info, digest, extents)
+        if extents:
             self.attrs[path] = {"extents": True}
-        self.scanned.rows.append(
-            (path, "file", stored.mode, stored.size, stored.mtime_ns, stored.digest, None)
-        )
+        self.rows.append((path, "file", mode, size, mtime_ns, digest, None))
         self.done += 1
         if self.progress is not None:
             self.progress(self.done, self.total)
@@ -297,17 +299,19 @@ class _ListedDirectories:
 
     def __init__(self, listed: Mapping[str, FileId]) -> None:
         self.listed = listed
-        self._open: tuple[str, int] | None = None
+        self._parent: str | None = None
+        """The directory open as ``_fd`` (None: none is)."""
+        self._fd = -1
 
     def open(self, path: str, absolute: str) -> int | None:
         """A descriptor of the directory holding ``path`` (valid until the next call), or
         None; UnreadablePathError if that directory was replaced since the scan listed it."""
         parent = path.rpartition("/")[0] or "."
+        if parent == self._parent:  # the directory of the file before (files come in order)
+            return self._fd
         expected = self.listed.get(parent)
         if expected is None:
             return None
-        if self._open is not None and self._open[0] == parent:
-            return self._open[1]
         self.close()  # followed if a symlink (the base may be one): the identity decides
         fd = os.open(os.path.dirname(absolute), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         if file_id(os.fstat(fd)) != expected:
@@ -315,10 +319,10 @@ class _ListedDirectories:
             raise UnreadablePathError(
                 f"cannot snapshot {path!r}: {parent!r} was replaced while the tree was snapshotted"
             )
-        self._open = (parent, fd)
+        self._parent, self._fd = parent, fd
         return fd
 
     def close(self) -> None:
-        if self._open is not None:
-            os.close(self._open[1])
-            self._open = None
+        if self._parent is not None:
+            self._parent = None
+            os.close(self._fd)

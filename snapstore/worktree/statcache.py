@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import operator
 import os
 from collections.abc import Callable
 from typing import Any
@@ -137,9 +138,9 @@ class StatCache:
             if relative in self._old:
                 self._changed = True
             return
-        entry = (
-            [*_recorded_stat(info), digest, True] if extents else [*_recorded_stat(info), digest]
-        )
+        entry = [*_recorded_stat(info), digest]
+        if extents:
+            entry.append(True)
         self._new[relative] = entry
         if not self._changed and self._old.get(relative) != entry:
             self._changed = True
@@ -169,9 +170,10 @@ def forget_decoded(backend: Backend, base_dir: str) -> None:
     _DECODED.forget(lambda key: key[1] != handle)
 
 
-def _recorded_stat(info: os.stat_result) -> tuple[int, int, int, int, int]:
-    """The stat fields an entry records, in its order: size, mtime, ctime, inode, device."""
-    return (info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino, info.st_dev)
+_recorded_stat: Callable[[os.stat_result], tuple[int, int, int, int, int]]
+_recorded_stat = operator.attrgetter("st_size", "st_mtime_ns", "st_ctime_ns", "st_ino", "st_dev")
+"""The stat fields an entry records, in its order: size, mtime, ctime, inode, device (a C
+getter: it runs once per file recorded)."""
 
 
 def _digest_if_matching(found: Any, info: os.stat_result, trust_before_ns: int) -> bytes | None:
