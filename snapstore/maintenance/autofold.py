@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 
 from snapstore.errors import LockTimeout
 from snapstore.logs import get_logger
-from snapstore.maintenance.foldpolicy import FoldPolicy
+from snapstore.maintenance.foldpolicy import FoldPolicy, is_due
 from snapstore.repo.repository import Repository
 
 if TYPE_CHECKING:
@@ -172,8 +172,6 @@ class AutoFold:
         """Start a fold thread if folding is due and none is running (never blocks)."""
         if not self.applies:
             return
-        from snapstore.maintenance.fold import is_due  # deferred: a create rarely folds
-
         if not (self._pending or is_due(self.repo, self.policy)):
             return
         with self._lock:
@@ -200,7 +198,7 @@ class AutoFold:
     def run_steps(self, steps: int) -> int:
         """Finish folds left pending, then run up to ``steps`` fold steps while folding is
         due; returns the number of merged packs published."""
-        from snapstore.maintenance.fold import is_due, write_merged
+        from snapstore.maintenance.fold import write_merged
 
         self._pending = [fold for fold in self._pending if not self._drop(fold)]
         done = 0

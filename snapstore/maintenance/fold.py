@@ -44,7 +44,7 @@ from snapstore.errors import CorruptBlobError, LockTimeout, MissingBlobError
 from snapstore.format.codec import WRITE_LEVEL
 from snapstore.format.packfile import PackIndex
 from snapstore.logs import get_logger
-from snapstore.maintenance.foldpolicy import FoldPolicy
+from snapstore.maintenance.foldpolicy import FoldPolicy, small_packs
 from snapstore.maintenance.packgc import geometric_merge, is_lone_map, read_verified
 from snapstore.repo.batch import PackSeries
 from snapstore.repo.packset import Location
@@ -82,16 +82,6 @@ class Fold:
     @property
     def bytes_written(self) -> int:
         return sum(index.pack_size for index in self.merged)
-
-
-def small_packs(repo: Repository, policy: FoldPolicy) -> list[PackIndex]:
-    """The packs of this process's view smaller than ``policy.small_bytes``."""
-    return [i for i in repo.blobs.packs.indexes() if i.pack_size < policy.small_bytes]
-
-
-def is_due(repo: Repository, policy: FoldPolicy) -> bool:
-    """Whether this process's view holds at least ``policy.threshold`` small packs."""
-    return policy.enabled and len(small_packs(repo, policy)) >= policy.threshold
 
 
 def choose(indexes: list[PackIndex], policy: FoldPolicy) -> list[PackIndex]:

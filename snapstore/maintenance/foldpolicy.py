@@ -9,8 +9,13 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from snapstore.errors import InvalidValueError
+
+if TYPE_CHECKING:
+    from snapstore.format.packfile import PackIndex
+    from snapstore.repo.repository import Repository
 
 FOLD_ENV = "SNAPSTORE_FOLD_THRESHOLD"
 DEFAULT_THRESHOLD = 32
@@ -64,3 +69,14 @@ def fold_policy(threshold: int | None) -> FoldPolicy:
             f"got {threshold!r}"
         )
     return FoldPolicy(threshold=threshold)
+
+
+def small_packs(repo: Repository, policy: FoldPolicy) -> list[PackIndex]:
+    """The packs of this process's view smaller than ``policy.small_bytes``."""
+    return [i for i in repo.blobs.packs.indexes() if i.pack_size < policy.small_bytes]
+
+
+def is_due(repo: Repository, policy: FoldPolicy) -> bool:
+    """Whether this process's view holds at least ``policy.threshold`` small packs (asked
+    after every create: here, so that the fold code is imported only when a fold runs)."""
+    return policy.enabled and len(small_packs(repo, policy)) >= policy.threshold
