@@ -199,7 +199,7 @@ def _ingest_as_seen(
 def _read_from_start(fd: int, size: int) -> bytes:
     """Up to ``size`` bytes from the file's start; fewer only if it ends sooner. One
     ``pread`` for nearly every file; more only after a short read."""
-    first = os.pread(fd, size, 0)
+    first = os.pread(fd, size, 0) if size > 0 else b""
     if len(first) >= size or not first:
         return first
     parts = [first]

@@ -65,3 +65,28 @@ def test_a_small_file_that_grows_large_while_read_streams_loose(
     blobs.finish()
     assert stored.size == 1000
     assert os.path.exists(repository(store).blobs.path(stored.digest))
+
+
+def test_a_whole_file_is_read_after_short_reads_and_an_empty_one_not_at_all(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    path = tmp_path / "f.bin"
+    path.write_bytes(bytes(range(256)) * 40)
+    real_pread = os.pread
+    calls: list[tuple[int, int]] = []
+
+    def short_pread(fd: int, size: int, offset: int) -> bytes:
+        calls.append((size, offset))
+        return real_pread(fd, min(size, 1000), offset)
+
+    monkeypatch.setattr(ingest.os, "pread", short_pread)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        assert ingest._read_from_start(fd, 10240) == path.read_bytes()
+        assert ingest._read_from_start(fd, 20000) == path.read_bytes()  # ends sooner
+        assert calls[:2] == [(10240, 0), (9240, 1000)] and len(calls) == 11 + 12
+        calls.clear()
+        assert ingest._read_from_start(fd, 0) == b""
+        assert calls == []
+    finally:
+        os.close(fd)
