@@ -16,10 +16,8 @@ again.
 from __future__ import annotations
 
 import errno
-import functools
 import os
 import stat
-from collections.abc import Callable
 from typing import NamedTuple, Protocol
 
 import blake3
@@ -74,19 +72,9 @@ class IngestedFile(NamedTuple):
     chunked), not its bytes."""
 
 
-_ingested: Callable[[tuple[bytes, int, int, int, os.stat_result, bool]], IngestedFile]
-_ingested = functools.partial(tuple.__new__, IngestedFile)
-"""``IngestedFile`` of its fields in order, without the Python-level ``__new__`` a named
-tuple's constructor runs (one is made per file read)."""
-
-
 def is_chunked(size: int) -> bool:
     """Whether a regular file of ``size`` bytes is stored as chunks, whatever else it is."""
     return size >= CHUNKED_FROM_BYTES
-
-
-def _same_version(before: os.stat_result, after: os.stat_result) -> bool:
-    return version(before) == version(after)
 
 
 def _changed(path: str) -> SourceChangedError:
@@ -162,7 +150,7 @@ def ingest_opened(
         os.close(fd)
     digest, after, extents = stored
     mode = after.st_mode & 0o7777
-    return _ingested((digest, after.st_size, mode, after.st_mtime_ns, after, extents))
+    return IngestedFile._make((digest, after.st_size, mode, after.st_mtime_ns, after, extents))
 
 
 _Stored = tuple[bytes, os.stat_result, bool]
@@ -234,7 +222,7 @@ def _ingest_small(
             continue
         if _is_racy(after, racy_from_ns):
             again = _read_from_start(fd, after.st_size + 1)  # one more: growth shows too
-            if again != data or not _same_version(after, os.fstat(fd)):
+            if again != data or version(after) != version(os.fstat(fd)):
                 continue
         break
     else:
@@ -276,11 +264,11 @@ def _ingest_large(
             while chunk := os.read(fd, CHUNK_BYTES):
                 writer.write(chunk)
             after = os.fstat(fd)
-            if not _same_version(before, after) or writer.size != after.st_size:
+            if version(before) != version(after) or writer.size != after.st_size:
                 continue
             if _is_racy(after, racy_from_ns):
                 digest = writer.digest()
-                if _rehash(fd, after.st_size) != digest or not _same_version(after, os.fstat(fd)):
+                if _rehash(fd, after.st_size) != digest or version(after) != version(os.fstat(fd)):
                     continue
             break
         else:
@@ -329,11 +317,11 @@ def _ingest_extents(
         chunked = before.st_size >= CHUNKED_FROM_BYTES
         data = _extent_map(batch, fd, before.st_size, chunked)
         after = os.fstat(fd)
-        if not _same_version(before, after):
+        if version(before) != version(after):
             continue
         if _is_racy(after, racy_from_ns) and (
             _extent_map(None, fd, after.st_size, chunked) != data
-            or not _same_version(after, os.fstat(fd))
+            or version(after) != version(os.fstat(fd))
         ):
             continue
         break

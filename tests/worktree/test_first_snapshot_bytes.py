@@ -58,6 +58,8 @@ def _tree(root: Path) -> Path:
         for name in subdirectories:
             os.chmod(os.path.join(directory, name), 0o755)
             os.utime(os.path.join(directory, name), ns=(MTIME_NS, MTIME_NS))
+    # One inode under two names: its mtime must not depend on the file system's walk order.
+    os.utime(tree / "d2" / "linked", ns=(MTIME_NS, MTIME_NS + 10))
     os.utime(tree / "to-large", ns=(MTIME_NS, MTIME_NS), follow_symlinks=False)
     os.utime(tree, ns=(MTIME_NS, MTIME_NS))
     return tree
