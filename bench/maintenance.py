@@ -69,6 +69,8 @@ while not stop.exists():
     except Exception as exc:  # a LockTimeout is a result here, not a crash
         error = type(exc).__name__
     samples.append([started, time.time() - started, error])
+    if n == 0:
+        (out.parent / (out.name + ".ready")).touch()
     n += 1
     time.sleep(0.002)
 out.write_text(json.dumps(samples))
@@ -157,11 +159,15 @@ def with_creator(root: Path, work: Path, operation: Any, idle_seconds: float) ->
     project = work / "creator-project"
     project.mkdir(exist_ok=True)
     out, stop = work / "creator.json", work / "creator.stop"
-    for path in (out, stop):
+    ready = out.parent / (out.name + ".ready")
+    for path in (out, stop, ready):
         path.unlink(missing_ok=True)
     script = [sys.executable, "-c", CREATOR, str(root), str(project), str(out), str(stop)]
     child = subprocess.Popen(script)
-    time.sleep(1.0)  # the child imports and makes its first creates
+    deadline = time.monotonic() + 120
+    while not ready.exists() and child.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)  # the child imports and makes its first create, however loaded
+    time.sleep(0.2)
     started = time.time()
     result = operation() if operation is not None else time.sleep(idle_seconds)
     ended = time.time()
