@@ -9,19 +9,23 @@ directory, dropping a temp file) is allowed only if the operation's full effect 
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import itertools
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from helpers.consistency import Expectation, check_consistent
 from helpers.figures import record
 from helpers.fork import call_trace
-from helpers.scenarios import SCENARIOS, Scenario, expectation, template
+from helpers.scenarios import BY_NAME, SCENARIOS, Scenario, expectation, template
 from helpers.seam import FailingFileSystem, InjectedFault
 from helpers.trees import copy_tree, read_tree, remove_tree
 
 from snapstore.errors import RestoreError, SnapstoreError
+from snapstore.maintenance import gcsteps, sweep
 
 ERRNOS = {
     "ENOSPC": errno.ENOSPC,
@@ -111,3 +115,33 @@ def test_fault_at_every_call(scenario: Scenario, errno_name: str, scratch: Path)
         raised=raised,
         tolerated=tolerated,
     )
+
+
+def _running_out() -> Callable[[], float]:
+    """A clock that moves 25 ms at each read: every hold of gc and sweep runs out of time
+    after its first deletion (as on a loaded machine), yet settles within the longest hold."""
+    reads = itertools.count()
+    return lambda: next(reads) * 0.025
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["upgrade", "gc", "sweep", "sweep_old_layout", "sweep_mixed_layouts", "create_gc_create"],
+)
+def test_calls_do_not_depend_on_the_clock(
+    name: str, scratch: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A scenario makes the same calls whatever the time its holds take, so a faulted run
+    meets the counting run's call order on a loaded machine too."""
+    scenario = BY_NAME[name]
+    template_dir = template(scenario, scratch / "template")
+    trace = call_trace(scenario, template_dir, scratch / "quiet")
+    monkeypatch.setattr(gcsteps, "monotonic", _running_out())
+    monkeypatch.setattr(sweep, "monotonic", _running_out())
+    assert call_trace(scenario, template_dir, scratch / "loaded") == trace
+    work = scratch / "fault"
+    copy_tree(template_dir, work)
+    failing = FailingFileSystem(len(trace), errno.ENOSPC)
+    with contextlib.suppress(Exception):
+        scenario.run(work, failing)
+    assert failing.fired == trace[-1]

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import os
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -23,6 +24,7 @@ from snapstore import SnapStore
 from snapstore.fs.durable import TEMP_PREFIX
 from snapstore.fs.seam import FileSystem
 from snapstore.internals import autofold, repository
+from snapstore.maintenance import gcsteps, sweep
 
 SESSION = "s1"
 TREE_V1: Spec = {
@@ -79,8 +81,32 @@ class Scenario:
 
     name: str
     prepare: Callable[[Path], None]
-    run: Callable[[Path, FileSystem], object]
+    operation: Callable[[Path, FileSystem], object]
     restores: bool = False
+
+    def run(self, scenario_dir: Path, fs: FileSystem) -> object:
+        """Perform the operation through ``fs``, on a stopped clock (``stopped_clock``)."""
+        with stopped_clock():
+            return self.operation(scenario_dir, fs)
+
+
+STOPPED_AT = 1000.0
+"""The time gc's steps and sweep's holds read while a scenario runs."""
+
+
+@contextmanager
+def stopped_clock() -> Iterator[None]:
+    """Make gc's steps and sweep's holds read a clock that never moves, so that no hold runs
+    out of time: how many deletions a hold makes (and so how many holds, pack log appends
+    and flushes an operation makes) would otherwise depend on the machine's load, and the
+    suites that compare a run's calls with a counting run's would see the order change. A
+    scenario that wants short holds sets ``STEP_ITEMS`` (the same calls on every run)."""
+    saved = gcsteps.monotonic, sweep.monotonic
+    gcsteps.monotonic = sweep.monotonic = lambda: STOPPED_AT
+    try:
+        yield
+    finally:
+        gcsteps.monotonic, sweep.monotonic = saved
 
 
 def _prepare_init(scenario_dir: Path) -> None:
