@@ -131,19 +131,42 @@ def _joins(span: _Span, pack_id: str, start: int, end: int, reach: Reach) -> boo
     return start <= span.end + reach.gap_bytes and end - span.start <= reach.span_bytes
 
 
+def _located(blobs: Blobs, wanted: Iterable[tuple[bytes, int]]) -> Iterator[tuple[bytes, Location]]:
+    """Where each of ``wanted`` lies, in the order a restore reads them, with every extent
+    map replaced by the pieces it names: one look-up in the pack indexes a blob. A file's
+    map is a packed blob whose size is not the file's (a file's own blob always is); one
+    that does not decode as a map of that file, and blobs no pack holds, are left out (the
+    restore reads them the ordinary way, which raises what is wrong)."""
+    packs = blobs.packs
+    for digest, size in wanted:
+        location = packs.locate(digest)
+        if location is None:
+            continue
+        if location.size == size:
+            yield digest, location
+            continue
+        try:
+            extents = load_map(blobs, digest, size)
+        except (CorruptManifestError, CorruptBlobError, MissingBlobError):
+            continue
+        for extent in extents:
+            piece = packs.locate(extent.digest)
+            if piece is not None and piece.size == extent.length:
+                yield extent.digest, piece
+
+
 def _spans(blobs: Blobs, wanted: Iterable[tuple[bytes, int]], reach: Reach) -> list[_Span]:
     """The ranged reads covering ``wanted`` in order; blobs not worth reading ahead are
     left out (they are read when asked for)."""
     spans: list[_Span] = []
-    for digest, size in wanted:
-        location = blobs.packs.locate(digest)
-        if location is None or location.size != size or size > BLOB_AHEAD_MAX:
+    last: _Span | None = None
+    for digest, location in _located(blobs, wanted):
+        if location.size > BLOB_AHEAD_MAX:
             continue
         compressed = location.block.codec != CODEC_NONE
         if reach.compressed_only and not compressed:
             continue
         start, end = _needed(location)
-        last = spans[-1] if spans else None
         if last is not None and _joins(last, location.pack_id, start, end, reach):
             last.end = max(end, last.end)
         else:
@@ -314,23 +337,6 @@ def _hashes_to(data: bytes, digest: bytes) -> bool:
     return hasher.digest() == digest
 
 
-def _with_pieces(blobs: Blobs, wanted: Iterable[tuple[bytes, int]]) -> Iterator[tuple[bytes, int]]:
-    """``wanted`` with every extent map replaced by the pieces it names, in the order a
-    restore reads them. A file's map is a packed blob whose size is not the file's (a file's
-    own blob always is); one that does not decode as a map of that file is left as it is."""
-    for digest, size in wanted:
-        stored = blobs.packs.packed_size(digest)
-        if stored is None or stored == size:
-            yield digest, size
-            continue
-        try:
-            extents = load_map(blobs, digest, size)
-        except (CorruptManifestError, CorruptBlobError, MissingBlobError):
-            yield digest, size
-            continue
-        yield from ((extent.digest, extent.length) for extent in extents)
-
-
 def read_ahead(source: BlobSource, wanted: Iterable[tuple[bytes, int]]) -> BlobSource:
     """``source``, reading ``wanted`` (files' blobs or extent maps, with the files' sizes)
     ahead: on several threads where its backend pays per request, on one that decompresses
@@ -341,7 +347,7 @@ def read_ahead(source: BlobSource, wanted: Iterable[tuple[bytes, int]]) -> BlobS
     workers = source.backend.properties.parallel_reads
     reach = REMOTE if workers > 1 else LOCAL
     try:
-        spans = _spans(source, _with_pieces(source, wanted), reach)
+        spans = _spans(source, wanted, reach)
     except (OSError, SnapstoreError):  # each blob's ordinary read raises what persists
         return source
     if workers <= 1 and sum(len(span.compressed) for span in spans) < LOCAL_MIN_BLOCKS:

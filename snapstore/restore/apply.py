@@ -55,6 +55,14 @@ def _set_mode(fs: FileSystem, parent_fd: int, name: str, mode: int, flush: bool)
         os.close(fd)
 
 
+def plan_reads(plan: Plan, blobs: BlobSource) -> BlobSource:
+    """The source ``apply_plan`` reads the plan's blobs from, reading them ahead from now
+    (``snapstore.repo.prefetch``): started before the restore's journal is flushed, the
+    first blocks are decompressed while that flush waits. Give it to ``apply_plan``, or
+    ``stop_reading`` it."""
+    return read_ahead(blobs, files_in_order(plan.changes, plan.linked))
+
+
 def apply_plan(
     plan: Plan,
     blobs: BlobSource,
@@ -64,19 +72,22 @@ def apply_plan(
     temps: RestoreTemps,
     keep_special_bits: bool = False,
     progress: Progress | None = None,
+    source: BlobSource | None = None,
 ) -> None:
     """Carry out a plan: removals deepest first, then creations in path order, then the
     modes of directories (last, so a read-only directory can still be filled). Files and
     links are written under ``temps``' names (the restore's journal lists their
-    directories, so a recovery can remove them)."""
+    directories, so a recovery can remove them). Blobs are read from ``source`` (from
+    ``plan_reads``; stopped once done, whatever happens), else read ahead from ``blobs``."""
     changes = plan.changes
-    flushes = RestoreFlushes(fs, durable=durable)
-    made_flushed_now = durable and not flushes.new_entries_flushed_later(plan.target)
-    source = read_ahead(blobs, files_in_order(changes, plan.linked))
+    if source is None:
+        source = plan_reads(plan, blobs)
     try:
+        flushes = RestoreFlushes(fs, durable=durable)
+        made_flushed_now = durable and not flushes.new_entries_flushed_later(plan.target)
         handles = DirHandles(fs, plan.target, durable=made_flushed_now, expected=plan.target_id)
     except BaseException:
-        _stop_reading(source)
+        stop_reading(source)
         raise
     staged = StagedFiles(fs, source, handles, temps, flushes, linked=plan.linked)
     try:
@@ -122,10 +133,10 @@ def apply_plan(
         raise
     finally:
         handles.close()
-        _stop_reading(source)
+        stop_reading(source)
 
 
-def _stop_reading(source: BlobSource) -> None:
+def stop_reading(source: BlobSource) -> None:
     """Stop a read-ahead (its thread ends); nothing to do for a plain source."""
     if isinstance(source, ReadAhead):
         source.close()

@@ -140,12 +140,22 @@ class TargetGuard:
         undo backup it names committed, the plan applied, the journal removed, the undo
         history trimmed. On a failure the target is put back (``existed``: whether it was
         there before) and RestoreError says whether that worked. The gc lock must be held
-        shared."""
-        self.journals.write(key, journal)
-        if journal.backup is not None:
-            self._keep_backup(journal, key, plan)
+        shared. The plan's blobs are read ahead from the start: only the target waits for
+        the journal."""
+        from snapstore.restore.apply import stop_reading
+
+        source = self.writer.reads(plan)
         try:
-            self.writer.apply(plan, journal.temps, journal.keep_special_bits, progress)
+            self.journals.write(key, journal)
+            if journal.backup is not None:
+                self._keep_backup(journal, key, plan)
+        except BaseException:
+            stop_reading(source)
+            raise
+        try:
+            self.writer.apply(
+                plan, journal.temps, journal.keep_special_bits, progress, source=source
+            )
             self.journals.remove(key)
         except BaseException as error:
             from snapstore.restore.rollback import after_failure

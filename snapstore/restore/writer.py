@@ -20,9 +20,10 @@ from snapstore.format.manifest import Manifest
 from snapstore.fs.seam import FileSystem
 from snapstore.fs.tempnames import RestoreTemps, new_token
 from snapstore.models import SnapshotInfo
+from snapstore.repo.loose import BlobSource
 from snapstore.repo.repository import Repository
 from snapstore.restore.actions import Excluded, Keep, KnownDigest, Plan
-from snapstore.restore.apply import Progress, apply_plan
+from snapstore.restore.apply import Progress, apply_plan, plan_reads
 from snapstore.restore.dirhandles import DirHandles, NotADirectoryPathError
 from snapstore.restore.journal import Journal, JournalDir
 from snapstore.restore.plan import complete_dirs, make_plan
@@ -85,15 +86,23 @@ class TargetWriter:
             replace_parents=replace_parents,
         )
 
+    def reads(self, plan: Plan) -> BlobSource:
+        """Start reading the blobs ``plan`` writes (``plan_reads``): pass the result to
+        ``apply``, or stop it with ``snapstore.restore.apply.stop_reading``."""
+        return plan_reads(plan, self.repo.blobs)
+
     def apply(
         self,
         plan: Plan,
         temps: RestoreTemps,
         keep_special_bits: bool,
         progress: Progress | None = None,
+        *,
+        source: BlobSource | None = None,
     ) -> None:
         """Carry out ``plan`` in its target through this writer's I/O seam, with the temp
-        names ``temps`` (what a restore, its rollback and its recovery all write through)."""
+        names ``temps`` (what a restore, its rollback and its recovery all write through),
+        reading its blobs from ``source`` (from ``reads``, stopped once done) if given."""
         apply_plan(
             plan,
             self.repo.blobs,
@@ -102,6 +111,7 @@ class TargetWriter:
             temps=temps,
             keep_special_bits=keep_special_bits,
             progress=progress,
+            source=source,
         )
 
     def cover(self, journal: Journal, key: str, plan: Plan) -> Journal:
