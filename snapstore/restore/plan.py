@@ -107,8 +107,9 @@ def make_plan(
     # Path order: a directory's own action is decided before anything beneath it.
     entries = sorted(entries, key=attrgetter("path"))
     _check_layout(entries)
-    plan = Plan(target, target_id=_directory_id(target))
-    view = TargetView(target, keep)
+    target_id, missing = _directory_id(target)
+    plan = Plan(target, target_id=target_id)
+    view = TargetView(target, keep, missing=missing)
     prefix = view.prefix
     mode_mask = 0o7777 if keep_special_bits else 0o777
     for entry in entries:
@@ -199,13 +200,16 @@ def _link_peers(plan: Plan, stats: Mapping[str, os.stat_result | None]) -> set[s
     }
 
 
-def _directory_id(target: str) -> FileId | None:
-    """The identity of the directory at ``target`` now (None if there is none)."""
+def _directory_id(target: str) -> tuple[FileId | None, bool]:
+    """The identity of the directory at ``target`` now (None if there is none), and whether
+    nothing at all is there (a restore into a new directory: nothing in it to look at)."""
     try:
         info = os.stat(target)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    return file_id(info) if stat.S_ISDIR(info.st_mode) else None
+    except FileNotFoundError:
+        return None, True
+    except NotADirectoryError:
+        return None, False
+    return file_id(info) if stat.S_ISDIR(info.st_mode) else None, False
 
 
 def _linked_files_under(directory: str) -> set[FileId]:
@@ -247,7 +251,7 @@ def _add_extras(
 ) -> None:
     """Removals for what complete directories in the target hold beyond the snapshot."""
     recorded = {entry.path for entry in entries}
-    ready_dirs = {"": True} | {
+    ready_dirs = {"": plan.target_id is not None} | {
         a.entry.path: a.current == "dir" and a.operation in ("unchanged", "chmod")
         for a in plan.actions
     }

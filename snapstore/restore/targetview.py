@@ -52,11 +52,13 @@ class TargetView:
     """The target as planning sees it: lstat results and the state of each directory chain,
     each looked up once."""
 
-    def __init__(self, target: str, keep: Keep) -> None:
+    def __init__(self, target: str, keep: Keep, *, missing: bool = False) -> None:
+        """``missing``: nothing is at ``target`` (the plan makes it, and every path in it
+        is new: none is looked up)."""
         self.prefix = os.path.join(target, "")
         self.keep = keep
         self.stats: dict[str, os.stat_result | None] = {}
-        self.chains: dict[str, Chain] = {"": READY}
+        self.chains: dict[str, Chain] = {"": FRESH if missing else READY}
         self.fresh: set[str] = set()
         self._kept_dirs: dict[str, bool] = {}
 

@@ -286,3 +286,51 @@ def test_object_storage_read_ahead_holds_one_decompressed_block_a_span(
     finally:
         source.close()
     assert held and max(held) == 1
+
+
+def test_planning_a_read_ahead_looks_each_blob_up_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One look-up in the pack indexes per blob: its location tells whether it is a file's
+    own blob or an extent map (a look-up of its size first made two)."""
+    store, _ = _many_blocks(tmp_path)
+    blobs = repository(SnapStore(tmp_path / "store")).blobs
+    wanted = _wanted(store)
+    blobs.packs.locate(wanted[0][0])  # the view is loaded before counting
+    looked: list[bytes] = []
+    real_find = blobs.packs._where.find
+
+    def find(digest: bytes) -> object:
+        looked.append(digest)
+        return real_find(digest)
+
+    monkeypatch.setattr(blobs.packs._where, "find", find)
+    source = read_ahead(blobs, wanted)
+    assert isinstance(source, ReadAhead)
+    source.close()
+    assert sorted(looked) == sorted(digest for digest, _ in wanted)
+
+
+def test_the_read_ahead_starts_before_the_restore_journal_is_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Blocks decompress while the journal's flush waits: only the target waits for it."""
+    from snapstore.restore.journal import JournalDir
+
+    _, base = _many_blocks(tmp_path)
+    order: list[str] = []
+    real_start, real_write = ReadAhead.__init__, JournalDir.write
+
+    def start(self: ReadAhead, *args: object, **kwargs: object) -> None:
+        order.append("read-ahead")
+        real_start(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    def write(self: JournalDir, *args: object, **kwargs: object) -> None:
+        order.append("journal")
+        real_write(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ReadAhead, "__init__", start)
+    monkeypatch.setattr(JournalDir, "write", write)
+    SnapStore(tmp_path / "store").restore("s", "n", tmp_path / "out")
+    assert order[:2] == ["read-ahead", "journal"]
+    assert read_tree(tmp_path / "out") == read_tree(base)

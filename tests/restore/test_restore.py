@@ -292,3 +292,33 @@ def test_one_path_given_alone_to_restore_is_one_path(tmp_path: Path) -> None:
     assert store.restore("s", "n", paths="ab").written == ["ab"]
     assert store.restore("s", "n", paths=Path("a")).written == ["a"]
     assert (base / "b").read_text() == "b changed"
+
+
+def test_the_plan_of_a_restore_into_a_new_directory_looks_nothing_up_in_it(
+    store: SnapStore, project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing is at the target: every path is new, so none is looked at (one lstat per
+    top-level path and a listing of the target were made for nothing)."""
+    from snapstore.restore import targetview
+
+    store.create("s", "cp", ["."], base_dir=project)
+    target = tmp_path / "fresh" / "out"
+    looked: list[str] = []
+    real_lstat, real_scandir = os.lstat, os.scandir
+
+    def lstat(path: str, *args: object, **kwargs: object) -> os.stat_result:
+        if str(path).startswith(f"{target}/"):
+            looked.append(str(path))
+        return real_lstat(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    def scandir(path: str) -> object:
+        if str(path).startswith(f"{target}/") or str(path) == str(target):
+            looked.append(str(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(targetview.os, "lstat", lstat)
+    monkeypatch.setattr(targetview.os, "scandir", scandir)
+    store.restore("s", "cp", target)
+    monkeypatch.undo()
+    assert read_tree(target) == read_tree(project)
+    assert looked == []
