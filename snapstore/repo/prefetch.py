@@ -95,7 +95,7 @@ class _Span:
     pack_id: str
     start: int
     end: int
-    blobs: list[tuple[bytes, Location]] = field(default_factory=list)
+    blobs: deque[tuple[bytes, Location]] = field(default_factory=deque)
     compressed: dict[int, Block] = field(default_factory=dict)
     plain: bool = False
     """Whether it holds blobs of blocks stored as they are (read from its bytes)."""
@@ -221,7 +221,8 @@ class ReadAhead:
         self._lock = threading.Lock()
         self._block_locks: dict[tuple[str, int], threading.Lock] = {}
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="read-ahead")
-        self._fill()
+        with self._lock:
+            self._fill()
 
     def _load(self, span: _Span) -> _Loaded:
         """Read a span and decompress its compressed blocks (on a reading thread), each
@@ -264,15 +265,15 @@ class ReadAhead:
         return data
 
     def _fill(self) -> None:
-        """Start reads while less than ``ahead_bytes`` is in flight or unclaimed."""
-        with self._lock:
-            while self._pending and (
-                not self._started or self._ahead + self._pending[0].cost <= self._ahead_bytes
-            ):
-                span = self._pending.popleft()
-                self._ahead += span.cost
-                span.future = self._pool.submit(self._load, span)
-                self._started.append(span)
+        """Start reads while less than ``ahead_bytes`` is in flight or unclaimed (under the
+        lock: when reading starts, and when the writer has taken a span's last blob)."""
+        while self._pending and (
+            not self._started or self._ahead + self._pending[0].cost <= self._ahead_bytes
+        ):
+            span = self._pending.popleft()
+            self._ahead += span.cost
+            span.future = self._pool.submit(self._load, span)
+            self._started.append(span)
 
     def _take(self, digest: bytes, size: int | None) -> tuple[_Span, Location] | None:
         """The started span whose next blob is ``digest``, and where that blob lies."""
@@ -283,10 +284,11 @@ class ReadAhead:
             found, location = span.blobs[0]
             if found != digest or size not in (None, location.size):
                 return None
-            span.blobs.pop(0)
+            span.blobs.popleft()
             if not span.blobs:
                 self._started.popleft()
                 self._ahead -= span.cost
+                self._fill()
             return span, location
 
     def chunks(self, digest: bytes, size: int | None = None) -> Iterator[bytes]:
@@ -299,7 +301,6 @@ class ReadAhead:
             piece = _piece(span, self._loaded(span), location)
         except Exception:  # the ordinary read tries again, and raises what persists
             piece = None
-        self._fill()
         if piece is None or len(piece) != location.size or not _hashes_to(piece, digest):
             yield from self.blobs.chunks(digest, size)
             return
