@@ -221,8 +221,12 @@ class ReadAhead:
         self._lock = threading.Lock()
         self._block_locks: dict[tuple[str, int], threading.Lock] = {}
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="read-ahead")
-        with self._lock:
-            self._fill()
+        try:
+            with self._lock:
+                self._fill()
+        except BaseException:  # no thread could be started: those started end
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            raise
 
     def _load(self, span: _Span) -> _Loaded:
         """Read a span and decompress its compressed blocks (on a reading thread), each
@@ -353,4 +357,7 @@ def read_ahead(source: BlobSource, wanted: Iterable[tuple[bytes, int]]) -> BlobS
         return source
     if workers <= 1 and sum(len(span.compressed) for span in spans) < LOCAL_MIN_BLOCKS:
         return source
-    return ReadAhead(source, spans, max(workers, 1), reach)
+    try:
+        return ReadAhead(source, spans, max(workers, 1), reach)
+    except RuntimeError:  # no thread can be started now: each blob is read when asked for
+        return source

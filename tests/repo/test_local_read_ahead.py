@@ -10,6 +10,7 @@ import os
 import shutil
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import Future
 from pathlib import Path
 
@@ -333,4 +334,91 @@ def test_the_read_ahead_starts_before_the_restore_journal_is_written(
     monkeypatch.setattr(JournalDir, "write", write)
     SnapStore(tmp_path / "store").restore("s", "n", tmp_path / "out")
     assert order[:2] == ["read-ahead", "journal"]
+    assert read_tree(tmp_path / "out") == read_tree(base)
+
+
+def _gc_hold_and_read_ahead_watched(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The order in which read-aheads stop and the gc lock's shared hold is left."""
+    from snapstore.repo.repository import Repository
+
+    order: list[str] = []
+    real_close, real_hold = ReadAhead.close, Repository.blobs_in_use
+
+    def close(self: ReadAhead) -> None:
+        real_close(self)
+        order.append("read-ahead stopped")
+
+    @contextlib.contextmanager
+    def hold(self: Repository) -> Iterator[None]:
+        with real_hold(self):
+            try:
+                yield
+            finally:
+                order.append("gc hold left")
+
+    monkeypatch.setattr(ReadAhead, "close", close)
+    monkeypatch.setattr(Repository, "blobs_in_use", hold)
+    return order
+
+
+def test_a_journal_that_cannot_be_written_stops_the_read_ahead_before_the_gc_hold_ends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The read-ahead starts before the journal: if writing the journal fails, the error is
+    raised, nothing is made, and no pack is read once the restore has left the gc hold."""
+    from snapstore.restore.journal import JournalDir
+
+    store, _ = _many_blocks(tmp_path)
+    order = _gc_hold_and_read_ahead_watched(monkeypatch)
+
+    def write(self: JournalDir, *args: object, **kwargs: object) -> None:
+        raise OSError(errno.EIO, "injected: journal write")
+
+    monkeypatch.setattr(JournalDir, "write", write)
+    with pytest.raises(OSError, match="injected: journal write"):
+        store.restore("s", "n", tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+    assert order[-2:] == ["read-ahead stopped", "gc hold left"]
+
+
+def test_an_undo_backup_that_cannot_be_kept_stops_the_read_ahead_before_the_gc_hold_ends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same when the undo backup of an existing target cannot be committed: the restore
+    says nothing was changed, the target is as it was, the read-ahead stopped in the hold."""
+    from snapstore.restore.backups import UndoBackups
+
+    store, _ = _many_blocks(tmp_path)
+    target = tmp_path / "out"
+    store.restore("s", "n", target)
+    for path in target.rglob("*.txt"):
+        path.write_text("edited")
+    before = read_tree(target)
+    order = _gc_hold_and_read_ahead_watched(monkeypatch)
+
+    def commit(self: UndoBackups, *args: object, **kwargs: object) -> None:
+        raise OSError(errno.EIO, "injected: backup commit")
+
+    monkeypatch.setattr(UndoBackups, "commit", commit)
+    with pytest.raises(RestoreError, match="nothing was changed") as raised:
+        store.restore("s", "n", target)
+    assert raised.value.rolled_back
+    assert read_tree(target) == before
+    assert order[-2:] == ["read-ahead stopped", "gc hold left"]
+
+
+def test_a_read_ahead_that_cannot_start_a_thread_leaves_the_blobs_to_the_ordinary_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Out of threads, a restore reads each blob when it writes it, as without a
+    read-ahead, instead of failing before its journal."""
+    store, base = _many_blocks(tmp_path)
+
+    def start(self: threading.Thread) -> None:
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    blobs = repository(store).blobs
+    assert read_ahead(blobs, _wanted(store)) is blobs
+    store.restore("s", "n", tmp_path / "out")
     assert read_tree(tmp_path / "out") == read_tree(base)
