@@ -56,6 +56,9 @@ class Plan:
     target_id: FileId | None = None
     """The target directory the plan looked at (None: there was none); applying the plan
     refuses any other directory found at the target's path by then."""
+    new_target: bool = False
+    """Nothing was at the target's path when planned: the restore makes the target (with
+    ``make_target``), and only that directory is the restore's to remove on a failure."""
 
     @property
     def changes(self) -> list[Action]:

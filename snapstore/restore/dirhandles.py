@@ -14,6 +14,7 @@ import os
 import stat
 from collections import OrderedDict
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from snapstore.backend.layout import MARKER_FILE, is_store_root
 from snapstore.errors import UnsafePathError
@@ -32,6 +33,77 @@ or a special file."""
 class NotADirectoryPathError(UnsafePathError):
     """A path the restore must go through as a directory is something else in the target
     (a file, a symlink, a special file) now."""
+
+
+@dataclass(frozen=True)
+class MadeTarget:
+    """A restore's target that the restore made itself (nothing was there when it planned):
+    its parent's descriptor, reached without following links, its name there, and its
+    identity. Only a directory with that identity, found through that descriptor, is the
+    restore's to remove."""
+
+    parent_fd: int
+    name: str
+    identity: FileId
+
+    def close(self) -> None:
+        os.close(self.parent_fd)
+
+
+def make_target(fs: FileSystem, real_target: str, *, durable: bool) -> MadeTarget:
+    """Make the directory ``real_target`` (the restore's locked real path: no symlink in
+    it when the restore planned), and its missing parents, through descriptors opened one
+    component at a time without following links: a symlink planted on the way since is
+    refused (NotADirectoryPathError), and a target that appeared since is not written into
+    (UnsafePathError). ``durable`` flushes each new entry's parent as it is made."""
+    parent, name = os.path.split(real_target)
+    fd = os.open(os.sep, DIR_FLAGS)
+    path = os.sep
+    try:
+        for part in [part for part in parent.split(os.sep) if part]:
+            child = _open_or_make(fs, fd, part, path, durable=durable)
+            os.close(fd)
+            fd, path = child, os.path.join(path, part)
+        try:
+            fs.mkdir(name, 0o755, dir_fd=fd)
+        except FileExistsError:
+            raise UnsafePathError(
+                f"the restore target {real_target} appeared after the restore planned on "
+                "there being none; nothing was written"
+            ) from None
+        try:
+            if durable:
+                fs.fsync_dir(path)
+            made = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        except BaseException:  # nothing is written in it yet: it goes (empty) with the error
+            with contextlib.suppress(OSError):
+                fs.rmdir(name, dir_fd=fd)
+            raise
+        return MadeTarget(fd, name, file_id(made))
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _open_or_make(fs: FileSystem, parent_fd: int, name: str, parent: str, *, durable: bool) -> int:
+    """The directory ``name`` in ``parent`` (at ``parent_fd``), made if missing, opened
+    without following links; a parent made here (or by another writer meanwhile) has its
+    entry flushed with ``durable``, as ``ensure_dir`` does."""
+    try:
+        try:
+            return os.open(name, DIR_FLAGS, dir_fd=parent_fd)
+        except FileNotFoundError:
+            with contextlib.suppress(FileExistsError):
+                fs.mkdir(name, 0o755, dir_fd=parent_fd)
+            if durable:
+                fs.fsync_dir(parent)
+            return os.open(name, DIR_FLAGS, dir_fd=parent_fd)
+    except OSError as error:
+        if error.errno not in _NOT_A_DIRECTORY:
+            raise
+        raise NotADirectoryPathError(
+            f"{os.path.join(parent, name)} is no longer a plain directory ({error})"
+        ) from None
 
 
 class DirHandles:

@@ -161,7 +161,7 @@ class RestoreJob:
             report = restore_report(plan, dry_run=False)
             if not plan.changes:
                 return report
-            existed = os.path.isdir(target_dir)
+            existed = not plan.new_target and os.path.isdir(target_dir)
             journal = Journal(
                 target=target_dir,
                 session=session,
@@ -174,7 +174,9 @@ class RestoreJob:
                 started_ns=time.time_ns(),
                 token=new_token(),
             )
-            self.guard.change(key, journal, plan, existed=existed, progress=progress)
+            self.guard.change(
+                key, journal, plan, existed=existed, real_target=real, progress=progress
+            )
             report.backup = journal.backup
             return report
 

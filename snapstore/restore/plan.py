@@ -108,7 +108,7 @@ def make_plan(
     entries = sorted(entries, key=attrgetter("path"))
     _check_layout(entries)
     target_id, missing = _directory_id(target)
-    plan = Plan(target, target_id=target_id)
+    plan = Plan(target, target_id=target_id, new_target=missing)
     view = TargetView(target, keep, missing=missing)
     prefix = view.prefix
     mode_mask = 0o7777 if keep_special_bits else 0o777

@@ -17,22 +17,33 @@ import os
 from typing import NoReturn
 
 from snapstore.errors import RestoreError, UnsafePathError
-from snapstore.restore.dirhandles import remove_tree
+from snapstore.fs.stamps import file_id
+from snapstore.restore.dirhandles import MadeTarget, remove_tree
 from snapstore.restore.journal import Journal
 from snapstore.restore.writer import TargetWriter
 
 
 def after_failure(
-    writer: TargetWriter, journal: Journal, key: str, existed: bool, error: BaseException
+    writer: TargetWriter,
+    journal: Journal,
+    key: str,
+    existed: bool,
+    error: BaseException,
+    *,
+    made: MadeTarget | None = None,
 ) -> NoReturn:
     """After the plan of ``journal``'s restore failed part-way with ``error``: put the target
-    back (or remove it, if the restore created it) and raise RestoreError."""
+    back (or remove it, if the restore created it: ``made``, the directory it made) and
+    raise RestoreError."""
     failed = (
         f"restore of {journal.restoring!r} (session {journal.session!r}) into "
         f"{journal.target} failed: {error}"
     )
-    if not existed:
+    if made is not None:
+        _remove_made_target(writer, made, failed, error)
+    elif not existed:
         _remove_new_target(writer, journal.target, failed, error)
+    if not existed:
         _drop_journal(writer, key)
         raise RestoreError(
             f"{failed}; the directory it had created was removed", rolled_back=True
@@ -97,6 +108,34 @@ def _drop_journal(writer: TargetWriter, key: str) -> None:
     the backup gone and only removes the journal (and temp files)."""
     with contextlib.suppress(OSError):
         writer.journals.remove(key)
+
+
+def _remove_made_target(
+    writer: TargetWriter, made: MadeTarget, failed: str, error: BaseException
+) -> None:
+    """Remove the target the restore made, found through the parent it was made in; a
+    directory put in its place since (another identity) is not the restore's: left."""
+    try:
+        found = os.stat(made.name, dir_fd=made.parent_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return
+    except OSError as cleanup_error:
+        raise RestoreError(
+            f"{failed}; the new directory it had made could not be looked at ({cleanup_error})",
+            rolled_back=False,
+        ) from error
+    if file_id(found) != made.identity:
+        raise RestoreError(
+            f"{failed}; the directory it had made was replaced by another, which was left as it is",
+            rolled_back=False,
+        ) from error
+    try:
+        remove_tree(writer.fs, made.parent_fd, made.name)
+    except (OSError, UnsafePathError) as cleanup_error:  # a store made inside it meanwhile
+        raise RestoreError(
+            f"{failed}; removing the partly restored new directory also failed ({cleanup_error})",
+            rolled_back=False,
+        ) from error
 
 
 def _remove_new_target(

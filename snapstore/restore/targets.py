@@ -19,6 +19,7 @@ create records a directory a restore is half-way through.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import threading
 import warnings
@@ -34,6 +35,7 @@ from snapstore.errors import (
 )
 from snapstore.fs.seam import FileSystem
 from snapstore.repo.repository import Repository
+from snapstore.restore.dirhandles import MadeTarget
 from snapstore.restore.journal import CorruptJournalError, Journal, JournalDir
 from snapstore.restore.targetlocks import TargetLocks, target_key
 
@@ -133,36 +135,55 @@ class TargetGuard:
         plan: Plan,
         *,
         existed: bool,
+        real_target: str,
         progress: Progress | None,
     ) -> None:
         """Carry out ``plan``, the restore ``journal`` describes, in the target whose lock
-        the caller holds (``restoring``, which gave ``key``): the journal written first, the
-        undo backup it names committed, the plan applied, the journal removed, the undo
-        history trimmed. On a failure the target is put back (``existed``: whether it was
-        there before) and RestoreError says whether that worked. The gc lock must be held
-        shared. The plan's blobs are read ahead from the start: only the target waits for
-        the journal."""
+        the caller holds (``restoring``, which gave ``key``, for ``real_target``): the
+        journal written first, the undo backup it names committed (or a new target made at
+        ``real_target``), the plan applied, the journal removed, the undo history trimmed.
+        On a failure the target is put back (``existed``: whether it was there before; a
+        target the restore made is removed) and RestoreError says whether that worked. The
+        gc lock must be held shared. The plan's blobs are read ahead from the start: only
+        the target waits for the journal."""
         from snapstore.restore.apply import stop_reading
 
         source = self.writer.reads(plan)
+        made: MadeTarget | None = None
         try:
             self.journals.write(key, journal)
             if journal.backup is not None:
                 self._keep_backup(journal, key, plan)
+            elif plan.new_target and not existed:
+                made = self._make_target(key, plan, real_target)
+                plan = dataclasses.replace(plan, target_id=made.identity)
         except BaseException:
             stop_reading(source)
             raise
         try:
-            self.writer.apply(
-                plan, journal.temps, journal.keep_special_bits, progress, source=source
-            )
-            self.journals.remove(key)
-        except BaseException as error:
-            from snapstore.restore.rollback import after_failure
+            try:
+                self.writer.apply(
+                    plan, journal.temps, journal.keep_special_bits, progress, source=source
+                )
+                self.journals.remove(key)
+            except BaseException as error:
+                from snapstore.restore.rollback import after_failure
 
-            after_failure(self.writer, journal, key, existed, error)
+                after_failure(self.writer, journal, key, existed, error, made=made)
+        finally:
+            if made is not None:
+                made.close()
         if journal.backup is not None:
             self.backups.trim(journal.session)
+
+    def _make_target(self, key: str, plan: Plan, real_target: str) -> MadeTarget:
+        """Make the new target the plan was made for; if that fails (it appeared, or a
+        symlink was planted on the way), nothing was written and the journal goes."""
+        try:
+            return self.writer.make_target(plan, real_target)
+        except BaseException:
+            self.journals.remove(key)
+            raise
 
     def _keep_backup(self, journal: Journal, key: str, plan: Plan) -> None:
         """Commit the undo backup of what the plan is about to change; if that fails, nothing

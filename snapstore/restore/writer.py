@@ -24,7 +24,13 @@ from snapstore.repo.loose import BlobSource
 from snapstore.repo.repository import Repository
 from snapstore.restore.actions import Excluded, Keep, KnownDigest, Plan
 from snapstore.restore.apply import Progress, apply_plan, plan_reads
-from snapstore.restore.dirhandles import DirHandles, NotADirectoryPathError
+from snapstore.restore.dirhandles import (
+    DirHandles,
+    MadeTarget,
+    NotADirectoryPathError,
+    make_target,
+)
+from snapstore.restore.flushes import RestoreFlushes
 from snapstore.restore.journal import Journal, JournalDir
 from snapstore.restore.plan import complete_dirs, make_plan
 from snapstore.worktree.excludes import Matcher
@@ -85,6 +91,13 @@ class TargetWriter:
             known_digest=_known_digests(repo, target_dir),
             replace_parents=replace_parents,
         )
+
+    def make_target(self, plan: Plan, real_target: str) -> MadeTarget:
+        """Make the new target ``plan`` was made for, at ``real_target`` (``make_target``),
+        its new entries flushed now unless the restore's last flush covers them."""
+        flushes = RestoreFlushes(self.fs, durable=self.durable)
+        durable = self.durable and not flushes.new_entries_flushed_later(plan.target)
+        return make_target(self.fs, real_target, durable=durable)
 
     def reads(self, plan: Plan) -> BlobSource:
         """Start reading the blobs ``plan`` writes (``plan_reads``): pass the result to
