@@ -23,6 +23,17 @@ from snapstore.fs.seam import FileSystem
 from snapstore.fs.stamps import FileId, file_id
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+WALK_FLAGS = (
+    getattr(os, "O_PATH", getattr(os, "O_SEARCH", os.O_RDONLY))
+    | os.O_DIRECTORY
+    | os.O_NOFOLLOW
+    | os.O_CLOEXEC
+)
+"""Flags to pass through the target's ancestors: like a lookup by path, they need only
+search permission (``O_PATH`` on Linux), so a restore below a directory of mode 0711 works.
+Such a descriptor serves only as ``dir_fd`` (``mkdir``, ``stat``, ``open``, ``rmdir``
+relative to it), never for ``fsync``, ``fchmod`` or listing. ``O_DIRECTORY`` keeps a
+symlink from being opened as itself."""
 MAX_OPEN_DIRS = 128
 """Directory descriptors kept open at once (a restore may touch thousands of directories)."""
 _NOT_A_DIRECTORY = (errno.ENOTDIR, errno.ELOOP)
@@ -38,7 +49,8 @@ class NotADirectoryPathError(UnsafePathError):
 @dataclass(frozen=True)
 class MadeTarget:
     """A restore's target that the restore made itself (nothing was there when it planned):
-    its parent's descriptor, reached without following links, its name there, and its
+    its parent's descriptor (``WALK_FLAGS``: only a ``dir_fd``), reached without following
+    links, its name there, and its
     identity. Only a directory with that identity, found through that descriptor, is the
     restore's to remove."""
 
@@ -57,7 +69,7 @@ def make_target(fs: FileSystem, real_target: str, *, durable: bool) -> MadeTarge
     refused (NotADirectoryPathError), and a target that appeared since is not written into
     (UnsafePathError). ``durable`` flushes each new entry's parent as it is made."""
     parent, name = os.path.split(real_target)
-    fd = os.open(os.sep, DIR_FLAGS)
+    fd = os.open(os.sep, WALK_FLAGS)
     path = os.sep
     try:
         for part in [part for part in parent.split(os.sep) if part]:
@@ -73,7 +85,7 @@ def make_target(fs: FileSystem, real_target: str, *, durable: bool) -> MadeTarge
             ) from None
         try:
             if durable:
-                fs.fsync_dir(path)
+                fs.fsync_dir(".", dir_fd=fd)
             made = os.stat(name, dir_fd=fd, follow_symlinks=False)
         except BaseException:  # nothing is written in it yet: it goes (empty) with the error
             with contextlib.suppress(OSError):
@@ -87,17 +99,17 @@ def make_target(fs: FileSystem, real_target: str, *, durable: bool) -> MadeTarge
 
 def _open_or_make(fs: FileSystem, parent_fd: int, name: str, parent: str, *, durable: bool) -> int:
     """The directory ``name`` in ``parent`` (at ``parent_fd``), made if missing, opened
-    without following links; a parent made here (or by another writer meanwhile) has its
-    entry flushed with ``durable``, as ``ensure_dir`` does."""
+    with ``WALK_FLAGS``; a parent made here (or by another writer meanwhile) has its entry
+    flushed with ``durable``, as ``ensure_dir`` does."""
     try:
         try:
-            return os.open(name, DIR_FLAGS, dir_fd=parent_fd)
+            return os.open(name, WALK_FLAGS, dir_fd=parent_fd)
         except FileNotFoundError:
             with contextlib.suppress(FileExistsError):
                 fs.mkdir(name, 0o755, dir_fd=parent_fd)
             if durable:
-                fs.fsync_dir(parent)
-            return os.open(name, DIR_FLAGS, dir_fd=parent_fd)
+                fs.fsync_dir(".", dir_fd=parent_fd)
+            return os.open(name, WALK_FLAGS, dir_fd=parent_fd)
     except OSError as error:
         if error.errno not in _NOT_A_DIRECTORY:
             raise

@@ -1,5 +1,6 @@
 """What an unprivileged user sees: a restore can replace files inside a read-only directory
-the user owns, and the directory keeps its mode."""
+the user owns, and the directory keeps its mode; a restore into a new directory below an
+ancestor the user may only search (mode 0711) makes it."""
 
 from __future__ import annotations
 
@@ -50,3 +51,31 @@ def test_a_file_in_a_read_only_directory_is_restored(scratch_for_all: Path) -> N
         "edited False",
         "0o555",
     ]
+
+
+@pytest.mark.parametrize("target", ["out", "deep/er/out"])
+def test_a_new_target_below_a_search_only_ancestor_is_made(
+    scratch_for_all: Path, target: str
+) -> None:
+    """The target (and its missing parents) is made through the ancestors, which the user
+    may pass through but not list: as a lookup by path needs, search permission is enough."""
+    locked = scratch_for_all / "locked"
+    home = locked / "home"
+    write_tree(home / "proj", {"a.txt": "a", "sub/b.txt": "b"})
+    give_to_nobody(home)
+    locked.chmod(0o711)
+    result = run_as_nobody(
+        """
+        import os
+        from snapstore import SnapStore
+        store = SnapStore(home + "/store")
+        store.create("s", "n", ["."], base_dir=home + "/proj")
+        store.restore("s", "n", home + "/" + target)
+        print(sorted(os.listdir(home + "/" + target)))
+        print(open(home + "/" + target + "/sub/b.txt").read())
+        """,
+        home=str(home),
+        target=target,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.splitlines() == ["['a.txt', 'sub']", "b"]
