@@ -50,9 +50,8 @@ class NotADirectoryPathError(UnsafePathError):
 class MadeTarget:
     """A restore's target that the restore made itself (nothing was there when it planned):
     its parent's descriptor (``WALK_FLAGS``: only a ``dir_fd``), reached without following
-    links, its name there, and its
-    identity. Only a directory with that identity, found through that descriptor, is the
-    restore's to remove."""
+    links, its name there, and its identity. Only a directory with that identity, found
+    through that descriptor, is the restore's to remove."""
 
     parent_fd: int
     name: str
