@@ -13,7 +13,7 @@ import errno
 import os
 import stat
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from snapstore.backend.layout import MARKER_FILE, is_store_root
@@ -100,21 +100,35 @@ def _open_or_make(fs: FileSystem, parent_fd: int, name: str, parent: str, *, dur
     """The directory ``name`` in ``parent`` (at ``parent_fd``), made if missing, opened
     with ``WALK_FLAGS``; a parent made here (or by another writer meanwhile) has its entry
     flushed with ``durable``, as ``ensure_dir`` does."""
+
+    def make() -> None:
+        with contextlib.suppress(FileExistsError):
+            fs.mkdir(name, 0o755, dir_fd=parent_fd)
+        if durable:
+            fs.fsync_dir(".", dir_fd=parent_fd)
+
+    return _open_directory(name, WALK_FLAGS, parent_fd, repr(os.path.join(parent, name)), make)
+
+
+def _open_directory(
+    name: str, flags: int, parent_fd: int, shown: str, make: Callable[[], None] | None
+) -> int:
+    """The directory ``name`` at ``parent_fd`` opened with ``flags`` (``O_NOFOLLOW`` and
+    ``O_DIRECTORY`` among them); if it is missing, ``make`` (None: FileNotFoundError) and
+    open it again. Anything but a plain directory there (a file, a symlink planted since) is
+    NotADirectoryPathError, naming it as ``shown``."""
     try:
         try:
-            return os.open(name, WALK_FLAGS, dir_fd=parent_fd)
+            return os.open(name, flags, dir_fd=parent_fd)
         except FileNotFoundError:
-            with contextlib.suppress(FileExistsError):
-                fs.mkdir(name, 0o755, dir_fd=parent_fd)
-            if durable:
-                fs.fsync_dir(".", dir_fd=parent_fd)
-            return os.open(name, WALK_FLAGS, dir_fd=parent_fd)
+            if make is None:
+                raise
+            make()
+            return os.open(name, flags, dir_fd=parent_fd)
     except OSError as error:
         if error.errno not in _NOT_A_DIRECTORY:
             raise
-        raise NotADirectoryPathError(
-            f"{os.path.join(parent, name)} is no longer a plain directory ({error})"
-        ) from None
+        raise NotADirectoryPathError(f"{shown} is no longer a plain directory ({error})") from None
 
 
 class DirHandles:
@@ -173,21 +187,13 @@ class DirHandles:
         return fd
 
     def _open_child(self, parent: str, parent_fd: int, name: str, path: str, create: bool) -> int:
-        try:
-            return os.open(name, DIR_FLAGS, dir_fd=parent_fd)
-        except FileNotFoundError:
-            if not create:
-                raise
+        def make() -> None:
             self.make_writable(parent, parent_fd)
             self.fs.mkdir(name, 0o777, dir_fd=parent_fd)
             self.touched.add(parent)
-            return os.open(name, DIR_FLAGS, dir_fd=parent_fd)
-        except OSError as error:
-            if error.errno not in _NOT_A_DIRECTORY:
-                raise
-            raise NotADirectoryPathError(
-                f"{path!r} in the target is no longer a plain directory ({error})"
-            ) from None
+
+        shown = f"{path!r} in the target"
+        return _open_directory(name, DIR_FLAGS, parent_fd, shown, make if create else None)
 
     def _remember(self, path: str, fd: int) -> None:
         self._fds[path] = fd
