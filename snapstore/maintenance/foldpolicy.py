@@ -78,5 +78,9 @@ def small_packs(repo: Repository, policy: FoldPolicy) -> list[PackIndex]:
 
 def is_due(repo: Repository, policy: FoldPolicy) -> bool:
     """Whether this process's view holds at least ``policy.threshold`` small packs (asked
-    after every create: here, so that the fold code is imported only when a fold runs)."""
-    return policy.enabled and len(small_packs(repo, policy)) >= policy.threshold
+    after every create: here, so that the fold code is imported only when a fold runs; by
+    the packs' sizes, which need no segment other processes appended loaded)."""
+    if not policy.enabled:
+        return False
+    sizes = repo.blobs.packs.pack_sizes().values()
+    return sum(1 for size in sizes if size < policy.small_bytes) >= policy.threshold

@@ -117,7 +117,9 @@ class BlobBatch:
         self._shards: dict[int, frozenset[str]] = {}
         """The loose blobs' names listed so far, by the first byte of their digests."""
         self._direct_checks = 0
-        self._packed = storage.packs.by_digest()
+        self._packed = storage.packs.by_digest_possibly_stale()
+        """The dedupe's view: a miss there, a blob another process stored in a segment this
+        process has not loaded, stores it again (a duplicate, never a loss)."""
         self._loose_bytes = 0
         self.counted: list[EntryRow] = []
         """The extent maps and pieces of the files with holes the batch stored or claimed,
@@ -125,8 +127,10 @@ class BlobBatch:
         the file rows)."""
 
     def claim(self, digest: bytes, size: int) -> bool:
-        """True if the blob is already stored with this size (in a pack this process saw
-        when the batch began, or one it published since). The writer then counts on it, so
+        """True if the blob is already stored with this size (in a pack this process had
+        loaded when the batch began, or one it published since: a blob only in a segment
+        another process appended that this process has not loaded is stored again,
+        ``PackSet.by_digest_possibly_stale``). The writer then counts on it, so
         ``finish`` flushes the directory that names it (its writer may have died before
         doing so). A blob in a segment of another writer's appendable pack that this process
         does not know that writer flushed (``PackSet.flushed``: it read the segment from a

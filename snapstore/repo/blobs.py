@@ -68,24 +68,24 @@ class Blobs:
         commit's check of its claims), a miss lists the packs once more first: a fold of
         this process may have taken the claimed blob's pack out of this view meanwhile, its
         blobs held by the merged pack (see ``maintenance.fold``)."""
-        packed = self.packs.by_digest()
+        packs = self.packs
         for row in file_rows:
             digest = row[5]
             assert digest is not None
-            if digest in packed or self.loose.has(digest, row[3]):
+            if packs.holds(digest) or self.loose.has(digest, row[3]):
                 continue
-            if not (relist and self.packs.relist_once()):
-                return row
-            packed = self.packs.by_digest()
-            if digest not in packed:
+            if not (relist and packs.relist_once()) or not packs.holds(digest):
                 return row
         return None
 
     def durable_rows(self, file_rows: Iterable[EntryRow]) -> bool:
         """Whether no blob of ``file_rows`` is held only in a segment of an appendable pack
         not known flushed by its writer (``PackSet.flushed``): what a create may count on
-        without storing it again (``BlobBatch.claim`` applies the same rule)."""
-        packed = self.packs.by_digest()
+        without storing it again (``BlobBatch.claim`` applies the same rule). The create's
+        dedupe: what is pending need not be loaded (``by_digest_possibly_stale``), as the
+        pack log announces only flushed segments; a copy it would have found there instead
+        of an unflushed one only makes the answer False (the trees are stored again)."""
+        packed = self.packs.by_digest_possibly_stale()
         for row in file_rows:
             digest = row[5]
             index = packed.get(digest) if digest is not None else None

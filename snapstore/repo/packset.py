@@ -2,12 +2,26 @@
 
 Indexes (and the segments of appendable packs) are loaded lazily and kept. ``refresh``, right
 after taking the gc lock, follows the pack log (``packlog``, a local store) from where it
-stopped: it loads the packs published and the segments appended since, and drops the packs
-deleted (gc logs a deletion before it unlinks the index or appendable pack, a fold's shared
-half just after); a new log, or a backend without one, means listing ``packs/``. A reader
-that misses a blob lists once more. ``BlockCache`` keeps the last decompressed blocks.
-Which pack holds a digest: ``PackMap`` (the digests of small packs one by one, large packs
-asked through their indexes, which are looked up in their bytes: ``format.indextable``).
+stopped: it loads the packs published since, notes the segments other processes appended
+since as **pending**, and drops the packs deleted (gc logs a deletion before it unlinks the
+index or appendable pack, a fold's shared half just after); a new log, or a backend without
+one, means listing ``packs/``, which loads everything. A reader that misses a blob lists once
+more. ``BlockCache`` keeps the last decompressed blocks. Which pack holds a digest:
+``PackMap`` (the digests of small packs one by one, large packs asked through their indexes,
+which are looked up in their bytes: ``format.indextable``).
+
+Pending segments are loaded (read, checksums checked, decoded, mapped) only when something
+needs them: every question the view answers is complete by default, so each loads what is
+pending first (``by_digest``, ``indexes``, ``iter_digests``, ``broken``, ``damage``) or before
+it reports a miss (``locate``, ``packed_size``, ``holds``): nothing reports a blob missing,
+and no gc, fold or verify judges a pack, on a view that lacks what the log announced. The one
+exception is named for what it is: ``by_digest_possibly_stale``, a create's dedupe, where a
+miss only stores the blob again in the create's own pack (a duplicate, never a loss); a hit
+there is still loaded, checked data, counted on only if known flushed (``flushed``). Several
+bridges on one root each checkpointing their own session never need each other's segments:
+a create no longer loads them. What is pending is loaded anyway at the next refresh past
+``PENDING_SEGMENTS`` segments or ``PENDING_BYTES`` bytes (bounding what a create may store
+again), and a pack deleted meanwhile (a fold's merged pack replacing it) is never loaded.
 """
 
 from __future__ import annotations
@@ -20,14 +34,22 @@ from snapstore.backend import packlog
 from snapstore.backend.packlog import TOKEN_BYTES, LogPosition, deleted_ids, published
 from snapstore.backend.seam import Backend
 from snapstore.errors import CorruptPackError
+from snapstore.format.indextable import Entry
 from snapstore.format.packfile import PackIndex, is_pack_id
-from snapstore.format.segments import Segment, merge
+from snapstore.format.segments import FIRST_SEGMENT, Segment, merge
 from snapstore.repo import segmented
 from snapstore.repo.blockcache import BlockCache
 from snapstore.repo.packmap import PackMap
 from snapstore.repo.packreads import Location as Location
 from snapstore.repo.packreads import PackReads, log_end, split_readable
 from snapstore.repo.packs import PackSizeError, forget_indexes, read_index
+
+PENDING_SEGMENTS = 1024
+"""Segments of other processes a view may leave pending: past them a refresh loads them all
+(about 20 µs each)."""
+PENDING_BYTES = 4 << 20
+"""Bytes of pending segments past which a refresh loads them all: what a create may store
+again because its dedupe did not see it."""
 
 
 class PackSet(PackReads):
@@ -50,6 +72,10 @@ class PackSet(PackReads):
         """Appendable packs whose bytes their writer flushed, up to the offset given."""
         self._where_partial = False
         """``_where`` may lack a digest another pack holds (``_drop``): a listing rebuilds it."""
+        self._pending: dict[str, int] = {}
+        """Appendable packs with segments the pack log announced and this view did not load
+        yet, with the end of the last one (see the module docstring)."""
+        self._pending_segments = 0
         self.follow_log = True
         """Whether a refresh may follow the pack log: False while the store's marker names a
         format before 3, whose writers (an older version) delete packs without starting a
@@ -70,6 +96,10 @@ class PackSet(PackReads):
                     gone = set(deleted_ids(lines))
                     self._load_new([e for e in published(lines) if e[0] not in gone])
                     self._drop(gone)
+                    if self._pending_segments > PENDING_SEGMENTS or (
+                        self._pending_bytes() > PENDING_BYTES
+                    ):
+                        self._load_pending()
                     return
             self._list_all(whole=full)
 
@@ -88,15 +118,17 @@ class PackSet(PackReads):
             return True
 
     def _load_new(self, entries: list[tuple[str, int | None]]) -> None:
-        """Load the indexes of packs the log names that this view lacks, and the segments
-        of appendable packs up to the ends it gives."""
+        """Load the indexes of packs the log names that this view lacks, and note the
+        segments appended to appendable packs up to the ends it gives as pending."""
         ends: dict[str, int | None] = {}
         for pack_id, end in entries:
             if is_pack_id(pack_id) and (pack_id not in ends or end is not None):
                 ends[pack_id] = max(ends.get(pack_id) or 0, end) if end is not None else None
+                if end is not None:
+                    self._pending_segments += 1
         for pack_id, end in ends.items():
             if end is not None:
-                self._load_segments(pack_id, end)
+                self._note_pending(pack_id, end)
                 continue
             if pack_id in self._indexes:
                 continue
@@ -104,6 +136,38 @@ class PackSet(PackReads):
             if index is not None:
                 self._indexes[pack_id] = index
                 self._where.add(index)
+
+    def _note_pending(self, pack_id: str, end: int) -> None:
+        """A log line says the writer of appendable pack ``pack_id`` flushed it up to
+        ``end``: known flushed from now on; segments past what this view loaded wait in
+        ``_pending`` until something needs them."""
+        self._flushed[pack_id] = max(self._flushed.get(pack_id, 0), end)
+        held = self._indexes.get(pack_id)
+        if held is not None and (not held.segments or end <= held.pack_size):
+            return
+        self._pending[pack_id] = max(self._pending.get(pack_id, 0), end)
+
+    def _pending_bytes(self) -> int:
+        """The bytes of the pending segments."""
+        total = 0
+        for pack_id, end in self._pending.items():
+            held = self._indexes.get(pack_id)
+            total += end - (held.pack_size if held is not None else FIRST_SEGMENT)
+        return total
+
+    def _load_pending(self) -> None:
+        """Load every pending segment (the lock held)."""
+        for pack_id in list(self._pending):
+            self._load_segments(pack_id, self._pending[pack_id])
+            del self._pending[pack_id]
+        self._pending_segments = 0
+
+    def _complete(self) -> None:
+        """Make the view hold everything the pack log announced: load what is pending."""
+        self._ensure_loaded()
+        if self._pending:
+            with self._lock:
+                self._load_pending()
 
     def _load_segments(self, pack_id: str, end: int | None) -> bool:
         """Read an appendable pack's segments after those this view holds, up to ``end``
@@ -181,6 +245,7 @@ class PackSet(PackReads):
             self._broken.pop(pack_id, None)
             self._settled.pop(pack_id, None)
             self._flushed.pop(pack_id, None)
+            self._pending.pop(pack_id, None)
         gone = [self._indexes.pop(pack_id) for pack_id in pack_ids if pack_id in self._indexes]
         self._where_partial |= self._where.remove(gone)
         self.cache.forget((i.pack_id, n) for i in gone for n in range(len(i.blocks)))
@@ -224,6 +289,8 @@ class PackSet(PackReads):
             self._broken[pack_id] = f"pack {pack_id} is missing (its index is there)"
         for pack_id in sorted(packed - indexed):
             self._load_segments(pack_id, None)
+        self._pending.clear()  # each appendable pack was read to its last whole segment
+        self._pending_segments = 0
         if whole:
             self._drop_unreadable(split_readable(list(self._indexes.values()))[1])
         if set(self._indexes) != before or not self._loaded or self._where_partial:
@@ -302,38 +369,71 @@ class PackSet(PackReads):
         if not self._loaded:
             self.refresh()
 
-    def locate(self, digest: bytes) -> Location | None:
-        """Where a digest's bytes lie, if some pack holds it."""
+    def _find(self, digest: bytes) -> tuple[PackIndex, Entry] | None:
+        """A pack holding ``digest`` with its entry, looking at what is pending before a
+        miss (a hit needs nothing more: it is loaded, checked data)."""
         self._ensure_loaded()
         found = self._where.find(digest)
+        if found is None and self._pending:
+            self._complete()
+            found = self._where.find(digest)
+        return found
+
+    def locate(self, digest: bytes) -> Location | None:
+        """Where a digest's bytes lie, if some pack holds it."""
+        found = self._find(digest)
         if found is None:
             return None
         index, (number, offset, size) = found
         return Location(index.pack_id, number, index.blocks[number], offset, size)
 
+    def holds(self, digest: bytes) -> bool:
+        """Whether some pack holds the digest (complete: see the module docstring)."""
+        return self._find(digest) is not None
+
     def damage(self, digest: bytes) -> str | None:
         """Why the blob cannot be read from the pack that was meant to hold it, if its pack
         is damaged (its index intact, the pack file not the size it records)."""
-        self._ensure_loaded()
+        self._complete()
         return self._damaged.get(digest)
 
     def by_digest(self) -> PackMap:
-        """The index holding each packed digest (the current view, kept up to date by this
-        view's refreshes until a listing builds a new map; read only)."""
+        """The index holding each packed digest (the current view, with what was pending
+        loaded, kept up to date by this view's refreshes until a listing builds a new map;
+        read only). A holder that asks again after a refresh sees what it announced."""
+        self._complete()
+        return self._where
+
+    def by_digest_possibly_stale(self) -> PackMap:
+        """``by_digest`` without loading what is pending: it may lack blobs other processes
+        stored since this view last loaded, so a miss there does not mean missing. Only for
+        a writer's dedupe (``BlobBatch.claim``), where a miss stores the blob again in the
+        writer's own pack; every other reader asks ``by_digest`` or a lookup, which are
+        complete. A hit is loaded, checked data, to be counted on only if known flushed
+        (``flushed``, ``settled``), as with ``by_digest``."""
         self._ensure_loaded()
         return self._where
 
     def packed_size(self, digest: bytes) -> int | None:
         """The size of a packed blob, or None if no pack holds it (cheaper than locate)."""
-        self._ensure_loaded()
-        found = self._where.find(digest)
+        found = self._find(digest)
         return None if found is None else found[1][2]
 
     def indexes(self) -> list[PackIndex]:
-        """Every readable pack's index."""
-        self._ensure_loaded()
+        """Every readable pack's index (with what was pending loaded)."""
+        self._complete()
         with self._lock:
             return list(self._indexes.values())
+
+    def pack_sizes(self) -> dict[str, int]:
+        """The size of every pack of the view by id, an appendable pack's up to where the
+        pack log last said it ends (complete without loading what is pending)."""
+        self._ensure_loaded()
+        with self._lock:
+            sizes = {pack_id: index.pack_size for pack_id, index in self._indexes.items()}
+            for pack_id, end in self._pending.items():
+                sizes[pack_id] = max(sizes.get(pack_id, 0), end)
+        return sizes
 
     def read_whole(self, indexes: list[PackIndex]) -> list[PackIndex]:
         """Those of ``indexes`` whose entries all keep the rules, each read whole if it was
@@ -355,13 +455,13 @@ class PackSet(PackReads):
 
     def broken(self) -> dict[str, str]:
         """Packs whose index cannot be used, and why (their blobs count as missing)."""
-        self._ensure_loaded()
+        self._complete()
         return dict(self._broken)
 
     def iter_digests(self) -> Iterator[bytes]:
         """Every digest held by some pack (one pass: ``list`` of the map would ask its
         length first, a pass of its own)."""
-        self._ensure_loaded()
+        self._complete()
         yield from list(iter(self._where))
 
     def unindex(
