@@ -120,17 +120,16 @@ class PackSet(PackReads):
     def _load_new(self, entries: list[tuple[str, int | None]]) -> None:
         """Load the indexes of packs the log names that this view lacks, and note the
         segments appended to appendable packs up to the ends it gives as pending."""
-        ends: dict[str, int | None] = {}
+        indexed: dict[str, None] = {}
         for pack_id, end in entries:
-            if is_pack_id(pack_id) and (pack_id not in ends or end is not None):
-                ends[pack_id] = max(ends.get(pack_id) or 0, end) if end is not None else None
-                if end is not None:
-                    self._pending_segments += 1
-        for pack_id, end in ends.items():
+            if not is_pack_id(pack_id):
+                continue
             if end is not None:
                 self._note_pending(pack_id, end)
-                continue
-            if pack_id in self._indexes:
+            elif pack_id not in self._indexes:
+                indexed[pack_id] = None
+        for pack_id in indexed:
+            if pack_id in self._pending:
                 continue
             index = self._load(pack_id)
             if index is not None:
@@ -145,7 +144,9 @@ class PackSet(PackReads):
         held = self._indexes.get(pack_id)
         if held is not None and (not held.segments or end <= held.pack_size):
             return
-        self._pending[pack_id] = max(self._pending.get(pack_id, 0), end)
+        if end > self._pending.get(pack_id, 0):
+            self._pending[pack_id] = end
+            self._pending_segments += 1
 
     def _pending_bytes(self) -> int:
         """The bytes of the pending segments."""
