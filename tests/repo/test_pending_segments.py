@@ -135,6 +135,10 @@ READERS: dict[str, Callable[[SnapStore], bool]] = {
         is None
     ),
     "read": lambda s: s.read("a", "second", "same.txt") == SAME,
+    "Blobs.size": lambda s: repository(s).blobs.size(digest_bytes(SAME)) == len(SAME),
+    "damage": lambda s: repository(s).blobs.packs.damage(digest_bytes(SAME)) is None,
+    "broken": lambda s: repository(s).blobs.packs.broken() == {},
+    "verify": lambda s: s.verify(deep=True).ok,
 }
 
 
@@ -250,3 +254,15 @@ def test_maintenance_after_creates_on_a_stale_view_keeps_every_blob(
     assert fresh.read("a", "e2", "other.txt") == b"other 2\n"
     assert fresh.read("a", "second", "same.txt") == SAME
     assert fresh.read("b", "second", "same.txt") == SAME
+
+
+def test_only_a_creates_dedupe_asks_the_possibly_stale_view() -> None:
+    """Every new caller of the opt-in is a decision to review: anything that may report a
+    blob missing, or delete, must ask a complete reader instead."""
+    package = Path(packset.__file__).parent.parent
+    callers = sorted(
+        str(path.relative_to(package))
+        for path in package.rglob("*.py")
+        if "by_digest_possibly_stale" in path.read_text()
+    )
+    assert callers == ["repo/batch.py", "repo/blobs.py", "repo/packset.py"]
