@@ -389,8 +389,16 @@ class PackSet(PackReads):
         return Location(index.pack_id, number, index.blocks[number], offset, size)
 
     def holds(self, digest: bytes) -> bool:
-        """Whether some pack holds the digest (complete: see the module docstring)."""
-        return self._find(digest) is not None
+        """Whether some pack holds the digest (complete: see the module docstring; asked
+        for every blob a commit counts on, so kept to one lookup where it hits)."""
+        if not self._loaded:
+            self.refresh()
+        if digest in self._where:
+            return True
+        if not self._pending:
+            return False
+        self._complete()
+        return digest in self._where
 
     def damage(self, digest: bytes) -> str | None:
         """Why the blob cannot be read from the pack that was meant to hold it, if its pack
