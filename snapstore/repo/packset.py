@@ -8,37 +8,25 @@ index or appendable pack, a fold's shared half just after); a new log, or a back
 one, means listing ``packs/``, which loads everything. A reader that misses a blob lists once
 more. ``BlockCache`` keeps the last decompressed blocks. Which pack holds a digest:
 ``PackMap`` (the digests of small packs one by one, large packs asked through their indexes,
-which are looked up in their bytes: ``format.indextable``).
-
-Pending segments are loaded (read, checksums checked, decoded, mapped) only when something
-needs them: every question the view answers is complete by default, so each loads what is
-pending first (``by_digest``, ``indexes``, ``iter_digests``, ``broken``, ``damage``) or before
-it reports a miss (``locate``, ``packed_size``, ``holds``): nothing reports a blob missing,
-and no gc, fold or verify judges a pack, on a view that lacks what the log announced. The one
-exception is named for what it is: ``by_digest_possibly_stale``, a create's dedupe, where a
-miss only stores the blob again in the create's own pack (a duplicate, never a loss); a hit
-there is still loaded, checked data, counted on only if known flushed (``flushed``). Several
-bridges on one root each checkpointing their own session never need each other's segments:
-a create no longer loads them. What is pending is loaded anyway at the next refresh past
-``PENDING_SEGMENTS`` segments or ``PENDING_BYTES`` bytes (bounding what a create may store
-again), and a pack deleted meanwhile (a fold's merged pack replacing it) is never loaded.
+which are looked up in their bytes: ``format.indextable``). Every question the view answers
+is complete by default, pending segments loaded first (``packlookups``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 from snapstore.backend import packlog
 from snapstore.backend.packlog import TOKEN_BYTES, LogPosition, deleted_ids, published
 from snapstore.backend.seam import Backend
 from snapstore.errors import CorruptPackError
-from snapstore.format.indextable import Entry
 from snapstore.format.packfile import PackIndex, is_pack_id
 from snapstore.format.segments import FIRST_SEGMENT, Segment, merge
 from snapstore.repo import segmented
 from snapstore.repo.blockcache import BlockCache
+from snapstore.repo.packlookups import PackLookups
 from snapstore.repo.packmap import PackMap
 from snapstore.repo.packreads import Location as Location
 from snapstore.repo.packreads import PackReads, log_end, split_readable
@@ -52,7 +40,7 @@ PENDING_BYTES = 4 << 20
 again because its dedupe did not see it."""
 
 
-class PackSet(PackReads):
+class PackSet(PackLookups, PackReads):
     """The packs of one store root."""
 
     def __init__(self, backend: Backend) -> None:
@@ -162,13 +150,6 @@ class PackSet(PackReads):
             self._load_segments(pack_id, self._pending[pack_id])
             del self._pending[pack_id]
         self._pending_segments = 0
-
-    def _complete(self) -> None:
-        """Make the view hold everything the pack log announced: load what is pending."""
-        self._ensure_loaded()
-        if self._pending:
-            with self._lock:
-                self._load_pending()
 
     def _load_segments(self, pack_id: str, end: int | None) -> bool:
         """Read an appendable pack's segments after those this view holds, up to ``end``
@@ -366,84 +347,6 @@ class PackSet(PackReads):
             if follow_restart:
                 _, self._position = self._log.read(None)
 
-    def _ensure_loaded(self) -> None:
-        if not self._loaded:
-            self.refresh()
-
-    def _find(self, digest: bytes) -> tuple[PackIndex, Entry] | None:
-        """A pack holding ``digest`` with its entry, looking at what is pending before a
-        miss (a hit needs nothing more: it is loaded, checked data)."""
-        self._ensure_loaded()
-        found = self._where.find(digest)
-        if found is None and self._pending:
-            self._complete()
-            found = self._where.find(digest)
-        return found
-
-    def locate(self, digest: bytes) -> Location | None:
-        """Where a digest's bytes lie, if some pack holds it."""
-        found = self._find(digest)
-        if found is None:
-            return None
-        index, (number, offset, size) = found
-        return Location(index.pack_id, number, index.blocks[number], offset, size)
-
-    def holds(self, digest: bytes) -> bool:
-        """Whether some pack holds the digest (complete: see the module docstring; asked
-        for every blob a commit counts on, so kept to one lookup where it hits)."""
-        if not self._loaded:
-            self.refresh()
-        if digest in self._where:
-            return True
-        if not self._pending:
-            return False
-        self._complete()
-        return digest in self._where
-
-    def damage(self, digest: bytes) -> str | None:
-        """Why the blob cannot be read from the pack that was meant to hold it, if its pack
-        is damaged (its index intact, the pack file not the size it records)."""
-        self._complete()
-        return self._damaged.get(digest)
-
-    def by_digest(self) -> PackMap:
-        """The index holding each packed digest (the current view, with what was pending
-        loaded, kept up to date by this view's refreshes until a listing builds a new map;
-        read only). A holder that asks again after a refresh sees what it announced."""
-        self._complete()
-        return self._where
-
-    def by_digest_possibly_stale(self) -> PackMap:
-        """``by_digest`` without loading what is pending: it may lack blobs other processes
-        stored since this view last loaded, so a miss there does not mean missing. Only for
-        a writer's dedupe (``BlobBatch.claim``), where a miss stores the blob again in the
-        writer's own pack; every other reader asks ``by_digest`` or a lookup, which are
-        complete. A hit is loaded, checked data, to be counted on only if known flushed
-        (``flushed``, ``settled``), as with ``by_digest``."""
-        self._ensure_loaded()
-        return self._where
-
-    def packed_size(self, digest: bytes) -> int | None:
-        """The size of a packed blob, or None if no pack holds it (cheaper than locate)."""
-        found = self._find(digest)
-        return None if found is None else found[1][2]
-
-    def indexes(self) -> list[PackIndex]:
-        """Every readable pack's index (with what was pending loaded)."""
-        self._complete()
-        with self._lock:
-            return list(self._indexes.values())
-
-    def pack_sizes(self) -> dict[str, int]:
-        """The size of every pack of the view by id, an appendable pack's up to where the
-        pack log last said it ends (complete without loading what is pending)."""
-        self._ensure_loaded()
-        with self._lock:
-            sizes = {pack_id: index.pack_size for pack_id, index in self._indexes.items()}
-            for pack_id, end in self._pending.items():
-                sizes[pack_id] = max(sizes.get(pack_id, 0), end)
-        return sizes
-
     def read_whole(self, indexes: list[PackIndex]) -> list[PackIndex]:
         """Those of ``indexes`` whose entries all keep the rules, each read whole if it was
         only looked up so far (``format.indextable``); the others are broken from now on,
@@ -461,17 +364,6 @@ class PackSet(PackReads):
                 del self._indexes[pack_id]
                 self._broken[pack_id] = why
                 self._where_partial |= self._where.remove([index])
-
-    def broken(self) -> dict[str, str]:
-        """Packs whose index cannot be used, and why (their blobs count as missing)."""
-        self._complete()
-        return dict(self._broken)
-
-    def iter_digests(self) -> Iterator[bytes]:
-        """Every digest held by some pack (one pass: ``list`` of the map would ask its
-        length first, a pass of its own)."""
-        self._complete()
-        yield from list(iter(self._where))
 
     def unindex(
         self,

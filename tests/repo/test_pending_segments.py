@@ -265,4 +265,4 @@ def test_only_a_creates_dedupe_asks_the_possibly_stale_view() -> None:
         for path in package.rglob("*.py")
         if "by_digest_possibly_stale" in path.read_text()
     )
-    assert callers == ["repo/batch.py", "repo/blobs.py", "repo/packset.py"]
+    assert callers == ["repo/batch.py", "repo/blobs.py", "repo/packlookups.py"]
