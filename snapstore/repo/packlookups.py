@@ -23,6 +23,7 @@ from collections.abc import Iterator
 
 from snapstore.format.indextable import Entry
 from snapstore.format.packfile import PackIndex
+from snapstore.format.segments import FIRST_SEGMENT
 from snapstore.repo.packmap import PackMap
 from snapstore.repo.packreads import Location
 
@@ -36,6 +37,7 @@ class PackLookups:
     _broken: dict[str, str]
     _damaged: dict[bytes, str]
     _pending: dict[str, int]
+    _pending_lines: dict[str, int]
     _loaded: bool
 
     def refresh(self, *, full: bool = False) -> None:
@@ -43,6 +45,19 @@ class PackLookups:
 
     def _load_pending(self) -> None:
         raise NotImplementedError
+
+    @property
+    def pending_segments(self) -> int:
+        """How many segments other processes appended are pending in this view."""
+        return sum(self._pending_lines.values())
+
+    def _pending_bytes(self) -> int:
+        """The bytes of the pending segments."""
+        total = 0
+        for pack_id, end in self._pending.items():
+            held = self._indexes.get(pack_id)
+            total += end - (held.pack_size if held is not None else FIRST_SEGMENT)
+        return total
 
     def _complete(self) -> None:
         """Make the view hold everything the pack log announced: load what is pending."""
@@ -57,10 +72,12 @@ class PackLookups:
 
     def _find(self, digest: bytes) -> tuple[PackIndex, Entry] | None:
         """A pack holding ``digest`` with its entry, looking at what is pending before a
-        miss (a hit needs nothing more: it is loaded, checked data)."""
+        miss (a hit needs nothing more: it is loaded, checked data). After a miss the map is
+        asked again even if nothing is pending now: another thread may have loaded it since
+        the first look (a pack leaves ``_pending`` only once it is mapped)."""
         self._ensure_loaded()
         found = self._where.find(digest)
-        if found is None and self._pending:
+        if found is None:
             self._complete()
             found = self._where.find(digest)
         return found
@@ -80,9 +97,7 @@ class PackLookups:
             self.refresh()
         if digest in self._where:
             return True
-        if not self._pending:
-            return False
-        self._complete()
+        self._complete()  # then ask again, as ``_find`` does
         return digest in self._where
 
     def damage(self, digest: bytes) -> str | None:

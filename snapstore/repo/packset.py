@@ -23,7 +23,7 @@ from snapstore.backend.packlog import TOKEN_BYTES, LogPosition, deleted_ids, pub
 from snapstore.backend.seam import Backend
 from snapstore.errors import CorruptPackError
 from snapstore.format.packfile import PackIndex, is_pack_id
-from snapstore.format.segments import FIRST_SEGMENT, Segment, merge
+from snapstore.format.segments import Segment, merge
 from snapstore.repo import segmented
 from snapstore.repo.blockcache import BlockCache
 from snapstore.repo.packlookups import PackLookups
@@ -63,7 +63,8 @@ class PackSet(PackLookups, PackReads):
         self._pending: dict[str, int] = {}
         """Appendable packs with segments the pack log announced and this view did not load
         yet, with the end of the last one (see the module docstring)."""
-        self._pending_segments = 0
+        self._pending_lines: dict[str, int] = {}
+        """How many segments of each pack in ``_pending``."""
         self.follow_log = True
         """Whether a refresh may follow the pack log: False while the store's marker names a
         format before 3, whose writers (an older version) delete packs without starting a
@@ -84,7 +85,7 @@ class PackSet(PackLookups, PackReads):
                     gone = set(deleted_ids(lines))
                     self._load_new([e for e in published(lines) if e[0] not in gone])
                     self._drop(gone)
-                    if self._pending_segments > PENDING_SEGMENTS or (
+                    if self.pending_segments > PENDING_SEGMENTS or (
                         self._pending_bytes() > PENDING_BYTES
                     ):
                         self._load_pending()
@@ -134,22 +135,14 @@ class PackSet(PackLookups, PackReads):
             return
         if end > self._pending.get(pack_id, 0):
             self._pending[pack_id] = end
-            self._pending_segments += 1
-
-    def _pending_bytes(self) -> int:
-        """The bytes of the pending segments."""
-        total = 0
-        for pack_id, end in self._pending.items():
-            held = self._indexes.get(pack_id)
-            total += end - (held.pack_size if held is not None else FIRST_SEGMENT)
-        return total
+            self._pending_lines[pack_id] = self._pending_lines.get(pack_id, 0) + 1
 
     def _load_pending(self) -> None:
         """Load every pending segment (the lock held)."""
         for pack_id in list(self._pending):
             self._load_segments(pack_id, self._pending[pack_id])
             del self._pending[pack_id]
-        self._pending_segments = 0
+            self._pending_lines.pop(pack_id, None)
 
     def _load_segments(self, pack_id: str, end: int | None) -> bool:
         """Read an appendable pack's segments after those this view holds, up to ``end``
@@ -228,6 +221,7 @@ class PackSet(PackLookups, PackReads):
             self._settled.pop(pack_id, None)
             self._flushed.pop(pack_id, None)
             self._pending.pop(pack_id, None)
+            self._pending_lines.pop(pack_id, None)
         gone = [self._indexes.pop(pack_id) for pack_id in pack_ids if pack_id in self._indexes]
         self._where_partial |= self._where.remove(gone)
         self.cache.forget((i.pack_id, n) for i in gone for n in range(len(i.blocks)))
@@ -272,7 +266,7 @@ class PackSet(PackLookups, PackReads):
         for pack_id in sorted(packed - indexed):
             self._load_segments(pack_id, None)
         self._pending.clear()  # each appendable pack was read to its last whole segment
-        self._pending_segments = 0
+        self._pending_lines.clear()
         if whole:
             self._drop_unreadable(split_readable(list(self._indexes.values()))[1])
         if set(self._indexes) != before or not self._loaded or self._where_partial:

@@ -18,6 +18,7 @@ from snapstore.internals import repository
 from snapstore.maintenance.fold import drop_sources, write_merged
 from snapstore.maintenance.foldpolicy import FoldPolicy
 from snapstore.repo import packset, segmented
+from snapstore.repo.packmap import PackMap
 
 SAME = b"the same bytes, stored by two bridges\n"
 
@@ -189,11 +190,11 @@ def test_pending_segments_are_loaded_past_the_bound(
     loads.clear()  # its own first segment, read back once
     packs = repository(bridge).blobs.packs
     packs.refresh()
-    assert loads == [] and packs._pending_segments == 2  # the other bridge's two creates
+    assert loads == [] and packs.pending_segments == 2  # the other bridge's two creates
     other = tmp_path / "other"
     counts = []
     while not loads:
-        counts.append(packs._pending_segments)
+        counts.append(packs.pending_segments)
         n = len(counts)
         _edit(other, f"n{n}.txt", bytes(range(256)) * 4 + str(n).encode())
         _bridge_create(root, other, "a", f"n{n}")
@@ -201,7 +202,7 @@ def test_pending_segments_are_loaded_past_the_bound(
         assert n < 20
     if bound == "segments":
         assert counts == [2, 3]  # loaded at the refresh that made four pending: past 3
-    assert not packs._pending and packs._pending_segments == 0
+    assert not packs._pending and packs.pending_segments == 0
     assert digest_bytes(SAME) in packs.by_digest_possibly_stale()
 
 
@@ -220,7 +221,7 @@ def test_a_fold_replacing_pending_segments_means_they_are_never_loaded(
     assert drop_sources(repository(folder), fold, wait=5.0)
     loads.clear()
     packs.refresh()  # the deletion drops what was pending; the merged pack's index loads
-    assert not packs._pending
+    assert not packs._pending and packs.pending_segments == 0
     assert packs.holds(digest_bytes(SAME))
     assert bridge.read("a", "second", "same.txt") == SAME
     assert not [pack_id for pack_id in loads if pack_id in pending]
@@ -266,3 +267,29 @@ def test_only_a_creates_dedupe_asks_the_possibly_stale_view() -> None:
         if "by_digest_possibly_stale" in path.read_text()
     )
     assert callers == ["repo/batch.py", "repo/blobs.py", "repo/packlookups.py"]
+
+
+@pytest.mark.parametrize("lookup", ["locate", "holds"])
+def test_a_miss_that_crosses_another_threads_load_still_finds_the_blob(
+    root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lookup: str
+) -> None:
+    bridge, _ = _started(root, tmp_path)
+    packs = repository(bridge).blobs.packs
+    packs.refresh()
+    assert packs._pending
+    find, contains = PackMap.find, PackMap.__contains__
+    crossed: list[bool] = []
+
+    def then_another_thread_loads(result: Any) -> Any:
+        if not crossed:  # between this lookup's miss and its look at what is pending
+            crossed.append(True)
+            packs._complete()
+        return result
+
+    monkeypatch.setattr(PackMap, "find", lambda m, d: then_another_thread_loads(find(m, d)))
+    monkeypatch.setattr(
+        PackMap, "__contains__", lambda m, d: then_another_thread_loads(contains(m, d))
+    )
+    digest = digest_bytes(SAME)
+    assert (packs.locate(digest) is not None) if lookup == "locate" else packs.holds(digest)
+    assert crossed and not packs._pending
