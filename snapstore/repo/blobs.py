@@ -105,11 +105,13 @@ class Blobs:
         """Yield the blob's bytes; a mismatch with the digest raises CorruptBlobError.
 
         ``size``, the size a manifest records, rules out a packed copy of another size (a
-        damaged or hostile index), and a packed copy that cannot be read falls back to a
-        loose copy, if there is one."""
+        damaged or hostile index: another pack's copy of that size is looked for, what is
+        pending loaded first), and a packed copy that cannot be read falls back to a loose
+        copy, if there is one."""
         location = self._location(digest)
         if location is not None and size not in (None, location.size):
-            location = None
+            fits = (where for where in self.packs.locate_all(digest) if where.size == size)
+            location = next(fits, None)
         if location is None:
             damage = self.packs.damage(digest)
             if damage is not None and not self.loose.has(digest, size):

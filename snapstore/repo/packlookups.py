@@ -18,7 +18,9 @@ store again), and a pack deleted meanwhile (a fold's merged pack replacing it) n
 
 from __future__ import annotations
 
+import os
 import threading
+import weakref
 from collections.abc import Iterator
 
 from snapstore.format.indextable import Entry
@@ -154,3 +156,22 @@ class PackLookups:
         length first, a pass of its own)."""
         self._complete()
         yield from list(iter(self._where))
+
+
+_VIEWS: weakref.WeakSet[PackLookups] = weakref.WeakSet()
+
+
+def renewed_in_children(view: PackLookups) -> None:
+    """Give ``view`` a new lock in every child forked from now on: a thread of the parent
+    may hold it at the fork (a reader loading what is pending), never to let go in the
+    child."""
+    _VIEWS.add(view)
+
+
+def _new_locks_in_child() -> None:
+    for view in list(_VIEWS):
+        view._lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_locks_in_child)

@@ -26,7 +26,7 @@ from snapstore.format.packfile import PackIndex, is_pack_id
 from snapstore.format.segments import Segment, merge
 from snapstore.repo import segmented
 from snapstore.repo.blockcache import BlockCache
-from snapstore.repo.packlookups import PackLookups
+from snapstore.repo.packlookups import PackLookups, renewed_in_children
 from snapstore.repo.packmap import PackMap
 from snapstore.repo.packreads import Location as Location
 from snapstore.repo.packreads import PackReads, log_end, split_readable
@@ -46,6 +46,7 @@ class PackSet(PackLookups, PackReads):
     def __init__(self, backend: Backend) -> None:
         self.backend = backend
         self._lock = threading.Lock()
+        renewed_in_children(self)
         self._indexes: dict[str, PackIndex] = {}
         self._where = PackMap()
         self._broken: dict[str, str] = {}

@@ -4,8 +4,10 @@ reader of the view loads them first, and gc and folds judge only a complete view
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -14,6 +16,7 @@ import pytest
 
 from snapstore import SnapStore
 from snapstore.format.hashing import new_hasher
+from snapstore.format.packfile import PackIndex
 from snapstore.internals import repository
 from snapstore.maintenance.fold import drop_sources, write_merged
 from snapstore.maintenance.foldpolicy import FoldPolicy
@@ -293,3 +296,43 @@ def test_a_miss_that_crosses_another_threads_load_still_finds_the_blob(
     digest = digest_bytes(SAME)
     assert (packs.locate(digest) is not None) if lookup == "locate" else packs.holds(digest)
     assert crossed and not packs._pending
+
+
+def test_a_loaded_copy_of_the_wrong_size_makes_a_read_look_in_what_is_pending(
+    root: Path, tmp_path: Path
+) -> None:
+    bridge, _ = _started(root, tmp_path)
+    packs = repository(bridge).blobs.packs
+    with repository(bridge).blobs_in_use():
+        assert packs._pending
+        own = packs._indexes[_own_pack(bridge)]
+        digest = digest_bytes(SAME)
+        wrong = PackIndex(own.pack_id, own.pack_size, {digest: (0, 0, len(SAME) + 1)}, own.blocks)
+        packs._where[digest] = wrong  # a damaged or hostile index: the copy it names is wrong
+        assert repository(bridge).blobs.read(digest, len(SAME)) == SAME
+
+
+def test_a_forked_child_never_inherits_a_view_lock_held_at_the_fork(
+    root: Path, tmp_path: Path
+) -> None:
+    bridge, _ = _started(root, tmp_path)
+    packs = repository(bridge).blobs.packs
+    packs.refresh()
+    assert packs._pending
+    with packs._lock:  # as a thread loading what is pending holds it
+        child = os.fork()
+        if child == 0:  # pragma: no cover - the child
+            try:
+                ok = packs.holds(digest_bytes(SAME))  # loads what is pending: takes the lock
+            finally:
+                os._exit(0 if ok else 1)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(child, os.WNOHANG)
+        if done:
+            assert os.waitstatus_to_exitcode(status) == 0
+            return
+        time.sleep(0.05)
+    os.kill(child, 9)
+    os.waitpid(child, 0)
+    pytest.fail("the child waited for a lock its parent held at the fork")
