@@ -45,6 +45,14 @@ class PackLookups:
     def refresh(self, *, full: bool = False) -> None:
         raise NotImplementedError
 
+    def after_fork_in_child(self) -> None:
+        """Make a forked child's view trust nothing a parent's thread was doing at the fork:
+        a thread may have held the lock (never to let go in the child) or been half-way
+        through a listing (packs loaded, the map of digests not rebuilt), so the child gets
+        a new lock and lists again at its first question."""
+        self._lock = threading.Lock()
+        self._loaded = False
+
     def _load_pending(self) -> None:
         raise NotImplementedError
 
@@ -162,16 +170,14 @@ _VIEWS: weakref.WeakSet[PackLookups] = weakref.WeakSet()
 
 
 def renewed_in_children(view: PackLookups) -> None:
-    """Give ``view`` a new lock in every child forked from now on: a thread of the parent
-    may hold it at the fork (a reader loading what is pending), never to let go in the
-    child."""
+    """Start ``view`` afresh in every child forked from now on (``after_fork_in_child``)."""
     _VIEWS.add(view)
 
 
-def _new_locks_in_child() -> None:
+def _renew_views_in_child() -> None:
     for view in list(_VIEWS):
-        view._lock = threading.Lock()
+        view.after_fork_in_child()
 
 
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_new_locks_in_child)
+    os.register_at_fork(after_in_child=_renew_views_in_child)

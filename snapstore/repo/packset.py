@@ -74,6 +74,12 @@ class PackSet(PackLookups, PackReads):
         self.deletion_log_bytes = packlog.RESTART_BYTES
         """How long the pack log may grow by deletions before a new one (``PackLog``)."""
 
+    def after_fork_in_child(self) -> None:
+        """As ``PackLookups.after_fork_in_child``; the block cache, whose lock a parent's
+        thread may also have held, starts empty."""
+        super().after_fork_in_child()
+        self.cache = BlockCache(self.cache.budget)
+
     def refresh(self, *, full: bool = False) -> None:
         """Bring the view up to date (see the module docstring); ``full``: list ``packs/``
         whatever the log says (gc and verify, which judge every pack)."""

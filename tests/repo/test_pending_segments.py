@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -336,3 +337,41 @@ def test_a_forked_child_never_inherits_a_view_lock_held_at_the_fork(
     os.kill(child, 9)
     os.waitpid(child, 0)
     pytest.fail("the child waited for a lock its parent held at the fork")
+
+
+def test_a_child_forked_during_a_listing_lists_again(
+    root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A thread listing ``packs/`` (verify, gc, a relist after a miss) has loaded a fold's
+    merged pack but not yet rebuilt the map when another thread forks: the child must not
+    answer from that half-built view (it would call ``SAME`` missing)."""
+    bridge, _ = _started(root, tmp_path)
+    folder = SnapStore(root, fold_threshold=0, lock_timeout=10)
+    fold = write_merged(repository(folder), FoldPolicy(threshold=2))
+    assert fold is not None and drop_sources(repository(folder), fold, wait=5.0)
+    packs = repository(bridge).blobs.packs
+    parent = os.getpid()
+    listing, forked = threading.Event(), threading.Event()
+    split = packset.split_readable
+
+    def paused(indexes: Any) -> Any:  # every pack loaded, the map not rebuilt yet
+        if os.getpid() == parent and not listing.is_set():
+            listing.set()
+            forked.wait(10)
+        return split(indexes)
+
+    monkeypatch.setattr(packset, "split_readable", paused)
+    lister = threading.Thread(target=lambda: packs.refresh(full=True))
+    lister.start()
+    assert listing.wait(10)
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child
+        try:
+            ok = packs.holds(digest_bytes(SAME)) and bridge.read("a", "second", "same.txt") == SAME
+        finally:
+            os._exit(0 if ok else 1)
+    forked.set()
+    lister.join()
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert packs.holds(digest_bytes(SAME))
