@@ -59,6 +59,10 @@ class Plan:
     new_target: bool = False
     """Nothing was at the target's path when planned: the restore makes the target (with
     ``make_target``), and only that directory is the restore's to remove on a failure."""
+    real_target: str | None = None
+    """The target's real path, as locked (or checked against its journal's key) when
+    planned: the plan is applied only in a directory reached there one component at a time
+    without following links (None: a plan made only to compare, never applied)."""
 
     @property
     def changes(self) -> list[Action]:

@@ -13,13 +13,14 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Set
 
+from snapstore.errors import UnsafePathError
 from snapstore.fs.durable import discard
 from snapstore.fs.seam import FileSystem
 from snapstore.fs.tempnames import RestoreTemps
 from snapstore.repo.loose import BlobSource
 from snapstore.repo.prefetch import ReadAhead, read_ahead
 from snapstore.restore.actions import Action, Plan, wanted_mode
-from snapstore.restore.dirhandles import DirHandles, remove_tree
+from snapstore.restore.dirhandles import DirHandles, MadeTarget, remove_tree
 from snapstore.restore.flushes import RestoreFlushes
 from snapstore.restore.writes import StagedFiles
 
@@ -73,19 +74,23 @@ def apply_plan(
     keep_special_bits: bool = False,
     progress: Progress | None = None,
     source: BlobSource | None = None,
+    made: MadeTarget | None = None,
 ) -> None:
     """Carry out a plan: removals deepest first, then creations in path order, then the
     modes of directories (last, so a read-only directory can still be filled). Files and
     links are written under ``temps``' names (the restore's journal lists their
     directories, so a recovery can remove them). Blobs are read from ``source`` (from
-    ``plan_reads``; stopped once done, whatever happens), else read ahead from ``blobs``."""
+    ``plan_reads``; stopped once done, whatever happens), else read ahead from ``blobs``.
+
+    The target is the directory at the plan's real path reached without following links
+    (``DirHandles``): the one the plan looked at, or, for a plan made where nothing was,
+    the one the restore ``made`` (else made now with ``make_target``)."""
     changes = plan.changes
     if source is None:
         source = plan_reads(plan, blobs)
     try:
         flushes = RestoreFlushes(fs, durable=durable)
-        made_flushed_now = durable and not flushes.new_entries_flushed_later(plan.target)
-        handles = DirHandles(fs, plan.target, durable=made_flushed_now, expected=plan.target_id)
+        handles = _target_of(plan, fs, flushes, made)
     except BaseException:
         stop_reading(source)
         raise
@@ -134,6 +139,29 @@ def apply_plan(
     finally:
         handles.close()
         stop_reading(source)
+
+
+def _target_of(
+    plan: Plan, fs: FileSystem, flushes: RestoreFlushes, made: MadeTarget | None
+) -> DirHandles:
+    """The handles of the plan's target (see ``apply_plan``); a target made now has its new
+    entries flushed at once unless the restore's last flush covers them."""
+    if plan.real_target is None:
+        raise ValueError("a plan made only to compare is never applied")
+    if plan.target_id is None and not plan.new_target:
+        raise UnsafePathError(
+            f"the restore target {plan.target} was no directory when the restore planned; "
+            "nothing was written"
+        )
+    return DirHandles(
+        fs,
+        plan.target,
+        real_target=plan.real_target,
+        durable=flushes.durable and not flushes.new_entries_flushed_later(plan.target),
+        expected=plan.target_id,
+        made=made,
+        new=plan.new_target,
+    )
 
 
 def stop_reading(source: BlobSource) -> None:

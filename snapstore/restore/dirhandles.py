@@ -18,7 +18,6 @@ from dataclasses import dataclass
 
 from snapstore.backend.layout import MARKER_FILE, is_store_root
 from snapstore.errors import UnsafePathError
-from snapstore.fs.durable import ensure_dir
 from snapstore.fs.seam import FileSystem
 from snapstore.fs.stamps import FileId, file_id
 
@@ -68,13 +67,8 @@ def make_target(fs: FileSystem, real_target: str, *, durable: bool) -> MadeTarge
     refused (NotADirectoryPathError), and a target that appeared since is not written into
     (UnsafePathError). ``durable`` flushes each new entry's parent as it is made."""
     parent, name = os.path.split(real_target)
-    fd = os.open(os.sep, WALK_FLAGS)
-    path = os.sep
+    fd = _walk(parent, fs, durable=durable)
     try:
-        for part in [part for part in parent.split(os.sep) if part]:
-            child = _open_or_make(fs, fd, part, path, durable=durable)
-            os.close(fd)
-            fd, path = child, os.path.join(path, part)
         try:
             fs.mkdir(name, 0o755, dir_fd=fd)
         except FileExistsError:
@@ -91,6 +85,45 @@ def make_target(fs: FileSystem, real_target: str, *, durable: bool) -> MadeTarge
                 fs.rmdir(name, dir_fd=fd)
             raise
         return MadeTarget(fd, name, file_id(made))
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def open_target(real_target: str, *, made: MadeTarget | None = None) -> int:
+    """A descriptor (``DIR_FLAGS``) of the restore target at ``real_target`` (its locked real
+    path), reached one component at a time without following links, or through the parent
+    ``made`` was made in. FileNotFoundError if it is not there; NotADirectoryPathError if a
+    file or symlink is found on the way or in its place."""
+    shown = f"the restore target {real_target}"
+    if made is not None:
+        return _open_directory(made.name, DIR_FLAGS, made.parent_fd, shown, None)
+    parent, name = os.path.split(real_target)
+    parent_fd = _walk(parent)
+    try:
+        if not name:  # the root directory itself
+            return os.open(".", DIR_FLAGS, dir_fd=parent_fd)
+        return _open_directory(name, DIR_FLAGS, parent_fd, shown, None)
+    finally:
+        os.close(parent_fd)
+
+
+def _walk(directory: str, fs: FileSystem | None = None, *, durable: bool = False) -> int:
+    """A ``WALK_FLAGS`` descriptor of the absolute ``directory``, reached from the root one
+    component at a time without following links; with ``fs``, the missing ones are made on
+    the way through it (``_open_or_make``), else FileNotFoundError."""
+    fd = os.open(os.sep, WALK_FLAGS)
+    path = os.sep
+    try:
+        for part in [part for part in directory.split(os.sep) if part]:
+            if fs is not None:
+                child = _open_or_make(fs, fd, part, path, durable=durable)
+            else:
+                shown = repr(os.path.join(path, part))
+                child = _open_directory(part, WALK_FLAGS, fd, shown, None)
+            os.close(fd)
+            fd, path = child, os.path.join(path, part)
+        return fd
     except BaseException:
         os.close(fd)
         raise
@@ -136,24 +169,35 @@ class DirHandles:
     following symlinks, and kept in a bounded cache (reopened the same way when needed)."""
 
     def __init__(
-        self, fs: FileSystem, target: str, *, durable: bool, expected: FileId | None = None
+        self,
+        fs: FileSystem,
+        target: str,
+        *,
+        real_target: str,
+        durable: bool,
+        expected: FileId | None = None,
+        made: MadeTarget | None = None,
+        new: bool = False,
     ) -> None:
-        """Open the target, made (with missing parents) if it is not there: ``durable``
-        flushes each new entry's parent as it is made (not needed where the restore's last
-        flush covers them: see ``snapstore.restore.flushes``)."""
+        """Open the target ``target`` at its locked real path ``real_target``, without
+        following links (``open_target``): through the parent of the directory the restore
+        ``made``, or made now (``make_target``) for a ``new`` target that was not there when
+        planned, whose missing parents ``durable`` flushes as they are made (not needed
+        where the restore's last flush covers them: see ``snapstore.restore.flushes``).
+        UnsafePathError if the directory found is not the one ``expected`` (or made), or is
+        a snapstore root."""
         self.fs = fs
         self.target = target
-        ensure_dir(fs, target, stop_at=os.sep, durable=durable)
-        self.root_fd = os.open(target, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        info = os.fstat(self.root_fd)
-        found = file_id(info)
-        if (expected is not None and found != expected) or is_store_root(dir_fd=self.root_fd):
+        owned = make_target(fs, real_target, durable=durable) if made is None and new else None
+        try:
+            self.root_fd = _open_planned(real_target, made or owned, target, expected=expected)
+        finally:
+            if owned is not None:
+                owned.close()
+        if is_store_root(dir_fd=self.root_fd):
             os.close(self.root_fd)
-            raise UnsafePathError(
-                f"the restore target {target} is no longer the directory the restore was "
-                "planned on (it was replaced, or now leads to a snapstore root); nothing was "
-                "written"
-            )
+            raise _replaced(target)
+        info = os.fstat(self.root_fd)
         self._fds: OrderedDict[str, int] = OrderedDict()
         self._devices: dict[str, int] = {"": info.st_dev}
         self._flush_fds: dict[int, int] = {info.st_dev: os.dup(self.root_fd)}
@@ -272,6 +316,33 @@ class DirHandles:
         self._flush_fds.clear()
         with contextlib.suppress(OSError):
             os.close(self.root_fd)
+
+
+def _open_planned(
+    real_target: str, made: MadeTarget | None, target: str, *, expected: FileId | None
+) -> int:
+    """``open_target``, refusing (UnsafePathError) a directory that is not the one the
+    restore planned on: another identity than ``expected`` (or than ``made``'s), or none
+    where one was expected."""
+    if made is not None:
+        expected = made.identity
+    try:
+        fd = open_target(real_target, made=made)
+    except FileNotFoundError:
+        if expected is None:
+            raise
+        raise _replaced(target) from None
+    if expected is not None and file_id(os.fstat(fd)) != expected:
+        os.close(fd)
+        raise _replaced(target)
+    return fd
+
+
+def _replaced(target: str) -> UnsafePathError:
+    return UnsafePathError(
+        f"the restore target {target} is no longer the directory the restore was planned on "
+        "(it was replaced, or now leads to a snapstore root); nothing was written"
+    )
 
 
 def remove_tree(fs: FileSystem, parent_fd: int, name: str) -> None:

@@ -83,14 +83,18 @@ class RestoreJob:
         session: str,
         name: str,
         target_dir: str,
+        real: str,
         paths: list[str] | None,
         keep_special_bits: bool,
     ) -> Plan:
-        """Read the snapshot (under the gc lock: its blobs cannot go) and plan; an I/O error
-        while planning is a RestoreError (nothing was changed)."""
+        """Read the snapshot (under the gc lock: its blobs cannot go) and plan, to be applied
+        at the target's real path ``real``; an I/O error while planning is a RestoreError
+        (nothing was changed)."""
         manifest = self.repo.files_manifest(session, name)
         try:
-            return self.guard.writer.plan(manifest, target_dir, paths, keep_special_bits)
+            return self.guard.writer.plan(
+                manifest, target_dir, paths, keep_special_bits, real_target=real
+            )
         except OSError as error:
             raise RestoreError(
                 f"could not plan the restore of {name!r} (session {session!r}) into "
@@ -128,9 +132,9 @@ class RestoreJob:
         keep_special_bits: bool = False,
     ) -> Plan:
         """The plan a restore would carry out now; writes nothing and takes no target lock."""
-        target_dir, _ = self._target(session, name, target)
+        target_dir, real = self._target(session, name, target)
         with self.repo.blobs_in_use(), gc_paused():
-            return self._planned(session, name, target_dir, paths, keep_special_bits)
+            return self._planned(session, name, target_dir, real, paths, keep_special_bits)
 
     # ------------------------------------------------------------------ restore
 
@@ -154,10 +158,10 @@ class RestoreJob:
         target_dir, real = self._target(session, name, target)
         if repo.read_only:
             return self._run_unrecorded(
-                session, name, target_dir, paths, backup, keep_special_bits, progress
+                session, name, target_dir, real, paths, backup, keep_special_bits, progress
             )
         with self.guard.restoring(real) as key, repo.blobs_in_use(), gc_paused():
-            plan = self._planned(session, name, target_dir, paths, keep_special_bits)
+            plan = self._planned(session, name, target_dir, real, paths, keep_special_bits)
             report = restore_report(plan, dry_run=False)
             if not plan.changes:
                 return report
@@ -174,9 +178,7 @@ class RestoreJob:
                 started_ns=time.time_ns(),
                 token=new_token(),
             )
-            self.guard.change(
-                key, journal, plan, existed=existed, real_target=real, progress=progress
-            )
+            self.guard.change(key, journal, plan, existed=existed, progress=progress)
             report.backup = journal.backup
             return report
 
@@ -226,6 +228,7 @@ class RestoreJob:
         session: str,
         name: str,
         target_dir: str,
+        real: str,
         paths: list[str] | None,
         backup: bool,
         keep_special_bits: bool,
@@ -233,14 +236,15 @@ class RestoreJob:
     ) -> RestoreReport:
         """A restore from a store this process can only read: no backup can be kept, no
         journal written and no target lock created there, so only ``backup=False`` is
-        allowed, and a restore killed part-way is neither finished nor rolled back."""
+        allowed, and a restore killed part-way is neither finished nor rolled back. A new
+        target is made at ``real`` as by any restore, without following links."""
         if backup:
             raise ReadOnlyStoreError(
                 f"cannot keep an undo backup: the store at {self.repo.root} is read-only for "
                 "this process (restore with backup=False to write the target anyway)"
             )
         with self.repo.blobs_in_use(), gc_paused():
-            plan = self._planned(session, name, target_dir, paths, keep_special_bits)
+            plan = self._planned(session, name, target_dir, real, paths, keep_special_bits)
             report = restore_report(plan, dry_run=False)
             if not plan.changes:
                 return report

@@ -88,6 +88,7 @@ def make_plan(
     known_digest: KnownDigest | None = None,
     links: bool = True,
     replace_parents: bool = False,
+    real_target: str | None = None,
 ) -> Plan:
     """Decide what restoring ``entries`` into ``target`` changes; writes nothing.
 
@@ -103,12 +104,13 @@ def make_plan(
     the paths it keeps but not the directories on the way): a file, symlink or special file
     found where such a directory must be is removed, rather than refused (the recovery keeps
     it in a new backup first: someone put it there after the restore was killed).
+    ``real_target``: where the plan may be applied (``Plan.real_target``).
     """
     # Path order: a directory's own action is decided before anything beneath it.
     entries = sorted(entries, key=attrgetter("path"))
     _check_layout(entries)
     target_id, missing = _directory_id(target)
-    plan = Plan(target, target_id=target_id, new_target=missing)
+    plan = Plan(target, target_id=target_id, new_target=missing, real_target=real_target)
     view = TargetView(target, keep, missing=missing)
     prefix = view.prefix
     mode_mask = 0o7777 if keep_special_bits else 0o777

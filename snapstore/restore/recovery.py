@@ -75,10 +75,10 @@ class Recovery:
             return
         if journal is None:
             return
-        _refuse_a_moved_target(journal, key)
+        real = _refuse_a_moved_target(journal, key)
         try:
             with repo.blobs_in_use(), gc_paused():
-                self._recover(journal, key)
+                self._recover(journal, key, real)
         except (OSError, SnapstoreError) as error:
             raise RestoreError(
                 f"a restore of {journal.restoring!r} (session {journal.session!r}) into "
@@ -88,20 +88,24 @@ class Recovery:
             ) from error
         self.journals.remove(key)
 
-    def _recover(self, journal: Journal, key: str) -> None:
-        if not self.writer.remove_temp_files(journal):
+    def _recover(self, journal: Journal, key: str, real: str) -> None:
+        """Roll back or finish the journal's restore in its target, at its real path
+        ``real`` (whose key is ``key``)."""
+        if not self.writer.remove_temp_files(journal, real):
             raise RestoreError(
                 "temp files it left in the target could not be removed", rolled_back=False
             )
         repo = self.repo
         if journal.backup is None:
-            self._finish(journal, key)
+            self._finish(journal, key, real)
             return
         try:
             saved = repo.catalog.read(journal.session, journal.backup)
         except SnapshotNotFound:
             return  # killed before its backup was committed: it had changed nothing
-        plan = self.writer.plan(saved, journal.target, None, True, replace_parents=True)
+        plan = self.writer.plan(
+            saved, journal.target, None, True, real_target=real, replace_parents=True
+        )
         if plan.changes and self._changed_since(journal, plan):
             self._keep_current(journal, plan, journal.backup)
         self.writer.apply_covered(journal, key, plan, keep_special_bits=True)
@@ -113,8 +117,9 @@ class Recovery:
             journal.session,
         )
 
-    def _finish(self, journal: Journal, key: str) -> None:
-        """Run an interrupted restore that kept no backup again, to its end."""
+    def _finish(self, journal: Journal, key: str, real: str) -> None:
+        """Run an interrupted restore that kept no backup again, to its end (a target it had
+        not made yet is made now, at ``real``, without following links)."""
         repo = self.repo
         try:
             manifest = repo.files_manifest(journal.session, journal.restoring)
@@ -127,7 +132,9 @@ class Recovery:
             )
             return
         paths = None if journal.paths is None else list(journal.paths)
-        plan = self.writer.plan(manifest, journal.target, paths, journal.keep_special_bits)
+        plan = self.writer.plan(
+            manifest, journal.target, paths, journal.keep_special_bits, real_target=real
+        )
         if journal.backups and any(_not_written_by_a_restore(a) for a in plan.changes):
             self._keep_current(journal, plan, journal.restoring)
         self.writer.apply_covered(journal, key, plan, keep_special_bits=journal.keep_special_bits)
@@ -197,12 +204,13 @@ class Recovery:
         self.backups.trim(journal.session)
 
 
-def _refuse_a_moved_target(journal: Journal, key: str) -> None:
-    """RestoreError unless the journal's target still leads to the directory its restore
-    wrote into (the journal is named for that directory's real path): after a kill, someone
-    may have put a symlink at the target or at a directory above it, and a rollback through
-    it would write, and remove, outside the directory. The journal and its backup are kept
-    until the path leads there again."""
+def _refuse_a_moved_target(journal: Journal, key: str) -> str:
+    """The real path of the journal's target; RestoreError unless it still leads to the
+    directory its restore wrote into (the journal is named for that real path): after a
+    kill, someone may have put a symlink at the target or at a directory above it, and a
+    rollback through it would write, and remove, outside the directory. The journal and its
+    backup are kept until the path leads there again. (A symlink planted after this look is
+    refused when the target is opened: that walks the real path without following links.)"""
     real = os.path.realpath(journal.target)
     if target_key(real) != key:
         raise RestoreError(
@@ -212,6 +220,7 @@ def _refuse_a_moved_target(journal: Journal, key: str) -> None:
             "undo backup are kept until the path leads to that directory again",
             rolled_back=False,
         )
+    return real
 
 
 def _still_as_before(entry: FileEntry | None, target: str) -> bool:

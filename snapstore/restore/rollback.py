@@ -29,27 +29,27 @@ def after_failure(
     key: str,
     existed: bool,
     error: BaseException,
+    real_target: str,
     *,
     made: MadeTarget | None = None,
 ) -> NoReturn:
     """After the plan of ``journal``'s restore failed part-way with ``error``: put the target
-    back (or remove it, if the restore created it: ``made``, the directory it made) and
-    raise RestoreError."""
+    (at its real path ``real_target``) back, or remove it if the restore created it
+    (``made``, the directory it made), and raise RestoreError. A target that was not there
+    and that the restore did not make holds nothing it wrote (``apply_plan`` writes only in
+    the directory it planned on, or made)."""
     failed = (
         f"restore of {journal.restoring!r} (session {journal.session!r}) into "
         f"{journal.target} failed: {error}"
     )
-    if made is not None:
-        _remove_made_target(writer, made, failed, error)
-    elif not existed:
-        _remove_new_target(writer, journal.target, failed, error)
     if not existed:
+        if made is not None:
+            _remove_made_target(writer, made, failed, error)
         _drop_journal(writer, key)
-        raise RestoreError(
-            f"{failed}; the directory it had created was removed", rolled_back=True
-        ) from error
+        done = "the directory it had created was removed" if made else "nothing was written"
+        raise RestoreError(f"{failed}; {done}", rolled_back=True) from error
     if journal.backup is None:
-        if writer.remove_temp_files(journal):
+        if writer.remove_temp_files(journal, real_target):
             _drop_journal(writer, key)
             raise RestoreError(
                 f"{failed}; no backup was kept (backup=False), so the target may be partly "
@@ -63,8 +63,8 @@ def after_failure(
             rolled_back=False,
         ) from error
     try:
-        clean = writer.remove_temp_files(journal)
-        covered = _roll_back(writer, journal, key)
+        clean = writer.remove_temp_files(journal, real_target)
+        covered = _roll_back(writer, journal, key, real_target)
     except BaseException as rollback_error:
         with contextlib.suppress(OSError):  # the failure may have been the journal's removal
             if not writer.journals.exists(key):
@@ -76,7 +76,7 @@ def after_failure(
             rolled_back=False,
         ) from error
     if not clean:
-        clean = writer.remove_temp_files(covered)
+        clean = writer.remove_temp_files(covered, real_target)
     if clean:  # else the journal stays, so that the next recovery removes them
         _drop_journal(writer, key)
         raise RestoreError(f"{failed}; the target was put back as it was", rolled_back=True) from (
@@ -89,14 +89,14 @@ def after_failure(
     ) from error
 
 
-def _roll_back(writer: TargetWriter, journal: Journal, key: str) -> Journal:
+def _roll_back(writer: TargetWriter, journal: Journal, key: str, real_target: str) -> Journal:
     """Put the target back from the journal's backup, then drop that backup (the target
     holds its state again, so the undo history is as it was before the restore). Returns the
     journal as it is now (covering the directories the rollback wrote into)."""
     assert journal.backup is not None
     repo = writer.repo
     saved = repo.catalog.read(journal.session, journal.backup)
-    plan = writer.plan(saved, journal.target, None, True)
+    plan = writer.plan(saved, journal.target, None, True, real_target=real_target)
     covered = writer.apply_covered(journal, key, plan, keep_special_bits=True)
     repo.delete_backup(journal.session, journal.backup)
     return covered
@@ -131,24 +131,6 @@ def _remove_made_target(
         ) from error
     try:
         remove_tree(writer.fs, made.parent_fd, made.name)
-    except (OSError, UnsafePathError) as cleanup_error:  # a store made inside it meanwhile
-        raise RestoreError(
-            f"{failed}; removing the partly restored new directory also failed ({cleanup_error})",
-            rolled_back=False,
-        ) from error
-
-
-def _remove_new_target(
-    writer: TargetWriter, target_dir: str, failed: str, error: BaseException
-) -> None:
-    if not os.path.lexists(target_dir):
-        return
-    try:
-        parent_fd = os.open(os.path.dirname(target_dir), os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            remove_tree(writer.fs, parent_fd, os.path.basename(target_dir))
-        finally:
-            os.close(parent_fd)
     except (OSError, UnsafePathError) as cleanup_error:  # a store made inside it meanwhile
         raise RestoreError(
             f"{failed}; removing the partly restored new directory also failed ({cleanup_error})",

@@ -19,7 +19,6 @@ create records a directory a restore is half-way through.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import threading
 import warnings
@@ -135,13 +134,12 @@ class TargetGuard:
         plan: Plan,
         *,
         existed: bool,
-        real_target: str,
         progress: Progress | None,
     ) -> None:
         """Carry out ``plan``, the restore ``journal`` describes, in the target whose lock
-        the caller holds (``restoring``, which gave ``key``, for ``real_target``): the
+        the caller holds (``restoring``, which gave ``key``, for the plan's real path): the
         journal written first, the undo backup it names committed (or a new target made at
-        ``real_target``), the plan applied, the journal removed, the undo history trimmed.
+        that real path), the plan applied, the journal removed, the undo history trimmed.
         On a failure the target is put back (``existed``: whether it was there before; a
         target the restore made is removed) and RestoreError says whether that worked. The
         gc lock must be held shared. The plan's blobs are read ahead from the start: only
@@ -155,32 +153,39 @@ class TargetGuard:
             if journal.backup is not None:
                 self._keep_backup(journal, key, plan)
             elif plan.new_target and not existed:
-                made = self._make_target(key, plan, real_target)
-                plan = dataclasses.replace(plan, target_id=made.identity)
+                made = self._make_target(key, plan)
         except BaseException:
             stop_reading(source)
             raise
         try:
             try:
                 self.writer.apply(
-                    plan, journal.temps, journal.keep_special_bits, progress, source=source
+                    plan,
+                    journal.temps,
+                    journal.keep_special_bits,
+                    progress,
+                    source=source,
+                    made=made,
                 )
                 self.journals.remove(key)
             except BaseException as error:
                 from snapstore.restore.rollback import after_failure
 
-                after_failure(self.writer, journal, key, existed, error, made=made)
+                assert plan.real_target is not None
+                after_failure(
+                    self.writer, journal, key, existed, error, plan.real_target, made=made
+                )
         finally:
             if made is not None:
                 made.close()
         if journal.backup is not None:
             self.backups.trim(journal.session)
 
-    def _make_target(self, key: str, plan: Plan, real_target: str) -> MadeTarget:
+    def _make_target(self, key: str, plan: Plan) -> MadeTarget:
         """Make the new target the plan was made for; if that fails (it appeared, or a
         symlink was planted on the way), nothing was written and the journal goes."""
         try:
-            return self.writer.make_target(plan, real_target)
+            return self.writer.make_target(plan)
         except BaseException:
             self.journals.remove(key)
             raise

@@ -71,10 +71,12 @@ class TargetWriter:
         paths: list[str] | None,
         keep_special_bits: bool,
         *,
+        real_target: str,
         replace_parents: bool = False,
     ) -> Plan:
         """What restoring (part of) a snapshot into ``target_dir`` changes; writes nothing.
-        ``replace_parents``: see ``make_plan`` (a recovery's rollback)."""
+        ``real_target``: its real path, as locked (``Plan.real_target``); ``replace_parents``:
+        see ``make_plan`` (a recovery's rollback)."""
         repo = self.repo
         info = manifest.info
         selected = repo.trees.select(manifest, paths)
@@ -90,14 +92,16 @@ class TargetWriter:
             keep_special_bits=keep_special_bits,
             known_digest=_known_digests(repo, target_dir),
             replace_parents=replace_parents,
+            real_target=real_target,
         )
 
-    def make_target(self, plan: Plan, real_target: str) -> MadeTarget:
-        """Make the new target ``plan`` was made for, at ``real_target`` (``make_target``),
+    def make_target(self, plan: Plan) -> MadeTarget:
+        """Make the new target ``plan`` was made for, at its real path (``make_target``),
         its new entries flushed now unless the restore's last flush covers them."""
+        assert plan.real_target is not None
         flushes = RestoreFlushes(self.fs, durable=self.durable)
         durable = self.durable and not flushes.new_entries_flushed_later(plan.target)
-        return make_target(self.fs, real_target, durable=durable)
+        return make_target(self.fs, plan.real_target, durable=durable)
 
     def reads(self, plan: Plan) -> BlobSource:
         """Start reading the blobs ``plan`` writes (``plan_reads``): pass the result to
@@ -112,10 +116,12 @@ class TargetWriter:
         progress: Progress | None = None,
         *,
         source: BlobSource | None = None,
+        made: MadeTarget | None = None,
     ) -> None:
         """Carry out ``plan`` in its target through this writer's I/O seam, with the temp
         names ``temps`` (what a restore, its rollback and its recovery all write through),
-        reading its blobs from ``source`` (from ``reads``, stopped once done) if given."""
+        reading its blobs from ``source`` (from ``reads``, stopped once done) if given; a
+        new target is the one the restore ``made``, else made now (``apply_plan``)."""
         apply_plan(
             plan,
             self.repo.blobs,
@@ -125,6 +131,7 @@ class TargetWriter:
             keep_special_bits=keep_special_bits,
             progress=progress,
             source=source,
+            made=made,
         )
 
     def cover(self, journal: Journal, key: str, plan: Plan) -> Journal:
@@ -150,16 +157,18 @@ class TargetWriter:
         self.apply(plan, covered.temps, keep_special_bits)
         return covered
 
-    def remove_temp_files(self, journal: Journal) -> bool:
+    def remove_temp_files(self, journal: Journal, real_target: str) -> bool:
         """Remove the temp files the journal's restore may have left beside its
-        destinations (only its own: see ``snapstore.fs.tempnames``); False if some could not
+        destinations (only its own: see ``snapstore.fs.tempnames``), in the target at its
+        real path ``real_target`` reached without following links; False if some could not
         be removed, or the target could not be looked at. A journalled path that is no
         directory now (a file, a symlink, a FIFO: the restore had not made it one yet, or it
-        was replaced since) holds no temp file of the restore: it is clean."""
-        if not os.path.isdir(journal.target):
-            return True
+        was replaced since) holds no temp file of the restore: it is clean; so does a target
+        that is not there."""
         try:
-            handles = DirHandles(self.fs, journal.target, durable=False)
+            handles = DirHandles(self.fs, journal.target, real_target=real_target, durable=False)
+        except (FileNotFoundError, NotADirectoryPathError):
+            return True
         except (OSError, UnsafePathError):
             return False
         clean = True

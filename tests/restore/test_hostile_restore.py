@@ -397,15 +397,15 @@ def test_a_target_swapped_for_a_link_to_the_store_after_planning_is_refused(
     store = SnapStore(store_root)
     store.create("s", "n", ["."], base_dir=target)
     write_tree(target, {"sessions/junk": "x"})
-    real_ensure = dirhandles.ensure_dir
+    real_open = dirhandles.open_target
 
-    def swapping(fs: object, path: str, **options: object) -> object:
-        if path == str(target) and not os.path.islink(target):
+    def swapping(real_target: str, **options: object) -> int:
+        if real_target == str(target) and not os.path.islink(target):
             shutil.rmtree(target)
             os.symlink(store_root, target)
-        return real_ensure(fs, path, **options)  # type: ignore[arg-type]
+        return real_open(real_target, **options)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(dirhandles, "ensure_dir", swapping)
+    monkeypatch.setattr(dirhandles, "open_target", swapping)
     with pytest.raises(SnapstoreError):
         store.restore("s", "n", target, backup=backup)
     monkeypatch.undo()

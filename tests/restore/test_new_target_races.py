@@ -6,16 +6,25 @@ not one another process made at the target's path meanwhile."""
 from __future__ import annotations
 
 import errno
+import json
 import os
+import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
+from helpers.readonly import read_only_access
 from helpers.trees import read_tree, write_tree
 
 from snapstore import RestoreError, SnapStore, SnapstoreError
+from snapstore.fs.tempnames import new_token
+from snapstore.internals import journals
 from snapstore.restore import apply
-from snapstore.restore.journal import JournalDir
+from snapstore.restore.journal import Journal, JournalDir
+from snapstore.restore.recovery import Recovery
+from snapstore.restore.targetlocks import target_key
 
 SNAPSHOT = {"README.md": "snapshot readme", "sub/file.txt": "from snapshot"}
 
@@ -131,3 +140,114 @@ def test_a_new_target_replaced_after_the_restore_made_it_is_left_to_its_maker(
     assert raised.value.rolled_back is False
     write_tree(tmp_path / "theirs", theirs)
     assert read_tree(target) == read_tree(tmp_path / "theirs")
+
+
+def _interrupted_before_the_target_was_made(store: SnapStore, target: Path) -> None:
+    """The journal a restore (of ``n``, backups kept of what it finds) into the new
+    ``target`` leaves when killed after writing it and before making the target: what a
+    version that wrote the journal first leaves, and what a recovery of it still meets."""
+    journal = Journal(
+        target=str(target),
+        session="s",
+        restoring="n",
+        backup=None,
+        backups=True,
+        paths=None,
+        dirs=("", "sub"),
+        keep_special_bits=False,
+        started_ns=time.time_ns(),
+        token=new_token(),
+    )
+    journals(store).write(target_key(os.path.realpath(target)), journal)
+
+
+def test_recovery_does_not_follow_a_symlink_planted_in_the_missing_ancestor(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A restore into shared/x/out left its journal before making the target. The next open
+    finishes it; a symlink to a victim's directory planted at shared/x once that recovery
+    has checked the target's real path must not make it write, or delete, in the victim."""
+    store = _store(tmp_path)
+    victim = tmp_path / "victim"
+    write_tree(victim, {"out/thesis.tex": "the only copy", "out/README.md": "victim's readme"})
+    before = read_tree(victim)
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    target = shared / "x" / "out"
+    _interrupted_before_the_target_was_made(store, target)
+    real_finish = Recovery._finish
+
+    def finish(self: Recovery, *args: Any) -> None:
+        if not os.path.lexists(shared / "x"):
+            os.symlink(victim, shared / "x")
+        real_finish(self, *args)
+
+    monkeypatch.setattr(Recovery, "_finish", finish)
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        SnapStore(tmp_path / "store")
+    assert read_tree(victim) == before
+    assert not os.path.lexists(victim / "out" / "sub")
+
+
+def test_a_restore_from_a_read_only_store_does_not_follow_a_symlink_planted_after_the_plan(
+    tmp_path: Path,
+) -> None:
+    """A process that can only read the store restores (backup=False) into shared/x/out,
+    x missing; after the plan, x becomes a symlink to a victim's directory: nothing of the
+    victim's is overwritten or removed, and no directory is made there."""
+    with read_only_access() as reader:
+        if isinstance(reader, str):
+            pytest.skip(reader)
+        project = reader.base / "project"
+        write_tree(project, SNAPSHOT)
+        reader.share(project)
+        root = reader.base / "store"
+        SnapStore(root).create("s", "n", ["."], base_dir=project)
+        reader.lock_down(root)
+        home = reader.writable_dir(reader.base / "home")
+        done = reader.run("-c", PLANT_AFTER_THE_PLAN, str(root), str(home))
+        assert done.returncode == 0, done.stderr.decode()
+        result = json.loads(done.stdout)
+        assert result["read_only"] is True
+        assert result["raised"] is not None
+        assert result["victim"] == {
+            "out/README.md": "victim's only copy",
+            "out/notes.txt": "victim's notes",
+        }
+
+
+PLANT_AFTER_THE_PLAN = """
+import json, os, sys
+from pathlib import Path
+from snapstore import SnapStore, SnapstoreError
+from snapstore.restore.writer import TargetWriter
+
+root, home = sys.argv[1], Path(sys.argv[2])
+victim = home / "victim"
+(victim / "out").mkdir(parents=True)
+(victim / "out" / "README.md").write_text("victim's only copy")
+(victim / "out" / "notes.txt").write_text("victim's notes")
+shared = home / "shared"
+shared.mkdir()
+store = SnapStore(root)
+real_apply = TargetWriter.apply
+
+def apply(self, *args, **kwargs):
+    if not os.path.lexists(shared / "x"):
+        os.symlink(victim, shared / "x")
+    return real_apply(self, *args, **kwargs)
+
+TargetWriter.apply = apply
+raised = None
+try:
+    store.restore("s", "n", shared / "x" / "out", backup=False)
+except SnapstoreError as error:
+    raised = type(error).__name__
+found = {
+    str(path.relative_to(victim)): path.read_text()
+    for path in sorted(victim.rglob("*"))
+    if path.is_file()
+}
+print(json.dumps({"read_only": store.read_only, "raised": raised, "victim": found}))
+"""
