@@ -59,6 +59,14 @@ class MadeTarget:
     def close(self) -> None:
         os.close(self.parent_fd)
 
+    def discard(self, fs: FileSystem) -> None:
+        """Remove the directory, before anything was written in it, if it is still the one
+        made and empty (else it is left: it is not, or no longer only, the restore's)."""
+        with contextlib.suppress(OSError):
+            found = os.stat(self.name, dir_fd=self.parent_fd, follow_symlinks=False)
+            if file_id(found) == self.identity:
+                fs.rmdir(self.name, dir_fd=self.parent_fd)
+
 
 def make_target(fs: FileSystem, real_target: str, *, durable: bool) -> MadeTarget:
     """Make the directory ``real_target`` (the restore's locked real path: no symlink in

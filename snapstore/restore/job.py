@@ -7,7 +7,9 @@ The order, and why (steps 1 and 2 are the guard's ``restoring``, 4 to 7 its ``ch
 1. Take the target's lock (one restore into a target at a time; creates of it wait).
 2. Recover an interrupted restore of the same target, if its journal is there.
 3. Under the shared gc lock (no blob may vanish), read the snapshot and plan.
-4. Write the journal (durably) naming the undo backup about to be taken.
+4. Write the journal (durably) naming the undo backup about to be taken. A target that is
+   not there is made (empty) just before, and the journal records its identity: a recovery
+   writes only into that directory.
 5. Commit the undo backup: the current state of every path the plan changes.
 6. Apply the plan. On failure, put the target back from the backup and drop the backup.
 7. Remove the journal (durably), then trim the session's undo history to its depth (never
@@ -16,7 +18,9 @@ The order, and why (steps 1 and 2 are the guard's ``restoring``, 4 to 7 its ``ch
 A restore killed at any point leaves its journal. Recovery then puts the target back from
 the backup, if one was committed (a killed restore never happened, as far as the target and
 the undo history are concerned), keeping first whatever was changed in the target since in a
-new backup; a restore that took no backup (a new target, or ``backup=False``) is finished.
+new backup; a restore that took no backup (a new target, or ``backup=False``) is finished
+(a new target only if it is still the directory the restore made). Killed between making a
+new target and writing its journal, a restore leaves that empty directory and no journal.
 """
 
 from __future__ import annotations

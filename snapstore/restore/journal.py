@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from snapstore.backend.seam import Backend, Handle, Kind
 from snapstore.format.envelope import seal, unseal
 from snapstore.fs.reading import UnfitFileError
+from snapstore.fs.stamps import FileId
 from snapstore.fs.tempnames import TOKEN_PATTERN, RestoreTemps
 
 MAGIC = b"SNAPJNL\x01"
@@ -33,7 +34,10 @@ class Journal:
     ``backup=False``) it is finished instead, keeping a backup first if ``backups`` (the
     restore's own ``backup`` argument). ``paths``: the subset restored (None: all). ``dirs``
     are where it may leave temp files, each named with its ``token`` (see
-    ``snapstore.fs.tempnames``; None in a journal of a version before tokens)."""
+    ``snapstore.fs.tempnames``; None in a journal of a version before tokens).
+    ``target_id``: the identity (device, inode) of the target a restore into a new
+    directory made before writing this journal: a recovery writes only into that very
+    directory (None: the target was there before, or a journal of a version before it)."""
 
     target: str
     session: str
@@ -45,6 +49,7 @@ class Journal:
     keep_special_bits: bool
     started_ns: int
     token: str | None = None
+    target_id: FileId | None = None
 
     @property
     def temps(self) -> RestoreTemps:
@@ -66,6 +71,7 @@ class Journal:
                 "keep_special_bits": self.keep_special_bits,
                 "started_ns": self.started_ns,
                 "token": self.token,
+                "target_id": None if self.target_id is None else list(self.target_id),
             },
         )
 
@@ -87,6 +93,7 @@ class Journal:
                 keep_special_bits=fields["keep_special_bits"],
                 started_ns=fields["started_ns"],
                 token=fields.get("token"),
+                target_id=_identity(fields.get("target_id")),
             )
         except Exception as error:
             raise CorruptJournalError(f"does not decode: {error}") from None
@@ -101,6 +108,20 @@ class Journal:
         ):
             raise CorruptJournalError("bad token")
         return journal
+
+
+def _identity(field: object) -> FileId | None:
+    """A journal's ``target_id`` field as a FileId (None if absent); ValueError if it is
+    anything but two non-negative integers."""
+    if field is None:
+        return None
+    if (
+        isinstance(field, list)
+        and len(field) == 2
+        and all(type(part) is int and part >= 0 for part in field)
+    ):
+        return (field[0], field[1])
+    raise ValueError(f"bad target identity {field!r}")
 
 
 class JournalDir:

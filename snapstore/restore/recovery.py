@@ -4,6 +4,9 @@ A journal whose restore had committed its undo backup is rolled back from it (an
 deleted: as far as the target and the undo history are concerned, the killed restore never
 happened), keeping first, in a new backup, whatever was changed in the target since; one that
 kept no backup is run again to its end. The temp files it left are removed either way.
+A restore into a new directory records that directory's identity in its journal: if the
+target's real path does not lead to that very directory any more (it is gone, or another
+took its place), nothing is written there and the journal is dropped, with a warning.
 Whoever finds a journal holds its target's lock (the guard: ``targets``).
 """
 
@@ -21,10 +24,12 @@ from snapstore.errors import (
     SnapstoreError,
 )
 from snapstore.format.names import generated_name
+from snapstore.fs.stamps import file_id
 from snapstore.logs import get_logger
 from snapstore.models import FileEntry
 from snapstore.restore.actions import Action, Plan
 from snapstore.restore.backups import UndoBackups
+from snapstore.restore.dirhandles import NotADirectoryPathError, open_target
 from snapstore.restore.journal import CorruptJournalError, Journal
 from snapstore.restore.plan import make_plan
 from snapstore.restore.targetlocks import target_key
@@ -76,6 +81,17 @@ class Recovery:
         if journal is None:
             return
         real = _refuse_a_moved_target(journal, key)
+        if journal.target_id is not None and not _made_target_is_there(journal, real):
+            warnings.warn(
+                f"a restore of {journal.restoring!r} (session {journal.session!r}) into "
+                f"{journal.target} was interrupted, and the directory it had made there is "
+                "gone or was replaced by another: nothing is written there, and the "
+                "interrupted restore is dropped",
+                InterruptedRestoreWarning,
+                stacklevel=2,
+            )
+            self.journals.remove(key)
+            return
         try:
             with repo.blobs_in_use(), gc_paused():
                 self._recover(journal, key, real)
@@ -135,6 +151,11 @@ class Recovery:
         plan = self.writer.plan(
             manifest, journal.target, paths, journal.keep_special_bits, real_target=real
         )
+        if journal.target_id is not None and plan.target_id != journal.target_id:
+            raise RestoreError(
+                "the directory it had made was replaced while it was being finished",
+                rolled_back=False,
+            )
         if journal.backups and any(_not_written_by_a_restore(a) for a in plan.changes):
             self._keep_current(journal, plan, journal.restoring)
         self.writer.apply_covered(journal, key, plan, keep_special_bits=journal.keep_special_bits)
@@ -221,6 +242,27 @@ def _refuse_a_moved_target(journal: Journal, key: str) -> str:
             rolled_back=False,
         )
     return real
+
+
+def _made_target_is_there(journal: Journal, real: str) -> bool:
+    """Whether the directory a restore into a new target made (``journal.target_id``) is
+    at the target's real path ``real``, reached without following links. RestoreError if
+    that cannot be looked at now (the journal is kept for the next attempt)."""
+    try:
+        fd = open_target(real)
+    except (FileNotFoundError, NotADirectoryPathError):
+        return False
+    except OSError as error:
+        raise RestoreError(
+            f"a restore of {journal.restoring!r} (session {journal.session!r}) into "
+            f"{journal.target} was interrupted, and the directory it made could not be looked "
+            f"at now ({error}); its journal is kept",
+            rolled_back=False,
+        ) from error
+    try:
+        return file_id(os.fstat(fd)) == journal.target_id
+    finally:
+        os.close(fd)
 
 
 def _still_as_before(entry: FileEntry | None, target: str) -> bool:

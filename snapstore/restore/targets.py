@@ -8,9 +8,10 @@ directory:
   shared; a create holds its base directory and every ancestor shared;
 - the recovery of a restore of it that was killed (``recovery``), run under that lock before
   anything else touches the directory;
-- the protocol of a change (``change``): the journal written durably first, then the undo
-  backup committed (``backups``), then the plan applied; on failure the target put back
-  (``rollback``); the journal removed last, then the undo history trimmed.
+- the protocol of a change (``change``): a new target made (empty) and its identity put in
+  the journal, the journal written durably, then the undo backup committed (``backups``),
+  then the plan applied; on failure the target put back (``rollback``); the journal
+  removed last, then the undo history trimmed.
 
 So a killed restore always leaves a journal its next user finds under the lock, and no
 create records a directory a restore is half-way through.
@@ -19,6 +20,7 @@ create records a directory a restore is half-way through.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import threading
 import warnings
@@ -137,25 +139,33 @@ class TargetGuard:
         progress: Progress | None,
     ) -> None:
         """Carry out ``plan``, the restore ``journal`` describes, in the target whose lock
-        the caller holds (``restoring``, which gave ``key``, for the plan's real path): the
-        journal written first, the undo backup it names committed (or a new target made at
-        that real path), the plan applied, the journal removed, the undo history trimmed.
-        On a failure the target is put back (``existed``: whether it was there before; a
-        target the restore made is removed) and RestoreError says whether that worked. The
-        gc lock must be held shared. The plan's blobs are read ahead from the start: only
-        the target waits for the journal."""
+        the caller holds (``restoring``, which gave ``key``, for the plan's real path): a new
+        target made (empty) at that real path, its identity recorded in the journal; the
+        journal written; the undo backup it names committed; the plan applied; the journal
+        removed; the undo history trimmed. On a failure the target is put back
+        (``existed``: whether it was there before; a target the restore made is removed) and
+        RestoreError says whether that worked. The gc lock must be held shared. The plan's
+        blobs are read ahead from the start: only the target waits for the journal.
+
+        A new target is made before the journal so that the journal names the very
+        directory its recovery may write into (another one found there later is not the
+        restore's): a kill between the two leaves that empty directory (and any parent made
+        for it) and no journal, as ``mkdir -p`` followed by a failure would."""
         from snapstore.restore.apply import stop_reading
 
         source = self.writer.reads(plan)
         made: MadeTarget | None = None
         try:
-            self.journals.write(key, journal)
+            if plan.new_target and not existed:
+                made = self.writer.make_target(plan)
+                journal = dataclasses.replace(journal, target_id=made.identity)
+            self._write_journal(key, journal, made)
             if journal.backup is not None:
                 self._keep_backup(journal, key, plan)
-            elif plan.new_target and not existed:
-                made = self._make_target(key, plan)
         except BaseException:
             stop_reading(source)
+            if made is not None:
+                made.close()
             raise
         try:
             try:
@@ -181,13 +191,16 @@ class TargetGuard:
         if journal.backup is not None:
             self.backups.trim(journal.session)
 
-    def _make_target(self, key: str, plan: Plan) -> MadeTarget:
-        """Make the new target the plan was made for; if that fails (it appeared, or a
-        symlink was planted on the way), nothing was written and the journal goes."""
+    def _write_journal(self, key: str, journal: Journal, made: MadeTarget | None) -> None:
+        """Write the journal durably; if that fails, the new target the restore ``made``
+        for it (empty: nothing was written in it yet) goes with it."""
         try:
-            return self.writer.make_target(plan)
+            self.journals.write(key, journal)
         except BaseException:
-            self.journals.remove(key)
+            if made is not None:
+                with contextlib.suppress(OSError):
+                    self.journals.remove(key)
+                made.discard(self._fs)
             raise
 
     def _keep_backup(self, journal: Journal, key: str, plan: Plan) -> None:

@@ -166,7 +166,13 @@ class TargetWriter:
         was replaced since) holds no temp file of the restore: it is clean; so does a target
         that is not there."""
         try:
-            handles = DirHandles(self.fs, journal.target, real_target=real_target, durable=False)
+            handles = DirHandles(
+                self.fs,
+                journal.target,
+                real_target=real_target,
+                durable=False,
+                expected=journal.target_id,
+            )
         except (FileNotFoundError, NotADirectoryPathError):
             return True
         except (OSError, UnsafePathError):

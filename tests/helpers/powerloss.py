@@ -21,6 +21,11 @@ everything kept (what ``kill -9`` leaves); each unsynced entry change dropped on
 random mixes where the entry changes survive up to a random point of the journal (or a random
 subset of them survives) and each unsynced file independently keeps old, new or torn
 contents. Directory modes are not modelled (they are metadata the checks do not compare).
+
+A power cut keeps every surviving directory's inode number; a disk written out as a real
+tree (``materialize``) gives each one a new number. What the store records by identity (the
+directory a restore into a new target made, in its journal) is carried over to the
+materialized directory that stands for it (``carry_identities``).
 """
 
 from __future__ import annotations
@@ -30,9 +35,11 @@ import os
 import random
 import stat
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+
+from snapstore.restore.journal import Journal
 
 NAMESPACE_EVENTS = frozenset({"create", "mkdir", "symlink", "rename", "link", "unlink", "rmdir"})
 
@@ -82,6 +89,8 @@ class CrashState:
     prefix: int
     policy: str
     files: dict[str, Inode]
+    keys: dict[str, Any] = field(default_factory=dict)
+    """The inode key of each path (what the recording named it)."""
 
     def fingerprint(self) -> str:
         """A digest of the disk's contents, to skip states already checked."""
@@ -96,9 +105,17 @@ class CrashState:
 class PowerLossModel:
     """The replay of one recorded log against its base image."""
 
-    def __init__(self, base_dir: Path, image: BaseImage, events: list[tuple[Any, ...]]) -> None:
+    def __init__(
+        self,
+        base_dir: Path,
+        image: BaseImage,
+        events: list[tuple[Any, ...]],
+        inode_keys: dict[int, Any] | None = None,
+    ) -> None:
         self.base_dir = str(base_dir)
         self.image = image
+        self.inode_keys = inode_keys or {}
+        """The recording's keys of inodes it saw made, by their inode number then."""
         self.events = [self._relative(event) for event in events]
         self.synced_at = self._sync_points()
 
@@ -212,7 +229,7 @@ class PowerLossModel:
                 continue
             key = names[path]
             files[path] = self._contents(key, latest, durable, policy, rng)
-        return CrashState(prefix, policy, files)
+        return CrashState(prefix, policy, files, {path: names[path] for path in files})
 
     def _contents(
         self,
@@ -299,3 +316,28 @@ def materialize(state: CrashState, destination: Path) -> None:
             path.chmod(node.mode)
     for path, mode in reversed(modes):
         path.chmod(mode | 0o700)
+
+
+def carry_identities(model: PowerLossModel, state: CrashState, destination: Path) -> None:
+    """Rewrite the restore journals of a materialized ``state`` (at ``destination``) that
+    name the directory their restore made by its identity, with the identity that directory
+    has on the materialized disk, as a power cut would have kept it; a journal whose
+    directory did not survive keeps the identity it recorded."""
+    for relative in state.files:
+        directory, name = os.path.split(relative)
+        if os.path.basename(directory) != "journal" or len(name) != 32:
+            continue
+        path = destination / relative
+        try:
+            journal = Journal.decode(path.read_bytes())
+        except ValueError:
+            continue
+        if journal.target_id is None:
+            continue
+        key = model.inode_keys.get(journal.target_id[1], journal.target_id[1])
+        target = os.path.relpath(journal.target, model.base_dir)
+        if state.keys.get(target) != key or state.files[target].kind != "dir":
+            continue
+        found = os.lstat(destination / target)
+        carried = replace(journal, target_id=(found.st_dev, found.st_ino))
+        path.write_bytes(carried.encode())

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from helpers.consistency import Expectation, check_consistent
-from helpers.powerloss import PowerLossModel, capture, materialize
+from helpers.powerloss import PowerLossModel, capture, carry_identities, materialize
 from helpers.scenarios import Scenario
 from helpers.seam import RecordingFileSystem
 from helpers.trees import copy_tree, remove_tree
@@ -17,7 +17,7 @@ def recorded_model(scenario: Scenario, template_dir: Path, work: Path) -> PowerL
     image = capture(work)
     recorder = RecordingFileSystem()
     scenario.run(work, recorder)
-    return PowerLossModel(work, image, recorder.recording.events)
+    return PowerLossModel(work, image, recorder.recording.events, recorder.recording.inode_keys)
 
 
 def check_every_power_cut(
@@ -40,6 +40,7 @@ def check_every_power_cut(
     for state in model.states(random_per_prefix=random_per_prefix, omit_each=omit_each):
         remove_tree(disk)
         materialize(state, disk)
+        carry_identities(model, state, disk)
         try:
             completed = state.prefix == len(model.events)
             check_consistent(disk, expect, dir_modes=False, completed=completed)

@@ -22,9 +22,11 @@ from snapstore import RestoreError, SnapStore, SnapstoreError
 from snapstore.fs.tempnames import new_token
 from snapstore.internals import journals
 from snapstore.restore import apply
-from snapstore.restore.journal import Journal, JournalDir
+from snapstore.restore.actions import Plan
+from snapstore.restore.journal import Journal
 from snapstore.restore.recovery import Recovery
 from snapstore.restore.targetlocks import target_key
+from snapstore.restore.writer import TargetWriter
 
 SNAPSHOT = {"README.md": "snapshot readme", "sub/file.txt": "from snapshot"}
 
@@ -37,14 +39,18 @@ def _store(tmp_path: Path) -> SnapStore:
 
 
 def _after_the_plan(monkeypatch: pytest.MonkeyPatch, change: Callable[[], None]) -> None:
-    """Run ``change`` once the restore has planned, as its journal is written."""
-    real_write = JournalDir.write
+    """Run ``change`` once, as soon as the restore has planned."""
+    real_plan = TargetWriter.plan
+    changed: list[bool] = []
 
-    def write(self: JournalDir, *args: object, **kwargs: object) -> None:
-        change()
-        real_write(self, *args, **kwargs)  # type: ignore[arg-type]
+    def plan(self: TargetWriter, *args: Any, **kwargs: Any) -> Plan:
+        planned = real_plan(self, *args, **kwargs)
+        if not changed:
+            changed.append(True)
+            change()
+        return planned
 
-    monkeypatch.setattr(JournalDir, "write", write)
+    monkeypatch.setattr(TargetWriter, "plan", plan)
 
 
 def _writes_fail(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -58,22 +64,43 @@ def _writes_fail(monkeypatch: pytest.MonkeyPatch) -> None:
     assert real_staged is not None
 
 
-def test_a_symlink_planted_in_a_missing_ancestor_is_not_followed(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+LEVELS = ["a", "a/b", "a/b/out"]
+"""Where a symlink is planted on the way to the target shared/a/b/out (none of which is
+there when the restore plans): each missing ancestor, and the target itself."""
+VICTIM = {
+    "out/thesis.tex": "the only copy",
+    "out/README.md": "victim's readme",
+    "out/notes/todo.txt": "notes",
+    "b/out/thesis.tex": "another only copy",
+}
+"""A victim's directory: whichever level the link is planted at, the target's path leads
+into it (a -> victim: victim/b/out; a/b -> victim: victim/out; a/b/out -> victim/out)."""
+
+
+def _plant(shared: Path, victim: Path, level: str) -> None:
+    """Plant a symlink at ``level`` below ``shared``, making the directories above it."""
+    link = shared / level
+    link.parent.mkdir(parents=True, exist_ok=True)
+    os.symlink(victim / "out" if level.endswith("out") else victim, link)
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_a_symlink_planted_on_the_way_to_a_new_target_is_not_followed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, level: str
 ) -> None:
-    """The target's missing parent becomes a symlink to someone's directory after the plan:
-    the restore writes nothing there and removes nothing of it."""
+    """A missing ancestor (or the target) becomes a symlink to someone's directory after
+    the plan: the restore writes nothing there, removes nothing of it, leaves no journal."""
     store = _store(tmp_path)
     victim = tmp_path / "victim"
-    write_tree(victim, {"out/thesis.tex": "the only copy", "out/sub/notes.txt": "notes"})
+    write_tree(victim, VICTIM)
     before = read_tree(victim)
     shared = tmp_path / "shared"
     shared.mkdir()
-    _after_the_plan(monkeypatch, lambda: os.symlink(victim, shared / "x"))
+    _after_the_plan(monkeypatch, lambda: _plant(shared, victim, level))
     with pytest.raises(SnapstoreError):
-        store.restore("s", "n", shared / "x" / "out")
+        store.restore("s", "n", shared / "a" / "b" / "out")
     assert read_tree(victim) == before
-    assert not list((tmp_path / "store" / "journal").iterdir())
+    assert not journals(store).pending()
 
 
 def test_a_symlink_planted_in_a_missing_ancestor_does_not_lead_into_a_storage_root(
@@ -161,25 +188,26 @@ def _interrupted_before_the_target_was_made(store: SnapStore, target: Path) -> N
     journals(store).write(target_key(os.path.realpath(target)), journal)
 
 
-def test_recovery_does_not_follow_a_symlink_planted_in_the_missing_ancestor(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("level", LEVELS)
+def test_recovery_does_not_follow_a_symlink_planted_on_the_way_to_the_target(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, level: str
 ) -> None:
-    """A restore into shared/x/out left its journal before making the target. The next open
-    finishes it; a symlink to a victim's directory planted at shared/x once that recovery
-    has checked the target's real path must not make it write, or delete, in the victim."""
+    """A restore into shared/a/b/out left its journal before making the target. The next
+    open finishes it; a symlink to a victim's directory planted on the way once that
+    recovery has checked the target's real path must not make it write, or delete, in the
+    victim."""
     store = _store(tmp_path)
     victim = tmp_path / "victim"
-    write_tree(victim, {"out/thesis.tex": "the only copy", "out/README.md": "victim's readme"})
+    write_tree(victim, VICTIM)
     before = read_tree(victim)
     shared = tmp_path / "shared"
     shared.mkdir()
-    target = shared / "x" / "out"
+    target = shared / "a" / "b" / "out"
     _interrupted_before_the_target_was_made(store, target)
     real_finish = Recovery._finish
 
     def finish(self: Recovery, *args: Any) -> None:
-        if not os.path.lexists(shared / "x"):
-            os.symlink(victim, shared / "x")
+        _plant(shared, victim, level)
         real_finish(self, *args)
 
     monkeypatch.setattr(Recovery, "_finish", finish)
@@ -187,15 +215,15 @@ def test_recovery_does_not_follow_a_symlink_planted_in_the_missing_ancestor(
         warnings.simplefilter("always")
         SnapStore(tmp_path / "store")
     assert read_tree(victim) == before
-    assert not os.path.lexists(victim / "out" / "sub")
 
 
+@pytest.mark.parametrize("level", LEVELS)
 def test_a_restore_from_a_read_only_store_does_not_follow_a_symlink_planted_after_the_plan(
-    tmp_path: Path,
+    tmp_path: Path, level: str
 ) -> None:
-    """A process that can only read the store restores (backup=False) into shared/x/out,
-    x missing; after the plan, x becomes a symlink to a victim's directory: nothing of the
-    victim's is overwritten or removed, and no directory is made there."""
+    """A process that can only read the store restores (backup=False) into shared/a/b/out,
+    none of it there; after the plan, a symlink to a victim's directory is planted on the
+    way: nothing of the victim's is overwritten or removed, and nothing is made there."""
     with read_only_access() as reader:
         if isinstance(reader, str):
             pytest.skip(reader)
@@ -206,15 +234,13 @@ def test_a_restore_from_a_read_only_store_does_not_follow_a_symlink_planted_afte
         SnapStore(root).create("s", "n", ["."], base_dir=project)
         reader.lock_down(root)
         home = reader.writable_dir(reader.base / "home")
-        done = reader.run("-c", PLANT_AFTER_THE_PLAN, str(root), str(home))
+        script = f"VICTIM = {VICTIM!r}\n{PLANT_AFTER_THE_PLAN}"
+        done = reader.run("-c", script, str(root), str(home), level)
         assert done.returncode == 0, done.stderr.decode()
         result = json.loads(done.stdout)
         assert result["read_only"] is True
         assert result["raised"] is not None
-        assert result["victim"] == {
-            "out/README.md": "victim's only copy",
-            "out/notes.txt": "victim's notes",
-        }
+        assert result["victim"] == VICTIM
 
 
 PLANT_AFTER_THE_PLAN = """
@@ -223,25 +249,26 @@ from pathlib import Path
 from snapstore import SnapStore, SnapstoreError
 from snapstore.restore.writer import TargetWriter
 
-root, home = sys.argv[1], Path(sys.argv[2])
+root, home, level = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
 victim = home / "victim"
-(victim / "out").mkdir(parents=True)
-(victim / "out" / "README.md").write_text("victim's only copy")
-(victim / "out" / "notes.txt").write_text("victim's notes")
+for name, text in VICTIM.items():
+    (victim / name).parent.mkdir(parents=True, exist_ok=True)
+    (victim / name).write_text(text)
 shared = home / "shared"
 shared.mkdir()
 store = SnapStore(root)
 real_apply = TargetWriter.apply
 
 def apply(self, *args, **kwargs):
-    if not os.path.lexists(shared / "x"):
-        os.symlink(victim, shared / "x")
+    link = shared / level
+    link.parent.mkdir(parents=True, exist_ok=True)
+    os.symlink(victim / "out" if level.endswith("out") else victim, link)
     return real_apply(self, *args, **kwargs)
 
 TargetWriter.apply = apply
 raised = None
 try:
-    store.restore("s", "n", shared / "x" / "out", backup=False)
+    store.restore("s", "n", shared / "a" / "b" / "out", backup=False)
 except SnapstoreError as error:
     raised = type(error).__name__
 found = {

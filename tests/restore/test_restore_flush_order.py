@@ -141,9 +141,12 @@ def test_a_new_target_is_flushed_with_two_syncfs_and_the_journal_goes_last(
     temps = _indexes(events, "create", lambda path: in_target(path) and TEMP_PREFIX in path)
     renames = _indexes(events, "rename", lambda path: in_target(path) and not is_link(path))
     made = _indexes(events, "mkdir", lambda path: path.startswith(str(tmp_path / "new")))
+    target_made = _indexes(events, "mkdir", lambda path: path in (inside, str(tmp_path / "new")))
+    made_inside = _indexes(events, "mkdir", lambda path: path.startswith(inside + "/"))
     journal = _indexes(events, "rename", lambda path: "/journal/" in path)
     removal = _indexes(events, "unlink", lambda path: "/journal/" in path)
-    assert journal and journal[0] < min(made)
+    assert len(target_made) == 2 and journal and max(target_made) < journal[0]
+    assert journal[0] < min(made_inside + temps)
     assert temps and max(temps) < first < min(renames)
     assert max(renames + made) < last < removal[0]
     assert all(in_store(path) for _, path in events[last + 1 :])
