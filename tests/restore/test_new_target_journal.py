@@ -144,19 +144,23 @@ def test_recovery_writes_nothing_into_a_directory_that_is_not_the_one_the_restor
     """The restore is killed half-way; before the next open, the directory it made is
     moved away and another's put in its place, or it is removed, or removed and another
     process makes the target with its own files. The recovery writes and removes nothing
-    there, keeps no undo backup of it, and drops the killed restore with a warning."""
+    there, keeps no undo backup of it, and drops the killed restore with a warning.
+
+    (The removed directory is removed only once the other one is made, so that the other
+    cannot get its inode number: an identity is a device and inode number, and a number
+    freed can be given to the next directory made; see docs/restore.md.)"""
     store = _store(tmp_path)
     target = tmp_path / "new"
     in_a_killed_child(lambda: store.restore("s", "n", target), before=_die_half_way)
     assert journals(store).pending()
     partly = read_tree(target)
-    if after_the_kill == "replaced":
-        target.rename(tmp_path / "made-by-the-restore")
+    made = file_id(os.stat(target))
+    target.rename(tmp_path / "made-by-the-restore")
+    if after_the_kill != "removed":
         write_tree(target, THEIRS)
-    else:
-        shutil.rmtree(target)
-        if after_the_kill == "made-again-by-another":
-            write_tree(target, THEIRS)
+        assert file_id(os.stat(target)) != made
+    if after_the_kill != "replaced":
+        shutil.rmtree(tmp_path / "made-by-the-restore")
     reopened, warned = _reopen(tmp_path)
     assert len(warned) == 1 and "gone or was replaced" in warned[0], warned
     assert not journals(reopened).pending()
