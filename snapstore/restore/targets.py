@@ -13,8 +13,9 @@ directory:
   then the plan applied; on failure the target put back (``rollback``); the journal
   removed last, then the undo history trimmed.
 
-So a killed restore always leaves a journal its next user finds under the lock, and no
-create records a directory a restore is half-way through.
+So a killed restore that wrote anything leaves a journal its next user finds under the
+lock (one killed before its journal leaves at most the empty target it made), and no create
+records a directory a restore is half-way through.
 """
 
 from __future__ import annotations
