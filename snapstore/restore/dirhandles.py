@@ -59,13 +59,47 @@ class MadeTarget:
     def close(self) -> None:
         os.close(self.parent_fd)
 
-    def discard(self, fs: FileSystem) -> None:
-        """Remove the directory, before anything was written in it, if it is still the one
-        made and empty (else it is left: it is not, or no longer only, the restore's)."""
-        with contextlib.suppress(OSError):
-            found = os.stat(self.name, dir_fd=self.parent_fd, follow_symlinks=False)
-            if file_id(found) == self.identity:
-                fs.rmdir(self.name, dir_fd=self.parent_fd)
+    def open(self) -> int:
+        """A descriptor (``DIR_FLAGS``) of the directory now at the made one's name, if it
+        is the made one (else UnsafePathError; FileNotFoundError if none is there)."""
+        fd = _open_directory(self.name, DIR_FLAGS, self.parent_fd, repr(self.name), None)
+        if file_id(os.fstat(fd)) != self.identity:
+            os.close(fd)
+            raise UnsafePathError(f"the directory the restore made at {self.name!r} was replaced")
+        return fd
+
+    def mark(self, fs: FileSystem, marker: str, *, durable: bool) -> None:
+        """Put the restore's target marker (an empty file named ``marker``) in the made
+        directory, through its descriptor; ``durable`` flushes its entry, so that a journal
+        written next never outlives it in a power cut (a recovery finding the journal
+        without the marker would drop the restore, leaving what it had written)."""
+        fd = self.open()
+        try:
+            fs.close(fs.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600, dir_fd=fd))
+            if durable:
+                fs.fsync_dir(".", dir_fd=fd)
+        finally:
+            os.close(fd)
+
+    def unmark(self, fs: FileSystem, marker: str) -> None:
+        """Remove the restore's target marker from the made directory (once its journal is
+        gone, or as the directory is discarded)."""
+        fd = self.open()
+        try:
+            with contextlib.suppress(FileNotFoundError):
+                fs.unlink(marker, dir_fd=fd)
+        finally:
+            os.close(fd)
+
+    def discard(self, fs: FileSystem, marker: str) -> None:
+        """Remove the directory, before anything but its ``marker`` was written in it, if it
+        is still the one made (else it is left: it is not, or no longer only, the restore's).
+        The identity is checked through the descriptor the marker is removed with; the
+        ``rmdir`` goes by name (there is no removal through a descriptor), which can only
+        ever remove an empty directory."""
+        with contextlib.suppress(OSError, UnsafePathError):
+            self.unmark(fs, marker)
+            fs.rmdir(self.name, dir_fd=self.parent_fd)
 
 
 def make_target(fs: FileSystem, real_target: str, *, durable: bool) -> MadeTarget:
@@ -353,10 +387,18 @@ def _replaced(target: str) -> UnsafePathError:
     )
 
 
-def remove_tree(fs: FileSystem, parent_fd: int, name: str) -> None:
+def remove_tree(
+    fs: FileSystem, parent_fd: int, name: str, *, expected: FileId | None = None
+) -> bool:
     """Remove a directory and everything in it, through descriptors, never following links
-    and without recursion. Refuses (UnsafePathError) to remove a storage root found inside."""
-    stack = [(os.open(name, DIR_FLAGS, dir_fd=parent_fd), parent_fd, name, True)]
+    and without recursion. Refuses (UnsafePathError) to remove a storage root found inside.
+    With ``expected``, only a directory of that identity, checked through the descriptor it
+    is emptied with, is removed: False (nothing removed) for another."""
+    top = os.open(name, DIR_FLAGS, dir_fd=parent_fd)
+    if expected is not None and file_id(os.fstat(top)) != expected:
+        os.close(top)
+        return False
+    stack = [(top, parent_fd, name, True)]
     try:
         while stack:
             fd, holder_fd, dir_name, fresh = stack[-1]
@@ -381,3 +423,4 @@ def remove_tree(fs: FileSystem, parent_fd: int, name: str) -> None:
         for fd, _, _, _ in stack:
             with contextlib.suppress(OSError):
                 os.close(fd)
+    return True

@@ -44,6 +44,7 @@ from snapstore.repo.repository import Repository
 from snapstore.restore.actions import Plan
 from snapstore.restore.apply import Progress
 from snapstore.restore.journal import Journal
+from snapstore.restore.rollback import remove_made_target
 from snapstore.restore.targets import TargetGuard
 
 UNDO_CHOICES = 3
@@ -241,7 +242,9 @@ class RestoreJob:
         """A restore from a store this process can only read: no backup can be kept, no
         journal written and no target lock created there, so only ``backup=False`` is
         allowed, and a restore killed part-way is neither finished nor rolled back. A new
-        target is made at ``real`` as by any restore, without following links."""
+        target is made at ``real`` as by any restore, without following links (a failure
+        to make it is raised as it is: nothing was written), and removed again if the
+        restore fails part-way."""
         if backup:
             raise ReadOnlyStoreError(
                 f"cannot keep an undo backup: the store at {self.repo.root} is read-only for "
@@ -252,14 +255,28 @@ class RestoreJob:
             report = restore_report(plan, dry_run=False)
             if not plan.changes:
                 return report
+            writer = self.guard.writer
+            made = writer.make_target(plan) if plan.new_target else None
             try:
                 temps = RestoreTemps(new_token())
-                self.guard.writer.apply(plan, temps, keep_special_bits, progress)
+                writer.apply(plan, temps, keep_special_bits, progress, made=made)
             except OSError as error:
+                failed = (
+                    f"restore of {name!r} (session {session!r}) into {target_dir} failed: {error}"
+                )
+                if made is not None:
+                    remove_made_target(
+                        writer, made, failed, error, left=lambda: "it may be partly restored"
+                    )
+                    raise RestoreError(
+                        f"{failed}; the directory it had created was removed", rolled_back=True
+                    ) from error
                 raise RestoreError(
-                    f"restore of {name!r} (session {session!r}) into {target_dir} failed: "
-                    f"{error}; no backup was kept (read-only store), so the target may be "
+                    f"{failed}; no backup was kept (read-only store), so the target may be "
                     "partly restored",
                     rolled_back=False,
                 ) from error
+            finally:
+                if made is not None:
+                    made.close()
             return report

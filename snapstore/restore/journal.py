@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from snapstore.backend.seam import Backend, Handle, Kind
 from snapstore.format.envelope import seal, unseal
 from snapstore.fs.reading import UnfitFileError
-from snapstore.fs.stamps import FileId
 from snapstore.fs.tempnames import TOKEN_PATTERN, RestoreTemps
 
 MAGIC = b"SNAPJNL\x01"
@@ -35,9 +34,11 @@ class Journal:
     restore's own ``backup`` argument). ``paths``: the subset restored (None: all). ``dirs``
     are where it may leave temp files, each named with its ``token`` (see
     ``snapstore.fs.tempnames``; None in a journal of a version before tokens).
-    ``target_id``: the identity (device, inode) of the target a restore into a new
-    directory made before writing this journal: a recovery writes only into that very
-    directory (None: the target was there before, or a journal of a version before it)."""
+    ``target_inode``: the inode number of the target a restore into a new directory made
+    before writing this journal, in which it put its target marker (``RestoreTemps.marker``):
+    a recovery writes only into a directory with that number that holds that marker (None:
+    the target was there before, or a journal of a version before it). The device number is
+    not kept: a remount may change it."""
 
     target: str
     session: str
@@ -49,7 +50,7 @@ class Journal:
     keep_special_bits: bool
     started_ns: int
     token: str | None = None
-    target_id: FileId | None = None
+    target_inode: int | None = None
 
     @property
     def temps(self) -> RestoreTemps:
@@ -71,7 +72,7 @@ class Journal:
                 "keep_special_bits": self.keep_special_bits,
                 "started_ns": self.started_ns,
                 "token": self.token,
-                "target_id": None if self.target_id is None else list(self.target_id),
+                "target_inode": self.target_inode,
             },
         )
 
@@ -93,7 +94,7 @@ class Journal:
                 keep_special_bits=fields["keep_special_bits"],
                 started_ns=fields["started_ns"],
                 token=fields.get("token"),
-                target_id=_identity(fields.get("target_id")),
+                target_inode=_inode(fields.get("target_inode")),
             )
         except Exception as error:
             raise CorruptJournalError(f"does not decode: {error}") from None
@@ -107,21 +108,19 @@ class Journal:
             isinstance(journal.token, str) and TOKEN_PATTERN.fullmatch(journal.token)
         ):
             raise CorruptJournalError("bad token")
+        if journal.target_inode is not None and journal.token is None:
+            raise CorruptJournalError("a target inode without the token naming its marker")
         return journal
 
 
-def _identity(field: object) -> FileId | None:
-    """A journal's ``target_id`` field as a FileId (None if absent); ValueError if it is
-    anything but two non-negative integers."""
+def _inode(field: object) -> int | None:
+    """A journal's ``target_inode`` field (None if absent); ValueError if it is anything but
+    a non-negative integer."""
     if field is None:
         return None
-    if (
-        isinstance(field, list)
-        and len(field) == 2
-        and all(type(part) is int and part >= 0 for part in field)
-    ):
-        return (field[0], field[1])
-    raise ValueError(f"bad target identity {field!r}")
+    if type(field) is int and field >= 0:
+        return field
+    raise ValueError(f"bad target inode {field!r}")
 
 
 class JournalDir:

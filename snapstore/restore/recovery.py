@@ -4,15 +4,18 @@ A journal whose restore had committed its undo backup is rolled back from it (an
 deleted: as far as the target and the undo history are concerned, the killed restore never
 happened), keeping first, in a new backup, whatever was changed in the target since; one that
 kept no backup is run again to its end. The temp files it left are removed either way.
-A restore into a new directory records that directory's identity in its journal: if the
-target's real path does not lead to that very directory any more (it is gone, or another
-took its place), nothing is written there and the journal is dropped, with a warning.
+A restore into a new directory records that directory's inode number in its journal and
+puts its target marker in it: if the target's real path does not lead to a directory with
+that number holding that marker any more (it is gone, another took its place, or the path
+leads elsewhere), nothing is written there and the journal is dropped, with a warning.
 Whoever finds a journal holds its target's lock (the guard: ``targets``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import stat
 import warnings
 
 from snapstore.cyclic_gc import gc_paused
@@ -22,9 +25,10 @@ from snapstore.errors import (
     RestoreError,
     SnapshotNotFound,
     SnapstoreError,
+    UnsafePathError,
 )
 from snapstore.format.names import generated_name
-from snapstore.fs.stamps import file_id
+from snapstore.fs.stamps import FileId, file_id
 from snapstore.logs import get_logger
 from snapstore.models import FileEntry
 from snapstore.restore.actions import Action, Plan
@@ -80,21 +84,27 @@ class Recovery:
             return
         if journal is None:
             return
-        real = _refuse_a_moved_target(journal, key)
-        if journal.target_id is not None and not _made_target_is_there(journal, real):
-            warnings.warn(
-                f"a restore of {journal.restoring!r} (session {journal.session!r}) into "
-                f"{journal.target} was interrupted, and the directory it had made there is "
-                "gone or was replaced by another: nothing is written there, and the "
-                "interrupted restore is dropped",
-                InterruptedRestoreWarning,
-                stacklevel=2,
-            )
-            self.journals.remove(key)
-            return
+        found: FileId | None = None
+        if journal.target_inode is None:
+            real = _refuse_a_moved_target(journal, key)
+        else:
+            real = os.path.realpath(journal.target)
+            found = _made_target(journal, key, real)
+            if found is None:
+                warnings.warn(
+                    f"a restore of {journal.restoring!r} (session {journal.session!r}) into "
+                    f"{journal.target} was interrupted, and the directory it had made is not "
+                    "there any more, or no longer holds the restore's marker file (it is "
+                    "gone, another took its place, or the path leads elsewhere now): nothing "
+                    "is written there, and the interrupted restore is dropped",
+                    InterruptedRestoreWarning,
+                    stacklevel=2,
+                )
+                self.journals.remove(key)
+                return
         try:
             with repo.blobs_in_use(), gc_paused():
-                self._recover(journal, key, real)
+                self._recover(journal, key, real, found)
         except (OSError, SnapstoreError) as error:
             raise RestoreError(
                 f"a restore of {journal.restoring!r} (session {journal.session!r}) into "
@@ -103,17 +113,21 @@ class Recovery:
                 rolled_back=False,
             ) from error
         self.journals.remove(key)
+        if found is not None:
+            with contextlib.suppress(OSError, UnsafePathError):
+                self._unmark(journal, real, found)
 
-    def _recover(self, journal: Journal, key: str, real: str) -> None:
+    def _recover(self, journal: Journal, key: str, real: str, found: FileId | None) -> None:
         """Roll back or finish the journal's restore in its target, at its real path
-        ``real`` (whose key is ``key``)."""
-        if not self.writer.remove_temp_files(journal, real):
+        ``real`` (whose key is ``key``): the directory the restore made, ``found``, if it
+        made one."""
+        if not self.writer.remove_temp_files(journal, real, expected=found):
             raise RestoreError(
                 "temp files it left in the target could not be removed", rolled_back=False
             )
         repo = self.repo
         if journal.backup is None:
-            self._finish(journal, key, real)
+            self._finish(journal, key, real, found)
             return
         try:
             saved = repo.catalog.read(journal.session, journal.backup)
@@ -133,9 +147,10 @@ class Recovery:
             journal.session,
         )
 
-    def _finish(self, journal: Journal, key: str, real: str) -> None:
-        """Run an interrupted restore that kept no backup again, to its end (a target it had
-        not made yet is made now, at ``real``, without following links)."""
+    def _finish(self, journal: Journal, key: str, real: str, found: FileId | None) -> None:
+        """Run an interrupted restore that kept no backup again, to its end, in the
+        directory it made (``found``) if it made one (a target that a restore of an earlier
+        version had not made yet is made now, at ``real``, without following links)."""
         repo = self.repo
         try:
             manifest = repo.files_manifest(journal.session, journal.restoring)
@@ -151,7 +166,7 @@ class Recovery:
         plan = self.writer.plan(
             manifest, journal.target, paths, journal.keep_special_bits, real_target=real
         )
-        if journal.target_id is not None and plan.target_id != journal.target_id:
+        if found is not None and plan.target_id != found:
             raise RestoreError(
                 "the directory it had made was replaced while it was being finished",
                 rolled_back=False,
@@ -165,6 +180,19 @@ class Recovery:
             journal.session,
             journal.target,
         )
+
+    def _unmark(self, journal: Journal, real: str, found: FileId) -> None:
+        """Remove the target marker of a recovered restore from the directory it made (at
+        ``real``, identity ``found``), once its journal is gone (if this fails or is killed,
+        the marker stays: nothing records or reads it)."""
+        fd = open_target(real)
+        try:
+            if file_id(os.fstat(fd)) != found:
+                raise UnsafePathError(f"{journal.target} was replaced while it was recovered")
+            with contextlib.suppress(FileNotFoundError):
+                self.writer.fs.unlink(journal.temps.marker, dir_fd=fd)
+        finally:
+            os.close(fd)
 
     def _changed_since(self, journal: Journal, rollback: Plan) -> bool:
         """True if some path the rollback would change holds neither its state before the
@@ -244,25 +272,42 @@ def _refuse_a_moved_target(journal: Journal, key: str) -> str:
     return real
 
 
-def _made_target_is_there(journal: Journal, real: str) -> bool:
-    """Whether the directory a restore into a new target made (``journal.target_id``) is
-    at the target's real path ``real``, reached without following links. RestoreError if
-    that cannot be looked at now (the journal is kept for the next attempt)."""
+def _made_target(journal: Journal, key: str, real: str) -> FileId | None:
+    """The identity of the directory a restore into a new target made, if it is still at
+    the target's real path ``real`` (which must still be the one named ``key``), reached
+    without following links: a directory with the journal's inode number that holds the
+    restore's target marker (looked for through its descriptor). None if it is not there.
+    RestoreError if that cannot be looked at now (the journal is kept for the next attempt)."""
+    if target_key(real) != key:
+        return None
     try:
         fd = open_target(real)
     except (FileNotFoundError, NotADirectoryPathError):
-        return False
+        return None
     except OSError as error:
-        raise RestoreError(
-            f"a restore of {journal.restoring!r} (session {journal.session!r}) into "
-            f"{journal.target} was interrupted, and the directory it made could not be looked "
-            f"at now ({error}); its journal is kept",
-            rolled_back=False,
-        ) from error
+        raise _cannot_look(journal, error) from error
     try:
-        return file_id(os.fstat(fd)) == journal.target_id
+        info = os.fstat(fd)
+        if info.st_ino != journal.target_inode:
+            return None
+        try:
+            marker = os.stat(journal.temps.marker, dir_fd=fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return None
+        return file_id(info) if stat.S_ISREG(marker.st_mode) else None
+    except OSError as error:
+        raise _cannot_look(journal, error) from error
     finally:
         os.close(fd)
+
+
+def _cannot_look(journal: Journal, error: OSError) -> RestoreError:
+    return RestoreError(
+        f"a restore of {journal.restoring!r} (session {journal.session!r}) into "
+        f"{journal.target} was interrupted, and the directory it made could not be looked "
+        f"at now ({error}); its journal is kept",
+        rolled_back=False,
+    )
 
 
 def _still_as_before(entry: FileEntry | None, target: str) -> bool:

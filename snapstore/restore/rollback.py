@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Callable
 from typing import NoReturn
 
 from snapstore.errors import RestoreError, UnsafePathError
-from snapstore.fs.stamps import file_id
 from snapstore.restore.dirhandles import MadeTarget, remove_tree
 from snapstore.restore.journal import Journal
 from snapstore.restore.writer import TargetWriter
@@ -44,7 +44,13 @@ def after_failure(
     )
     if not existed:
         if made is not None:
-            _remove_made_target(writer, made, failed, error)
+            remove_made_target(
+                writer,
+                made,
+                failed,
+                error,
+                left=lambda: _what_the_next_open_does(made, journal),
+            )
         _drop_journal(writer, key)
         done = "the directory it had created was removed" if made else "nothing was written"
         raise RestoreError(f"{failed}; {done}", rolled_back=True) from error
@@ -110,29 +116,53 @@ def _drop_journal(writer: TargetWriter, key: str) -> None:
         writer.journals.remove(key)
 
 
-def _remove_made_target(
-    writer: TargetWriter, made: MadeTarget, failed: str, error: BaseException
-) -> None:
-    """Remove the target the restore made, found through the parent it was made in; a
-    directory put in its place since (another identity) is not the restore's: left."""
+def _what_the_next_open_does(made: MadeTarget, journal: Journal) -> str:
+    """What becomes of the journal of a restore whose made directory could not be removed:
+    its recovery finishes the restore there only if the directory still holds the restore's
+    marker (the removal may have taken it)."""
     try:
-        found = os.stat(made.name, dir_fd=made.parent_fd, follow_symlinks=False)
+        fd = made.open()
+        try:
+            os.stat(journal.temps.marker, dir_fd=fd, follow_symlinks=False)
+        finally:
+            os.close(fd)
+    except (OSError, UnsafePathError):
+        return (
+            "the next open of the store (or restore into it) drops this restore's journal, "
+            "with a warning, and leaves the directory as it is"
+        )
+    return (
+        "its journal is kept: the next open of the store (or restore into it) finishes "
+        "this restore there"
+    )
+
+
+def remove_made_target(
+    writer: TargetWriter,
+    made: MadeTarget,
+    failed: str,
+    error: BaseException,
+    *,
+    left: Callable[[], str],
+) -> None:
+    """Remove the target a failed restore (``failed``, ``error``) made, found through the
+    parent it was made in, its identity checked through the descriptor it is emptied with
+    (``remove_tree``); a directory put in its place since (another identity) is not the
+    restore's: left. RestoreError if it is not removed, saying what becomes of it then
+    (``left``)."""
+    try:
+        removed = remove_tree(writer.fs, made.parent_fd, made.name, expected=made.identity)
     except FileNotFoundError:
         return
-    except OSError as cleanup_error:
-        raise RestoreError(
-            f"{failed}; the new directory it had made could not be looked at ({cleanup_error})",
-            rolled_back=False,
-        ) from error
-    if file_id(found) != made.identity:
-        raise RestoreError(
-            f"{failed}; the directory it had made was replaced by another, which was left as it is",
-            rolled_back=False,
-        ) from error
-    try:
-        remove_tree(writer.fs, made.parent_fd, made.name)
     except (OSError, UnsafePathError) as cleanup_error:  # a store made inside it meanwhile
         raise RestoreError(
-            f"{failed}; removing the partly restored new directory also failed ({cleanup_error})",
+            f"{failed}; removing the partly restored new directory also failed "
+            f"({cleanup_error}); {left()}",
+            rolled_back=False,
+        ) from error
+    if not removed:
+        raise RestoreError(
+            f"{failed}; the directory it had made was replaced by another, which was left as "
+            f"it is; {left()}",
             rolled_back=False,
         ) from error

@@ -34,6 +34,7 @@ from snapstore.errors import (
     LockTimeout,
     RestoreError,
     SnapstoreError,
+    UnsafePathError,
 )
 from snapstore.fs.seam import FileSystem
 from snapstore.repo.repository import Repository
@@ -141,17 +142,21 @@ class TargetGuard:
     ) -> None:
         """Carry out ``plan``, the restore ``journal`` describes, in the target whose lock
         the caller holds (``restoring``, which gave ``key``, for the plan's real path): a new
-        target made (empty) at that real path, its identity recorded in the journal; the
-        journal written; the undo backup it names committed; the plan applied; the journal
-        removed; the undo history trimmed. On a failure the target is put back
+        target made (empty) at that real path, the restore's target marker put in it, its
+        inode number recorded in the journal; the journal written; the undo backup it names
+        committed; the plan applied; the journal removed, then the marker; the undo history
+        trimmed. On a failure the target is put back
         (``existed``: whether it was there before; a target the restore made is removed) and
         RestoreError says whether that worked. The gc lock must be held shared. The plan's
         blobs are read ahead from the start: only the target waits for the journal.
 
         A new target is made before the journal so that the journal names the very
         directory its recovery may write into (another one found there later is not the
-        restore's): a kill between the two leaves that empty directory (and any parent made
-        for it) and no journal, as ``mkdir -p`` followed by a failure would."""
+        restore's): a kill between the two leaves that directory, empty but for the marker,
+        and any parent made for it, and no journal, as ``mkdir -p`` followed by a failure
+        would. The marker goes once the journal is gone; a kill just before, or a failure to
+        remove it, leaves it there: an empty file that no create, restore plan or undo
+        backup records or reads (``snapstore.fs.tempnames``)."""
         from snapstore.restore.apply import stop_reading
 
         source = self.writer.reads(plan)
@@ -159,7 +164,7 @@ class TargetGuard:
         try:
             if plan.new_target and not existed:
                 made = self.writer.make_target(plan)
-                journal = dataclasses.replace(journal, target_id=made.identity)
+                journal = dataclasses.replace(journal, target_inode=made.identity[1])
             self._write_journal(key, journal, made)
             if journal.backup is not None:
                 self._keep_backup(journal, key, plan)
@@ -186,6 +191,9 @@ class TargetGuard:
                 after_failure(
                     self.writer, journal, key, existed, error, plan.real_target, made=made
                 )
+            if made is not None:
+                with contextlib.suppress(OSError, UnsafePathError):
+                    made.unmark(self._fs, journal.temps.marker)
         finally:
             if made is not None:
                 made.close()
@@ -193,15 +201,18 @@ class TargetGuard:
             self.backups.trim(journal.session)
 
     def _write_journal(self, key: str, journal: Journal, made: MadeTarget | None) -> None:
-        """Write the journal durably; if that fails, the new target the restore ``made``
-        for it (empty: nothing was written in it yet) goes with it."""
+        """Put the restore's target marker in the new target it ``made`` (``MadeTarget.mark``),
+        then write the journal durably; if either fails, that target (empty but for the
+        marker: nothing was written in it yet) goes with it."""
         try:
+            if made is not None:
+                made.mark(self._fs, journal.temps.marker, durable=self.writer.durable)
             self.journals.write(key, journal)
         except BaseException:
             if made is not None:
                 with contextlib.suppress(OSError):
                     self.journals.remove(key)
-                made.discard(self._fs)
+                made.discard(self._fs, journal.temps.marker)
             raise
 
     def _keep_backup(self, journal: Journal, key: str, plan: Plan) -> None:

@@ -15,6 +15,7 @@ from snapstore.format.hashing import new_hasher
 from snapstore.format.paths import child_path, printable, recordable_link_target
 from snapstore.fs.chunking import holds_map
 from snapstore.fs.stamps import file_id
+from snapstore.fs.tempnames import is_target_marker
 from snapstore.models import FileEntry
 from snapstore.restore.actions import Action, CurrentKind, Keep, Plan, kind_of
 
@@ -166,7 +167,8 @@ class TargetView:
         self, directory: str, plan: Plan, recorded: Container[str] = ()
     ) -> list[tuple[str, os.stat_result]]:
         """What ``directory`` holds that may be removed, leaving out the paths in
-        ``recorded`` (never looked at: the plan decides them); what must stay goes to
+        ``recorded`` (never looked at: the plan decides them) and, in the target itself, a
+        restore's target marker (it goes with its journal); what must stay goes to
         ``plan.kept``."""
         absolute = self.prefix + directory if directory else self.prefix
         try:
@@ -177,7 +179,7 @@ class TargetView:
         removable = []
         for child in found:
             path = f"{directory}/{child.name}" if directory else child.name
-            if path in recorded:
+            if path in recorded or (not directory and is_target_marker(child.name)):
                 continue
             info = child.stat(follow_symlinks=False)
             self.stats[path] = info

@@ -18,6 +18,7 @@ import time
 from snapstore.errors import UnsafePathError
 from snapstore.format.manifest import Manifest
 from snapstore.fs.seam import FileSystem
+from snapstore.fs.stamps import FileId
 from snapstore.fs.tempnames import RestoreTemps, new_token
 from snapstore.models import SnapshotInfo
 from snapstore.repo.loose import BlobSource
@@ -157,21 +158,23 @@ class TargetWriter:
         self.apply(plan, covered.temps, keep_special_bits)
         return covered
 
-    def remove_temp_files(self, journal: Journal, real_target: str) -> bool:
+    def remove_temp_files(
+        self, journal: Journal, real_target: str, *, expected: FileId | None = None
+    ) -> bool:
         """Remove the temp files the journal's restore may have left beside its
         destinations (only its own: see ``snapstore.fs.tempnames``), in the target at its
         real path ``real_target`` reached without following links; False if some could not
         be removed, or the target could not be looked at. A journalled path that is no
         directory now (a file, a symlink, a FIFO: the restore had not made it one yet, or it
         was replaced since) holds no temp file of the restore: it is clean; so does a target
-        that is not there."""
+        that is not there. ``expected``: the identity the target must have (else False)."""
         try:
             handles = DirHandles(
                 self.fs,
                 journal.target,
                 real_target=real_target,
                 durable=False,
-                expected=journal.target_id,
+                expected=expected,
             )
         except (FileNotFoundError, NotADirectoryPathError):
             return True

@@ -320,9 +320,9 @@ def materialize(state: CrashState, destination: Path) -> None:
 
 def carry_identities(model: PowerLossModel, state: CrashState, destination: Path) -> None:
     """Rewrite the restore journals of a materialized ``state`` (at ``destination``) that
-    name the directory their restore made by its identity, with the identity that directory
-    has on the materialized disk, as a power cut would have kept it; a journal whose
-    directory did not survive keeps the identity it recorded."""
+    name the directory their restore made by its inode number, with the number that
+    directory has on the materialized disk, as a power cut would have kept it; a journal
+    whose directory did not survive keeps the number it recorded."""
     for relative in state.files:
         directory, name = os.path.split(relative)
         if os.path.basename(directory) != "journal" or len(name) != 32:
@@ -332,12 +332,12 @@ def carry_identities(model: PowerLossModel, state: CrashState, destination: Path
             journal = Journal.decode(path.read_bytes())
         except ValueError:
             continue
-        if journal.target_id is None:
+        if journal.target_inode is None:
             continue
-        key = model.inode_keys.get(journal.target_id[1], journal.target_id[1])
+        key = model.inode_keys.get(journal.target_inode, journal.target_inode)
         target = os.path.relpath(journal.target, model.base_dir)
         if state.keys.get(target) != key or state.files[target].kind != "dir":
             continue
         found = os.lstat(destination / target)
-        carried = replace(journal, target_id=(found.st_dev, found.st_ino))
+        carried = replace(journal, target_inode=found.st_ino)
         path.write_bytes(carried.encode())

@@ -1,9 +1,11 @@
-"""A restore into a directory that is not there makes it (empty) before it writes its
-journal, and the journal names that directory by its identity: a recovery writes only into
-that very directory. Another directory found at the target's path after a kill (the made
-one replaced, or removed and made again by someone else) is left as it is, and the killed
-restore is dropped with a warning. A kill between the make and the journal leaves only
-empty directories, and no journal."""
+"""A restore into a directory that is not there makes it before it writes its journal,
+puts its target marker in it, and the journal names that directory by its inode number: a
+recovery writes only into a directory with that number that holds that marker. Another
+directory found at the target's path after a kill (the made one replaced, or removed and
+made again by someone else, even with the same inode number) is left as it is, and the
+killed restore is dropped with a warning; a remount that changes the device number does not
+keep the recovery from finishing. A kill between the make and the journal leaves only
+directories that hold nothing but the marker, and no journal."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import errno
 import os
 import shutil
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +25,7 @@ from helpers.trees import read_tree, write_tree
 from snapstore import SnapStore
 from snapstore.errors import InterruptedRestoreWarning
 from snapstore.fs.stamps import file_id
+from snapstore.fs.tempnames import is_target_marker
 from snapstore.internals import journals
 from snapstore.restore import writer
 from snapstore.restore.actions import Plan
@@ -81,18 +85,18 @@ def test_the_journal_names_the_directory_the_restore_made_before_writing_it(
     real_write = JournalDir.write
 
     def write(self: JournalDir, key: str, journal: Journal) -> None:
-        seen.append((journal.target_id, file_id(os.stat(target)), os.listdir(target)))
+        seen.append((journal.target_inode, os.stat(target).st_ino, os.listdir(target)))
         real_write(self, key, journal)
 
     monkeypatch.setattr(JournalDir, "write", write)
     store.restore("s", "n", target)
-    assert read_tree(target) == read_tree(tmp_path / "project")
+    assert read_tree(target, with_temps=True) == read_tree(tmp_path / "project")
     [(recorded, made, listed)] = seen
-    assert recorded == made and listed == []
-    assert Journal.decode(Journal(**_fields(target, made)).encode()).target_id == made
+    assert recorded == made and len(listed) == 1 and is_target_marker(listed[0])
+    assert Journal.decode(Journal(**_fields(target, made)).encode()).target_inode == made
 
 
-def _fields(target: Path, identity: object) -> dict[str, Any]:
+def _fields(target: Path, inode: object) -> dict[str, Any]:
     return {
         "target": str(target),
         "session": "s",
@@ -103,21 +107,29 @@ def _fields(target: Path, identity: object) -> dict[str, Any]:
         "dirs": ("",),
         "keep_special_bits": False,
         "started_ns": 1,
-        "token": None,
-        "target_id": identity,
+        "token": None if inode is None else "0123456789abcdef",
+        "target_inode": inode,
     }
 
 
-@pytest.mark.parametrize("identity", [[1], [1, -2], ["1", 2], [1, 2, 3], 7, [True, 2]])
-def test_a_journal_with_a_bad_target_identity_is_damaged(identity: object) -> None:
+@pytest.mark.parametrize("inode", [-1, "1", [1, 2], True, 1.5])
+def test_a_journal_with_a_bad_target_inode_is_damaged(inode: object) -> None:
     from snapstore.format.envelope import seal
     from snapstore.restore.journal import MAGIC, CorruptJournalError
 
-    fields = _fields(Path("/t"), None)
-    fields["target_id"] = identity
+    fields = _fields(Path("/t"), inode)
     fields["paths"], fields["dirs"] = None, list(fields["dirs"])
     with pytest.raises(CorruptJournalError):
         Journal.decode(seal(MAGIC, fields))
+
+
+def test_a_journal_with_a_target_inode_but_no_token_is_damaged() -> None:
+    from snapstore.restore.journal import CorruptJournalError
+
+    fields = _fields(Path("/t"), 7)
+    fields["token"] = None
+    with pytest.raises(CorruptJournalError):
+        Journal.decode(Journal(**fields).encode())
 
 
 @pytest.mark.parametrize("depth", [1, 3], ids=["target", "target-and-two-parents"])
@@ -130,7 +142,8 @@ def test_a_kill_between_the_make_and_the_journal_leaves_only_empty_directories(
     in_a_killed_child(lambda: store.restore("s", "n", target), before=_die_at_journal_write)
     assert not journals(store).pending()
     assert all(node[0] == "dir" for node in read_tree(top).values())
-    assert len(read_tree(top)) == depth and not os.listdir(target)
+    assert len(read_tree(top)) == depth
+    assert [is_target_marker(name) for name in os.listdir(target)] == [True]
     reopened, warned = _reopen(tmp_path)
     assert warned == []
     reopened.restore("s", "n", target)
@@ -142,36 +155,115 @@ def test_recovery_writes_nothing_into_a_directory_that_is_not_the_one_the_restor
     tmp_path: Path, after_the_kill: str
 ) -> None:
     """The restore is killed half-way; before the next open, the directory it made is
-    moved away and another's put in its place, or it is removed, or removed and another
-    process makes the target with its own files. The recovery writes and removes nothing
-    there, keeps no undo backup of it, and drops the killed restore with a warning.
-
-    (The removed directory is removed only once the other one is made, so that the other
-    cannot get its inode number: an identity is a device and inode number, and a number
-    freed can be given to the next directory made; see docs/restore.md.)"""
+    moved away and another's put in its place, or it is removed (``rm -rf``), or removed
+    and another process makes the target with its own files (which may get the freed inode
+    number). The recovery writes and removes nothing there, keeps no undo backup of it, and
+    drops the killed restore with a warning."""
     store = _store(tmp_path)
     target = tmp_path / "new"
     in_a_killed_child(lambda: store.restore("s", "n", target), before=_die_half_way)
     assert journals(store).pending()
     partly = read_tree(target)
-    made = file_id(os.stat(target))
-    target.rename(tmp_path / "made-by-the-restore")
+    if after_the_kill == "replaced":
+        target.rename(tmp_path / "made-by-the-restore")
+    else:
+        shutil.rmtree(target)
     if after_the_kill != "removed":
         write_tree(target, THEIRS)
-        assert file_id(os.stat(target)) != made
-    if after_the_kill != "replaced":
-        shutil.rmtree(tmp_path / "made-by-the-restore")
     reopened, warned = _reopen(tmp_path)
-    assert len(warned) == 1 and "gone or was replaced" in warned[0], warned
+    assert len(warned) == 1 and "is not there any more" in warned[0], warned
     assert not journals(reopened).pending()
     assert reopened.backups("s") == []
     if after_the_kill == "removed":
         assert not os.path.lexists(target)
     else:
         write_tree(tmp_path / "theirs", THEIRS)
-        assert read_tree(target) == read_tree(tmp_path / "theirs")
+        assert read_tree(target, with_temps=True) == read_tree(tmp_path / "theirs")
     if after_the_kill == "replaced":
         assert read_tree(tmp_path / "made-by-the-restore", with_temps=True).keys() >= partly.keys()
+
+
+@pytest.mark.parametrize("backup", [True, False])
+def test_a_directory_made_again_with_the_freed_inode_number_is_not_taken_for_the_made_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, backup: bool
+) -> None:
+    """After the kill, the user removes the half-restored directory and makes the target
+    again, which gets the inode number the made one had (ext4 often hands a freed number
+    out again; when it does not, every stat reports that number for the new directory, as
+    if it had): without the restore's marker it is not the
+    restore's, so nothing is written or removed there, and the restore is dropped with a
+    warning."""
+    store = _store(tmp_path)
+    target = tmp_path / "new"
+    in_a_killed_child(lambda: store.restore("s", "n", target, backup=backup), before=_die_half_way)
+    made = os.stat(target).st_ino
+    shutil.rmtree(target)
+    target.mkdir()
+    if target.stat().st_ino != made:  # not handed out again this time: as if it had been
+        _reporting_inode(monkeypatch, target.stat(), made)
+    assert os.stat(target).st_ino == made
+    write_tree(target, THEIRS)
+    reopened, warned = _reopen(tmp_path)
+    assert len(warned) == 1 and "is not there any more" in warned[0], warned
+    assert not journals(reopened).pending()
+    assert reopened.backups("s") == []
+    write_tree(tmp_path / "theirs", THEIRS)
+    assert read_tree(target, with_temps=True) == read_tree(tmp_path / "theirs")
+
+
+def _rewriting_stats(monkeypatch: pytest.MonkeyPatch, change: Callable[[list[int]], None]) -> None:
+    """From now on, every ``os.stat``, ``os.lstat`` and ``os.fstat`` result has its fields
+    (mode, inode, device, ...) changed in place by ``change``."""
+
+    def rewritten(real: Callable[..., os.stat_result]) -> Callable[..., os.stat_result]:
+        def rewritten_stat(*args: Any, **kwargs: Any) -> os.stat_result:
+            _, (fields, extra) = real(*args, **kwargs).__reduce__()  # type: ignore[misc]
+            fields = list(fields)
+            change(fields)
+            return os.stat_result(fields, extra)
+
+        return rewritten_stat
+
+    for name in ("stat", "lstat", "fstat"):
+        monkeypatch.setattr(os, name, rewritten(getattr(os, name)))
+
+
+def _reporting_inode(monkeypatch: pytest.MonkeyPatch, directory: os.stat_result, ino: int) -> None:
+    """From now on, stats of ``directory`` report the inode number ``ino``."""
+
+    def change(fields: list[int]) -> None:
+        if (fields[1], fields[2]) == (directory.st_ino, directory.st_dev):
+            fields[1] = ino
+
+    _rewriting_stats(monkeypatch, change)
+
+
+def _on_another_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    """From now on, every stat reports a device number one higher, as after a remount
+    that gave the filesystem another (anonymous) device number: overlayfs, btrfs
+    subvolumes and NFS get theirs at mount time."""
+
+    def change(fields: list[int]) -> None:
+        fields[2] += 1
+
+    _rewriting_stats(monkeypatch, change)
+
+
+def test_recovery_finishes_in_the_made_directory_after_a_remount_changed_its_device(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = _store(tmp_path)
+    target = tmp_path / "new"
+    in_a_killed_child(lambda: store.restore("s", "n", target), before=_die_half_way)
+    made = os.stat(target)
+    _on_another_device(monkeypatch)
+    assert file_id(os.stat(target)) != file_id(made)
+    reopened, warned = _reopen(tmp_path)
+    monkeypatch.undo()
+    assert warned == []
+    assert not journals(reopened).pending()
+    assert os.stat(target).st_ino == made.st_ino
+    assert read_tree(target, with_temps=True) == read_tree(tmp_path / "project")
 
 
 def test_recovery_finishes_a_killed_restore_in_the_directory_it_made(tmp_path: Path) -> None:
@@ -251,3 +343,72 @@ def test_a_journal_that_cannot_be_written_takes_the_made_target_with_it(
     assert warned == []
     reopened.restore("s", "n", target)
     assert read_tree(target) == read_tree(tmp_path / "project")
+
+
+def test_a_made_directory_replaced_by_a_symlink_is_dropped_with_one_warning(
+    tmp_path: Path,
+) -> None:
+    """After the kill, the made directory is moved away and a symlink to it put at the
+    target: the real path now leads elsewhere, so the made directory is not at the target
+    any more; the journal is dropped with a warning, once (not kept, warning at every open),
+    and nothing is written through the link."""
+    store = _store(tmp_path)
+    target = tmp_path / "new"
+    in_a_killed_child(lambda: store.restore("s", "n", target), before=_die_half_way)
+    moved = tmp_path / "moved"
+    target.rename(moved)
+    target.symlink_to(moved)
+    partly = read_tree(moved, with_temps=True)
+    reopened, warned = _reopen(tmp_path)
+    assert len(warned) == 1 and "is not there any more" in warned[0], warned
+    assert not journals(reopened).pending()
+    assert read_tree(moved, with_temps=True) == partly
+    _, warned_again = _reopen(tmp_path)
+    assert warned_again == []
+
+
+def test_the_marker_is_gone_once_the_restore_or_its_recovery_is_done(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    store.restore("s", "n", tmp_path / "whole")
+    assert read_tree(tmp_path / "whole", with_temps=True) == read_tree(tmp_path / "project")
+    in_a_killed_child(lambda: store.restore("s", "n", tmp_path / "new"), before=_die_half_way)
+    assert any(is_target_marker(name) for name in os.listdir(tmp_path / "new"))
+    _, warned = _reopen(tmp_path)
+    assert warned == []
+    assert read_tree(tmp_path / "new", with_temps=True) == read_tree(tmp_path / "project")
+
+
+def test_a_killed_recovery_is_finished_by_the_next_open(tmp_path: Path) -> None:
+    """The recovery of the killed restore is killed half-way too (after removing the temp
+    files, with the plan's removals under way): the marker is still there, so the next open
+    finishes the restore."""
+    store = _store(tmp_path)
+    target = tmp_path / "new"
+    in_a_killed_child(lambda: store.restore("s", "n", target), before=_die_half_way)
+    in_a_killed_child(lambda: SnapStore(tmp_path / "store"), before=_die_half_way)
+    assert journals(store).pending()
+    reopened, warned = _reopen(tmp_path)
+    assert warned == []
+    assert not journals(reopened).pending()
+    assert read_tree(target, with_temps=True) == read_tree(tmp_path / "project")
+
+
+def test_a_marker_left_in_a_target_is_neither_recorded_nor_removed_nor_backed_up(
+    tmp_path: Path,
+) -> None:
+    """A marker left by a kill before the journal (or after it went) is never the user's:
+    a create does not record it, and a later restore into that directory (which keeps an
+    undo backup of what it changes) neither records it in the backup nor removes it."""
+    store = _store(tmp_path)
+    target = tmp_path / "new"
+    in_a_killed_child(lambda: store.restore("s", "n", target), before=_die_at_journal_write)
+    [marker] = os.listdir(target)
+    assert is_target_marker(marker)
+    (target / "mine.txt").write_text("the user's file")
+    store.create("t", "with-marker", ["."], base_dir=target)
+    assert [entry.path for entry in store.get("t", "with-marker").entries] == ["mine.txt"]
+    store.restore("s", "n", target)
+    assert os.listdir(target).count(marker) == 1
+    [backup] = store.backups("s")
+    backed_up = [entry.path for entry in store.get("s", backup.name).entries]
+    assert "mine.txt" in backed_up and not any(is_target_marker(p) for p in backed_up)

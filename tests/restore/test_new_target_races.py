@@ -19,10 +19,15 @@ from helpers.readonly import read_only_access
 from helpers.trees import read_tree, write_tree
 
 from snapstore import RestoreError, SnapStore, SnapstoreError
+from snapstore.errors import InterruptedRestoreWarning
+from snapstore.frontend.exitcodes import ExitCode
+from snapstore.fs import seam as fsio
+from snapstore.fs.stamps import file_id
 from snapstore.fs.tempnames import new_token
 from snapstore.internals import journals
 from snapstore.restore import apply
 from snapstore.restore.actions import Plan
+from snapstore.restore.dirhandles import remove_tree
 from snapstore.restore.journal import Journal
 from snapstore.restore.recovery import Recovery
 from snapstore.restore.targetlocks import target_key
@@ -278,3 +283,129 @@ found = {
 }
 print(json.dumps({"read_only": store.read_only, "raised": raised, "victim": found}))
 """
+
+
+def test_a_read_only_store_restore_that_cannot_make_its_target_fails_as_a_writable_one(
+    tmp_path: Path,
+) -> None:
+    """The reader cannot make the target (its parent is not theirs to write): the mkdir's
+    PermissionError is raised as it is, with the exit code a writable store gives it,
+    not a RestoreError saying the target may be partly restored (nothing was written)."""
+    with read_only_access() as reader:
+        if isinstance(reader, str):
+            pytest.skip(reader)
+        project = reader.base / "project"
+        write_tree(project, SNAPSHOT)
+        reader.share(project)
+        root = reader.base / "store"
+        SnapStore(root).create("s", "n", ["."], base_dir=project)
+        reader.lock_down(root)
+        locked = reader.base / "locked"
+        locked.mkdir()
+        reader.lock_down(locked)
+        target = locked / "out"
+        done = reader.snapstore(
+            root, "--json", "restore", "s", "n", "--target", str(target), "--no-backup"
+        )
+        assert done.returncode == ExitCode.PERMISSION, done
+        assert json.loads(done.stdout)["error"]["type"] == "PermissionError"
+        assert not target.exists()
+
+
+def test_a_read_only_store_restore_that_fails_part_way_removes_the_target_it_made(
+    tmp_path: Path,
+) -> None:
+    with read_only_access() as reader:
+        if isinstance(reader, str):
+            pytest.skip(reader)
+        project = reader.base / "project"
+        write_tree(project, SNAPSHOT)
+        reader.share(project)
+        root = reader.base / "store"
+        SnapStore(root).create("s", "n", ["."], base_dir=project)
+        reader.lock_down(root)
+        home = reader.writable_dir(reader.base / "home")
+        done = reader.run("-c", FAIL_PART_WAY, str(root), str(home / "a" / "out"))
+        assert done.returncode == 0, done.stderr.decode()
+        result = json.loads(done.stdout)
+        assert result == {"read_only": True, "rolled_back": True, "left": False}
+        assert (home / "a").is_dir()
+
+
+FAIL_PART_WAY = """
+import errno, json, os, sys
+from snapstore import SnapStore, RestoreError
+from snapstore.restore import apply
+
+root, target = sys.argv[1], sys.argv[2]
+store = SnapStore(root)
+
+def staged(*args, **kwargs):
+    raise OSError(errno.EIO, "injected: write")
+
+apply.StagedFiles = staged
+try:
+    store.restore("s", "n", target, backup=False)
+except RestoreError as error:
+    rolled_back = error.rolled_back
+print(json.dumps({"read_only": store.read_only, "rolled_back": rolled_back,
+                  "left": os.path.lexists(target)}))
+"""
+
+
+@pytest.mark.parametrize("failing", ["unlink", "rmdir"])
+def test_a_failed_restore_whose_made_target_cannot_be_removed_says_what_the_next_open_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failing: str
+) -> None:
+    """The restore fails, and so does the removal of the directory it made: the journal is
+    kept, the message says what the next open does with it, and the next open does that:
+    it finishes the restore if the directory still holds the restore's marker (no file
+    could be removed), else drops it with a warning (the marker went before an rmdir
+    failed)."""
+    store = _store(tmp_path)
+    target = tmp_path / "new"
+    _writes_fail(monkeypatch)
+
+    def fails(self: fsio.FileSystem, path: str, *, dir_fd: int | None = None) -> None:
+        raise OSError(errno.EBUSY, f"injected: {failing}")
+
+    monkeypatch.setattr(fsio.FileSystem, failing, fails)
+    with pytest.raises(RestoreError) as raised:
+        store.restore("s", "n", target)
+    monkeypatch.undo()
+    assert raised.value.rolled_back is False
+    message = str(raised.value)
+    assert journals(store).pending()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        reopened = SnapStore(tmp_path / "store")
+    warned = [w for w in caught if issubclass(w.category, InterruptedRestoreWarning)]
+    assert not journals(reopened).pending()
+    if failing == "unlink":
+        assert "the next open of the store (or restore into it) finishes" in message, message
+        assert warned == []
+        assert read_tree(target) == read_tree(tmp_path / "project")
+    else:
+        assert "drops this restore's journal, with a warning" in message, message
+        assert len(warned) == 1
+
+
+def test_remove_tree_checks_the_identity_through_the_descriptor_it_empties_with(
+    tmp_path: Path,
+) -> None:
+    """The directory the restore made is swapped for another's between the look and the
+    removal (the look is the descriptor's own: no window): the other's is left whole."""
+    made = tmp_path / "made"
+    made.mkdir()
+    identity = file_id(made.stat())
+    made.rename(tmp_path / "away")
+    write_tree(made, {"precious.txt": "another process's file"})
+    parent = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        assert remove_tree(fsio.FileSystem(), parent, "made", expected=identity) is False
+        assert (made / "precious.txt").read_text() == "another process's file"
+        away = file_id((tmp_path / "away").stat())
+        assert remove_tree(fsio.FileSystem(), parent, "away", expected=away) is True
+    finally:
+        os.close(parent)
+    assert not (tmp_path / "away").exists()

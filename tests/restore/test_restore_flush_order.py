@@ -23,6 +23,7 @@ from helpers.trees import read_tree, write_tree
 from snapstore import RestoreError, SnapStore
 from snapstore.fs import seam as fsio
 from snapstore.fs.durable import TEMP_PREFIX
+from snapstore.fs.tempnames import is_target_marker
 from snapstore.restore import flushes
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="syncfs is Linux's")
@@ -135,21 +136,35 @@ def test_a_new_target_is_flushed_with_two_syncfs_and_the_journal_goes_last(
     is_link = os.path.islink  # a symlink is renamed into place at once: it holds no data
     syncs = [i for i, (kind, _) in enumerate(events) if kind in ("fsync", "syncfs")]
     assert [events[i][0] for i in syncs].count("syncfs") == 2
-    assert len(syncs) == 5
-    assert all(in_store(events[i][1]) for i in syncs if events[i][0] == "fsync")
+    assert len(syncs) == 6
+    marker_flush = [i for i in syncs if events[i] == ("fsync", inside)]
+    assert len(marker_flush) == 1
+    assert all(
+        in_store(events[i][1]) for i in syncs if i not in marker_flush and events[i][0] == "fsync"
+    )
     first, last = _indexes(events, "syncfs", lambda path: True)
-    temps = _indexes(events, "create", lambda path: in_target(path) and TEMP_PREFIX in path)
+    is_marker = lambda path: is_target_marker(os.path.basename(path))  # noqa: E731
+    temps = _indexes(
+        events,
+        "create",
+        lambda path: in_target(path) and TEMP_PREFIX in path and not is_marker(path),
+    )
+    marked = _indexes(events, "create", lambda path: in_target(path) and is_marker(path))
+    unmarked = _indexes(events, "unlink", lambda path: in_target(path) and is_marker(path))
     renames = _indexes(events, "rename", lambda path: in_target(path) and not is_link(path))
     made = _indexes(events, "mkdir", lambda path: path.startswith(str(tmp_path / "new")))
     target_made = _indexes(events, "mkdir", lambda path: path in (inside, str(tmp_path / "new")))
     made_inside = _indexes(events, "mkdir", lambda path: path.startswith(inside + "/"))
     journal = _indexes(events, "rename", lambda path: "/journal/" in path)
     removal = _indexes(events, "unlink", lambda path: "/journal/" in path)
-    assert len(target_made) == 2 and journal and max(target_made) < journal[0]
+    assert len(target_made) == 2 and journal and len(marked) == 1
+    assert max(target_made) < marked[0] < marker_flush[0] < journal[0]
     assert journal[0] < min(made_inside + temps)
     assert temps and max(temps) < first < min(renames)
-    assert max(renames + made) < last < removal[0]
-    assert all(in_store(path) for _, path in events[last + 1 :])
+    assert max(renames + made) < last < removal[0] < unmarked[0] and len(unmarked) == 1
+    assert all(
+        in_store(path) for i, (_, path) in enumerate(events) if i > last and i not in unmarked
+    )
 
 
 def test_a_large_new_target_still_takes_two_syncfs(
