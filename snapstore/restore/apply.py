@@ -20,8 +20,9 @@ from snapstore.fs.tempnames import RestoreTemps
 from snapstore.repo.loose import BlobSource
 from snapstore.repo.prefetch import ReadAhead, read_ahead
 from snapstore.restore.actions import Action, Plan, wanted_mode
-from snapstore.restore.dirhandles import DirHandles, MadeTarget, remove_tree
+from snapstore.restore.dirhandles import DirHandles, MadeTarget
 from snapstore.restore.flushes import RestoreFlushes
+from snapstore.restore.removal import remove_tree
 from snapstore.restore.writes import StagedFiles
 
 Progress = Callable[[int, int], None]

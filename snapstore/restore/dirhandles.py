@@ -2,8 +2,8 @@
 
 Every write and removal of a restore, its rollback and its recovery goes through a
 descriptor of its parent directory from :class:`DirHandles`, so a symlink planted in the
-target (before or during the restore) is never followed; :func:`remove_tree` removes a
-directory the same way, and never a storage root found inside.
+target (before or during the restore) is never followed;
+:func:`snapstore.restore.removal.remove_tree` removes a directory the same way.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from snapstore.backend.layout import MARKER_FILE, is_store_root
+from snapstore.backend.layout import is_store_root
 from snapstore.errors import UnsafePathError
 from snapstore.fs.seam import FileSystem
 from snapstore.fs.stamps import FileId, file_id
@@ -385,42 +385,3 @@ def _replaced(target: str) -> UnsafePathError:
         f"the restore target {target} is no longer the directory the restore was planned on "
         "(it was replaced, or now leads to a snapstore root); nothing was written"
     )
-
-
-def remove_tree(
-    fs: FileSystem, parent_fd: int, name: str, *, expected: FileId | None = None
-) -> bool:
-    """Remove a directory and everything in it, through descriptors, never following links
-    and without recursion. Refuses (UnsafePathError) to remove a storage root found inside.
-    With ``expected``, only a directory of that identity, checked through the descriptor it
-    is emptied with, is removed: False (nothing removed) for another."""
-    top = os.open(name, DIR_FLAGS, dir_fd=parent_fd)
-    if expected is not None and file_id(os.fstat(top)) != expected:
-        os.close(top)
-        return False
-    stack = [(top, parent_fd, name, True)]
-    try:
-        while stack:
-            fd, holder_fd, dir_name, fresh = stack[-1]
-            if fresh:
-                stack[-1] = (fd, holder_fd, dir_name, False)
-                children = list(os.scandir(fd))
-                if any(c.name == MARKER_FILE for c in children) and is_store_root(dir_fd=fd):
-                    raise UnsafePathError(f"{dir_name!r} is a snapstore root; it is never removed")
-                subdirs = []
-                for child in children:
-                    if child.is_dir(follow_symlinks=False):
-                        subdirs.append(child.name)
-                    else:
-                        fs.unlink(child.name, dir_fd=fd)
-                for sub in subdirs:
-                    stack.append((os.open(sub, DIR_FLAGS, dir_fd=fd), fd, sub, True))
-                continue
-            stack.pop()
-            os.close(fd)
-            fs.rmdir(dir_name, dir_fd=holder_fd)
-    finally:
-        for fd, _, _, _ in stack:
-            with contextlib.suppress(OSError):
-                os.close(fd)
-    return True

@@ -18,8 +18,9 @@ from collections.abc import Callable
 from typing import NoReturn
 
 from snapstore.errors import RestoreError, UnsafePathError
-from snapstore.restore.dirhandles import MadeTarget, remove_tree
+from snapstore.restore.dirhandles import MadeTarget
 from snapstore.restore.journal import Journal
+from snapstore.restore.removal import remove_tree
 from snapstore.restore.writer import TargetWriter
 
 

@@ -27,9 +27,9 @@ from snapstore.fs.tempnames import new_token
 from snapstore.internals import journals
 from snapstore.restore import apply
 from snapstore.restore.actions import Plan
-from snapstore.restore.dirhandles import remove_tree
 from snapstore.restore.journal import Journal
 from snapstore.restore.recovery import Recovery
+from snapstore.restore.removal import remove_tree
 from snapstore.restore.targetlocks import target_key
 from snapstore.restore.writer import TargetWriter
 
