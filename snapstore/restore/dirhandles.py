@@ -48,15 +48,18 @@ class NotADirectoryPathError(UnsafePathError):
 @dataclass(frozen=True)
 class MadeTarget:
     """A restore's target that the restore made itself (nothing was there when it planned):
-    its parent's descriptor (``WALK_FLAGS``: only a ``dir_fd``), reached without following
-    links, its name there, and its identity. Only a directory with that identity, found
-    through that descriptor, is the restore's to remove."""
+    its parent's descriptor (``WALK_FLAGS``), reached without following links, its name
+    there, its own descriptor (``DIR_FLAGS``, held until ``close``: that keeps its inode
+    allocated, so no directory made at that name meanwhile can get its number) and its
+    identity: only a directory of that identity at that name is the restore's."""
 
     parent_fd: int
     name: str
+    fd: int
     identity: FileId
 
     def close(self) -> None:
+        os.close(self.fd)
         os.close(self.parent_fd)
 
     def open(self) -> int:
@@ -73,32 +76,24 @@ class MadeTarget:
         directory, through its descriptor; ``durable`` flushes its entry, so that a journal
         written next never outlives it in a power cut (a recovery finding the journal
         without the marker would drop the restore, leaving what it had written)."""
-        fd = self.open()
-        try:
-            fs.close(fs.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600, dir_fd=fd))
-            if durable:
-                fs.fsync_dir(".", dir_fd=fd)
-        finally:
-            os.close(fd)
+        fs.close(fs.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600, dir_fd=self.fd))
+        if durable:
+            fs.fsync_dir(".", dir_fd=self.fd)
 
     def unmark(self, fs: FileSystem, marker: str) -> None:
-        """Remove the restore's target marker from the made directory (once its journal is
-        gone, or as the directory is discarded)."""
-        fd = self.open()
-        try:
-            with contextlib.suppress(FileNotFoundError):
-                fs.unlink(marker, dir_fd=fd)
-        finally:
-            os.close(fd)
+        """Remove the restore's target marker from the made directory, through its
+        descriptor (once its journal is gone, or as the directory is discarded)."""
+        with contextlib.suppress(FileNotFoundError):
+            fs.unlink(marker, dir_fd=self.fd)
 
     def discard(self, fs: FileSystem, marker: str) -> None:
         """Remove the directory, before anything but its ``marker`` was written in it, if it
         is still the one made (else it is left: it is not, or no longer only, the restore's).
-        The identity is checked through the descriptor the marker is removed with; the
-        ``rmdir`` goes by name (there is no removal through a descriptor), which can only
-        ever remove an empty directory."""
+        The ``rmdir`` goes by name (there is no removal through a descriptor), once the name
+        is seen to lead to the held directory; it can only ever remove an empty one."""
         with contextlib.suppress(OSError, UnsafePathError):
             self.unmark(fs, marker)
+            os.close(self.open())
             fs.rmdir(self.name, dir_fd=self.parent_fd)
 
 
@@ -121,15 +116,28 @@ def make_target(fs: FileSystem, real_target: str, *, durable: bool) -> MadeTarge
         try:
             if durable:
                 fs.fsync_dir(".", dir_fd=fd)
-            made = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            made = _open_directory(name, DIR_FLAGS, fd, real_target, None)
         except BaseException:  # nothing is written in it yet: it goes (empty) with the error
             with contextlib.suppress(OSError):
                 fs.rmdir(name, dir_fd=fd)
             raise
-        return MadeTarget(fd, name, file_id(made))
+        return MadeTarget(fd, name, made, file_id(os.fstat(made)))
     except BaseException:
         os.close(fd)
         raise
+
+
+def open_made(real_target: str) -> MadeTarget:
+    """The directory at ``real_target`` (one a killed restore made), reached as by
+    ``open_target``, held as a MadeTarget (same errors)."""
+    parent, name = os.path.split(real_target)
+    parent_fd = _walk(parent)
+    try:
+        fd = _open_directory(name, DIR_FLAGS, parent_fd, real_target, None)
+    except BaseException:
+        os.close(parent_fd)
+        raise
+    return MadeTarget(parent_fd, name, fd, file_id(os.fstat(fd)))
 
 
 def open_target(real_target: str, *, made: MadeTarget | None = None) -> int:
@@ -365,7 +373,7 @@ def _open_planned(
 ) -> int:
     """``open_target``, refusing (UnsafePathError) a directory that is not the one the
     restore planned on: another identity than ``expected`` (or than ``made``'s), or none
-    where one was expected."""
+    where one was expected. For a ``made`` target, a duplicate of its held descriptor."""
     if made is not None:
         expected = made.identity
     try:
@@ -377,7 +385,10 @@ def _open_planned(
     if expected is not None and file_id(os.fstat(fd)) != expected:
         os.close(fd)
         raise _replaced(target)
-    return fd
+    if made is None:
+        return fd
+    os.close(fd)  # the name still leads to the made directory: write through the held one
+    return os.dup(made.fd)
 
 
 def _replaced(target: str) -> UnsafePathError:

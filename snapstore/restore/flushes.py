@@ -16,9 +16,10 @@ was not flushed). What changes is the number of calls:
   mode. ``syncfs`` writes back every dirty page and inode of the filesystem and commits it,
   which is what an ``fsync`` of each of those files and directories does. A new target,
   and any parent the restore makes for it, is not flushed as it is made: it lies on the
-  filesystem of the directory it is made in, which the last flush covers. Until then a
-  power cut leaves the target (which the restore's journal names by its identity, and a
-  recovery then finishes) or no target (the recovery finds none and drops the journal:
+  filesystem of the directory it is made in, which the last flush covers (only the
+  restore's target marker in it is flushed, before the journal). Until then a power cut
+  leaves the target (which the restore's journal names by its inode number and marker, and
+  a recovery then finishes) or no target (the recovery finds none and drops the journal:
   nothing was restored).
 - **One by one** elsewhere (other systems, other filesystems, a seam that overrides
   ``fsync``: the crash suites' recorders, so that the power-loss replay checks this order

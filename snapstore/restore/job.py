@@ -8,8 +8,8 @@ The order, and why (steps 1 and 2 are the guard's ``restoring``, 4 to 7 its ``ch
 2. Recover an interrupted restore of the same target, if its journal is there.
 3. Under the shared gc lock (no blob may vanish), read the snapshot and plan.
 4. Write the journal (durably) naming the undo backup about to be taken. A target that is
-   not there is made (empty) just before, and the journal records its identity: a recovery
-   writes only into that directory.
+   not there is made just before, with the restore's target marker in it (flushed), and
+   the journal records its inode number: a recovery writes only into that directory.
 5. Commit the undo backup: the current state of every path the plan changes.
 6. Apply the plan. On failure, put the target back from the backup and drop the backup.
 7. Remove the journal (durably), then trim the session's undo history to its depth (never
@@ -20,7 +20,8 @@ the backup, if one was committed (a killed restore never happened, as far as the
 the undo history are concerned), keeping first whatever was changed in the target since in a
 new backup; a restore that took no backup (a new target, or ``backup=False``) is finished
 (a new target only if it is still the directory the restore made). Killed between making a
-new target and writing its journal, a restore leaves that empty directory and no journal.
+new target and writing its journal, a restore leaves that directory, empty but for its
+marker, and no journal.
 """
 
 from __future__ import annotations
@@ -243,8 +244,8 @@ class RestoreJob:
         journal written and no target lock created there, so only ``backup=False`` is
         allowed, and a restore killed part-way is neither finished nor rolled back. A new
         target is made at ``real`` as by any restore, without following links (a failure
-        to make it is raised as it is: nothing was written), and removed again if the
-        restore fails part-way."""
+        to make it is raised as it is: nothing was written), and removed again whatever
+        makes the restore fail part-way (then RestoreError, or the interrupt itself)."""
         if backup:
             raise ReadOnlyStoreError(
                 f"cannot keep an undo backup: the store at {self.repo.root} is read-only for "
@@ -260,7 +261,7 @@ class RestoreJob:
             try:
                 temps = RestoreTemps(new_token())
                 writer.apply(plan, temps, keep_special_bits, progress, made=made)
-            except OSError as error:
+            except BaseException as error:
                 failed = (
                     f"restore of {name!r} (session {session!r}) into {target_dir} failed: {error}"
                 )
@@ -268,9 +269,13 @@ class RestoreJob:
                     remove_made_target(
                         writer, made, failed, error, left=lambda: "it may be partly restored"
                     )
+                    if not isinstance(error, Exception):  # Ctrl-C: the target is gone; go on
+                        raise
                     raise RestoreError(
                         f"{failed}; the directory it had created was removed", rolled_back=True
                     ) from error
+                if not isinstance(error, OSError):
+                    raise
                 raise RestoreError(
                     f"{failed}; no backup was kept (read-only store), so the target may be "
                     "partly restored",

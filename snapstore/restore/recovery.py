@@ -25,15 +25,13 @@ from snapstore.errors import (
     RestoreError,
     SnapshotNotFound,
     SnapstoreError,
-    UnsafePathError,
 )
 from snapstore.format.names import generated_name
-from snapstore.fs.stamps import FileId, file_id
 from snapstore.logs import get_logger
 from snapstore.models import FileEntry
 from snapstore.restore.actions import Action, Plan
 from snapstore.restore.backups import UndoBackups
-from snapstore.restore.dirhandles import NotADirectoryPathError, open_target
+from snapstore.restore.dirhandles import MadeTarget, NotADirectoryPathError, open_made
 from snapstore.restore.journal import CorruptJournalError, Journal
 from snapstore.restore.plan import make_plan
 from snapstore.restore.targetlocks import target_key
@@ -84,13 +82,13 @@ class Recovery:
             return
         if journal is None:
             return
-        found: FileId | None = None
+        made: MadeTarget | None = None
         if journal.target_inode is None:
             real = _refuse_a_moved_target(journal, key)
         else:
             real = os.path.realpath(journal.target)
-            found = _made_target(journal, key, real)
-            if found is None:
+            made = _made_target(journal, key, real)
+            if made is None:
                 warnings.warn(
                     f"a restore of {journal.restoring!r} (session {journal.session!r}) into "
                     f"{journal.target} was interrupted, and the directory it had made is not "
@@ -103,31 +101,35 @@ class Recovery:
                 self.journals.remove(key)
                 return
         try:
-            with repo.blobs_in_use(), gc_paused():
-                self._recover(journal, key, real, found)
-        except (OSError, SnapstoreError) as error:
-            raise RestoreError(
-                f"a restore of {journal.restoring!r} (session {journal.session!r}) into "
-                f"{journal.target} was interrupted, and could not be finished or rolled back "
-                f"now: {error}",
-                rolled_back=False,
-            ) from error
-        self.journals.remove(key)
-        if found is not None:
-            with contextlib.suppress(OSError, UnsafePathError):
-                self._unmark(journal, real, found)
+            try:
+                with repo.blobs_in_use(), gc_paused():
+                    self._recover(journal, key, real, made)
+            except (OSError, SnapstoreError) as error:
+                raise RestoreError(
+                    f"a restore of {journal.restoring!r} (session {journal.session!r}) into "
+                    f"{journal.target} was interrupted, and could not be finished or rolled "
+                    f"back now: {error}",
+                    rolled_back=False,
+                ) from error
+            self.journals.remove(key)
+            if made is not None:  # if this fails or is killed, the marker stays: unread
+                with contextlib.suppress(OSError):
+                    made.unmark(self.writer.fs, journal.temps.marker)
+        finally:
+            if made is not None:
+                made.close()
 
-    def _recover(self, journal: Journal, key: str, real: str, found: FileId | None) -> None:
+    def _recover(self, journal: Journal, key: str, real: str, made: MadeTarget | None) -> None:
         """Roll back or finish the journal's restore in its target, at its real path
-        ``real`` (whose key is ``key``): the directory the restore made, ``found``, if it
-        made one."""
-        if not self.writer.remove_temp_files(journal, real, expected=found):
+        ``real`` (whose key is ``key``): the directory the restore made, held as ``made``,
+        if it made one."""
+        if not self.writer.remove_temp_files(journal, real, made=made):
             raise RestoreError(
                 "temp files it left in the target could not be removed", rolled_back=False
             )
         repo = self.repo
         if journal.backup is None:
-            self._finish(journal, key, real, found)
+            self._finish(journal, key, real, made)
             return
         try:
             saved = repo.catalog.read(journal.session, journal.backup)
@@ -147,10 +149,11 @@ class Recovery:
             journal.session,
         )
 
-    def _finish(self, journal: Journal, key: str, real: str, found: FileId | None) -> None:
+    def _finish(self, journal: Journal, key: str, real: str, made: MadeTarget | None) -> None:
         """Run an interrupted restore that kept no backup again, to its end, in the
-        directory it made (``found``) if it made one (a target that a restore of an earlier
-        version had not made yet is made now, at ``real``, without following links)."""
+        directory it made (``made``, written through its held descriptor) if it made one
+        (a target that a restore of an earlier version had not made yet is made now, at
+        ``real``, without following links)."""
         repo = self.repo
         try:
             manifest = repo.files_manifest(journal.session, journal.restoring)
@@ -166,33 +169,22 @@ class Recovery:
         plan = self.writer.plan(
             manifest, journal.target, paths, journal.keep_special_bits, real_target=real
         )
-        if found is not None and plan.target_id != found:
+        if made is not None and plan.target_id != made.identity:
             raise RestoreError(
                 "the directory it had made was replaced while it was being finished",
                 rolled_back=False,
             )
         if journal.backups and any(_not_written_by_a_restore(a) for a in plan.changes):
             self._keep_current(journal, plan, journal.restoring)
-        self.writer.apply_covered(journal, key, plan, keep_special_bits=journal.keep_special_bits)
+        self.writer.apply_covered(
+            journal, key, plan, keep_special_bits=journal.keep_special_bits, made=made
+        )
         logger.warning(
             "finished an interrupted restore of %r (session %r) into %s",
             journal.restoring,
             journal.session,
             journal.target,
         )
-
-    def _unmark(self, journal: Journal, real: str, found: FileId) -> None:
-        """Remove the target marker of a recovered restore from the directory it made (at
-        ``real``, identity ``found``), once its journal is gone (if this fails or is killed,
-        the marker stays: nothing records or reads it)."""
-        fd = open_target(real)
-        try:
-            if file_id(os.fstat(fd)) != found:
-                raise UnsafePathError(f"{journal.target} was replaced while it was recovered")
-            with contextlib.suppress(FileNotFoundError):
-                self.writer.fs.unlink(journal.temps.marker, dir_fd=fd)
-        finally:
-            os.close(fd)
 
     def _changed_since(self, journal: Journal, rollback: Plan) -> bool:
         """True if some path the rollback would change holds neither its state before the
@@ -272,33 +264,33 @@ def _refuse_a_moved_target(journal: Journal, key: str) -> str:
     return real
 
 
-def _made_target(journal: Journal, key: str, real: str) -> FileId | None:
-    """The identity of the directory a restore into a new target made, if it is still at
-    the target's real path ``real`` (which must still be the one named ``key``), reached
-    without following links: a directory with the journal's inode number that holds the
-    restore's target marker (looked for through its descriptor). None if it is not there.
+def _made_target(journal: Journal, key: str, real: str) -> MadeTarget | None:
+    """The directory a restore into a new target made, held (``open_made``: its inode
+    number cannot be handed out again while it is held), if it is still at the target's
+    real path ``real`` (which must still be the one named ``key``), reached without
+    following links: a directory with the journal's inode number that holds the restore's
+    target marker (looked for through its descriptor). None if it is not there.
     RestoreError if that cannot be looked at now (the journal is kept for the next attempt)."""
     if target_key(real) != key:
         return None
     try:
-        fd = open_target(real)
+        made = open_made(real)
     except (FileNotFoundError, NotADirectoryPathError):
         return None
     except OSError as error:
         raise _cannot_look(journal, error) from error
     try:
-        info = os.fstat(fd)
-        if info.st_ino != journal.target_inode:
-            return None
-        try:
-            marker = os.stat(journal.temps.marker, dir_fd=fd, follow_symlinks=False)
-        except FileNotFoundError:
-            return None
-        return file_id(info) if stat.S_ISREG(marker.st_mode) else None
+        if made.identity[1] == journal.target_inode:
+            marker = os.stat(journal.temps.marker, dir_fd=made.fd, follow_symlinks=False)
+            if stat.S_ISREG(marker.st_mode):
+                return made
+    except FileNotFoundError:
+        pass
     except OSError as error:
+        made.close()
         raise _cannot_look(journal, error) from error
-    finally:
-        os.close(fd)
+    made.close()
+    return None
 
 
 def _cannot_look(journal: Journal, error: OSError) -> RestoreError:

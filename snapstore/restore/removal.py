@@ -18,12 +18,19 @@ from snapstore.restore.dirhandles import DIR_FLAGS
 
 
 def remove_tree(
-    fs: FileSystem, parent_fd: int, name: str, *, expected: FileId | None = None
+    fs: FileSystem,
+    parent_fd: int,
+    name: str,
+    *,
+    expected: FileId | None = None,
+    last: str | None = None,
 ) -> bool:
     """Remove a directory and everything in it, through descriptors, never following links
     and without recursion. Refuses (UnsafePathError) to remove a storage root found inside.
     With ``expected``, only a directory of that identity, checked through the descriptor it
-    is emptied with, is removed: False (nothing removed) for another."""
+    is emptied with, is removed: False (nothing removed) for another. ``last``: a file in
+    the directory that is unlinked only once everything else in it is gone (a removal that
+    fails or is killed before leaves it there)."""
     top = os.open(name, DIR_FLAGS, dir_fd=parent_fd)
     if expected is not None and file_id(os.fstat(top)) != expected:
         os.close(top)
@@ -41,11 +48,14 @@ def remove_tree(
                 for child in children:
                     if child.is_dir(follow_symlinks=False):
                         subdirs.append(child.name)
-                    else:
+                    elif not (fd == top and child.name == last):
                         fs.unlink(child.name, dir_fd=fd)
                 for sub in subdirs:
                     stack.append((os.open(sub, DIR_FLAGS, dir_fd=fd), fd, sub, True))
                 continue
+            if fd == top and last is not None:
+                with contextlib.suppress(FileNotFoundError):
+                    fs.unlink(last, dir_fd=fd)
             stack.pop()
             os.close(fd)
             fs.rmdir(dir_name, dir_fd=holder_fd)

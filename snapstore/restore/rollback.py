@@ -50,7 +50,8 @@ def after_failure(
                 made,
                 failed,
                 error,
-                left=lambda: _what_the_next_open_does(made, journal),
+                left=lambda: _what_the_next_open_does(made, journal, real_target),
+                last=journal.temps.marker,
             )
         _drop_journal(writer, key)
         done = "the directory it had created was removed" if made else "nothing was written"
@@ -117,11 +118,14 @@ def _drop_journal(writer: TargetWriter, key: str) -> None:
         writer.journals.remove(key)
 
 
-def _what_the_next_open_does(made: MadeTarget, journal: Journal) -> str:
+def _what_the_next_open_does(made: MadeTarget, journal: Journal, real_target: str) -> str:
     """What becomes of the journal of a restore whose made directory could not be removed:
-    its recovery finishes the restore there only if the directory still holds the restore's
-    marker (the removal may have taken it)."""
+    its recovery finishes the restore there only if the target's path still leads to
+    ``real_target`` (the journal is named for it) and the directory still holds the
+    restore's marker."""
     try:
+        if os.path.realpath(journal.target) != real_target:
+            raise UnsafePathError("the target's path leads elsewhere now")
         fd = made.open()
         try:
             os.stat(journal.temps.marker, dir_fd=fd, follow_symlinks=False)
@@ -145,14 +149,18 @@ def remove_made_target(
     error: BaseException,
     *,
     left: Callable[[], str],
+    last: str | None = None,
 ) -> None:
     """Remove the target a failed restore (``failed``, ``error``) made, found through the
     parent it was made in, its identity checked through the descriptor it is emptied with
     (``remove_tree``); a directory put in its place since (another identity) is not the
     restore's: left. RestoreError if it is not removed, saying what becomes of it then
-    (``left``)."""
+    (``left``). ``last``: the restore's marker, removed last (a removal that fails or is
+    killed before leaves it, so the recovery finishes the restore)."""
     try:
-        removed = remove_tree(writer.fs, made.parent_fd, made.name, expected=made.identity)
+        removed = remove_tree(
+            writer.fs, made.parent_fd, made.name, expected=made.identity, last=last
+        )
     except FileNotFoundError:
         return
     except (OSError, UnsafePathError) as cleanup_error:  # a store made inside it meanwhile

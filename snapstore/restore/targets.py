@@ -8,13 +8,14 @@ directory:
   shared; a create holds its base directory and every ancestor shared;
 - the recovery of a restore of it that was killed (``recovery``), run under that lock before
   anything else touches the directory;
-- the protocol of a change (``change``): a new target made (empty) and its identity put in
-  the journal, the journal written durably, then the undo backup committed (``backups``),
-  then the plan applied; on failure the target put back (``rollback``); the journal
-  removed last, then the undo history trimmed.
+- the protocol of a change (``change``): a new target made, with the restore's marker in
+  it, and its inode number put in the journal, the journal written durably, then the undo
+  backup committed (``backups``), then the plan applied; on failure the target put back
+  (``rollback``); the journal removed, then the marker, then the undo history trimmed.
 
 So a killed restore that wrote anything leaves a journal its next user finds under the
-lock (one killed before its journal leaves at most the empty target it made), and no create
+lock (one killed before its journal leaves at most the target it made, empty but for the
+marker), and no create
 records a directory a restore is half-way through.
 """
 

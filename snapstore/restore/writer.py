@@ -18,7 +18,6 @@ import time
 from snapstore.errors import UnsafePathError
 from snapstore.format.manifest import Manifest
 from snapstore.fs.seam import FileSystem
-from snapstore.fs.stamps import FileId
 from snapstore.fs.tempnames import RestoreTemps, new_token
 from snapstore.models import SnapshotInfo
 from snapstore.repo.loose import BlobSource
@@ -150,16 +149,22 @@ class TargetWriter:
         return covering
 
     def apply_covered(
-        self, journal: Journal, key: str, plan: Plan, *, keep_special_bits: bool
+        self,
+        journal: Journal,
+        key: str,
+        plan: Plan,
+        *,
+        keep_special_bits: bool,
+        made: MadeTarget | None = None,
     ) -> Journal:
-        """Apply ``plan`` (a rollback or a finishing) once the journal covers it (``cover``);
-        returns the journal as it now is."""
+        """Apply ``plan`` (a rollback or a finishing) once the journal covers it (``cover``),
+        in the directory the restore ``made`` if given; returns the journal as it now is."""
         covered = self.cover(journal, key, plan)
-        self.apply(plan, covered.temps, keep_special_bits)
+        self.apply(plan, covered.temps, keep_special_bits, made=made)
         return covered
 
     def remove_temp_files(
-        self, journal: Journal, real_target: str, *, expected: FileId | None = None
+        self, journal: Journal, real_target: str, *, made: MadeTarget | None = None
     ) -> bool:
         """Remove the temp files the journal's restore may have left beside its
         destinations (only its own: see ``snapstore.fs.tempnames``), in the target at its
@@ -167,14 +172,15 @@ class TargetWriter:
         be removed, or the target could not be looked at. A journalled path that is no
         directory now (a file, a symlink, a FIFO: the restore had not made it one yet, or it
         was replaced since) holds no temp file of the restore: it is clean; so does a target
-        that is not there. ``expected``: the identity the target must have (else False)."""
+        that is not there. ``made``: the directory the restore made, written through its
+        held descriptor (if the name does not lead to it now: False)."""
         try:
             handles = DirHandles(
                 self.fs,
                 journal.target,
                 real_target=real_target,
                 durable=False,
-                expected=expected,
+                made=made,
             )
         except (FileNotFoundError, NotADirectoryPathError):
             return True

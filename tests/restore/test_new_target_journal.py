@@ -9,6 +9,7 @@ directories that hold nothing but the marker, and no journal."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import shutil
@@ -23,7 +24,8 @@ from helpers.seam import KILLED_EXIT, FailingOperation
 from helpers.trees import read_tree, write_tree
 
 from snapstore import SnapStore
-from snapstore.errors import InterruptedRestoreWarning
+from snapstore.errors import InterruptedRestoreWarning, SnapstoreError
+from snapstore.fs import seam
 from snapstore.fs.stamps import file_id
 from snapstore.fs.tempnames import is_target_marker
 from snapstore.internals import journals
@@ -412,3 +414,95 @@ def test_a_marker_left_in_a_target_is_neither_recorded_nor_removed_nor_backed_up
     [backup] = store.backups("s")
     backed_up = [entry.path for entry in store.get("s", backup.name).entries]
     assert "mine.txt" in backed_up and not any(is_target_marker(p) for p in backed_up)
+
+
+def _swap_for_a_new_directory(target: Path, made: int) -> None:
+    """The user clears the made directory and makes the target again with their files,
+    trying for the freed inode number (ext4 hands it out again at once, unless the
+    directory is still held open: then it cannot be had)."""
+    shutil.rmtree(target)
+    target.mkdir()
+    for _ in range(300):
+        if target.stat().st_ino == made:
+            break
+        target.rmdir()
+        target.mkdir()
+    write_tree(target, THEIRS)
+
+
+@pytest.mark.parametrize("hook", ["remove_temp_files", "plan"])
+def test_a_directory_swapped_in_during_the_recovery_is_not_written_into(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hook: str
+) -> None:
+    """After the recovery found the made directory with its marker, the user removes it and
+    makes the target again (the freed inode number would make the identity match): the
+    recovery holds the made directory open, so the number is not handed out, and the
+    user's directory is never written into."""
+    store = _store(tmp_path)
+    target = tmp_path / "new"
+    in_a_killed_child(lambda: store.restore("s", "n", target, backup=False), before=_die_half_way)
+    made = os.stat(target).st_ino
+    real = getattr(writer.TargetWriter, hook)
+    swapped: list[bool] = []
+
+    def swapping(self: writer.TargetWriter, *args: Any, **kwargs: Any) -> Any:
+        if not swapped:
+            swapped.append(True)
+            _swap_for_a_new_directory(target, made)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(writer.TargetWriter, hook, swapping)
+    _reopen(tmp_path)
+    write_tree(tmp_path / "theirs", THEIRS)
+    assert read_tree(target, with_temps=True) == read_tree(tmp_path / "theirs")
+
+
+def test_a_directory_swapped_in_before_the_journal_is_not_written_into(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same swap while the restore writes its journal (after the marker): the restore
+    holds the made directory open, so the new one cannot take its number and is not
+    written into."""
+    store = _store(tmp_path)
+    target = tmp_path / "new"
+    real = JournalDir.write
+
+    def write(self: JournalDir, key: str, journal: Journal) -> None:
+        if journal.target_inode is not None and not (target / "precious.txt").exists():
+            _swap_for_a_new_directory(target, journal.target_inode)
+        real(self, key, journal)
+
+    monkeypatch.setattr(JournalDir, "write", write)
+    with contextlib.suppress(SnapstoreError):
+        store.restore("s", "n", target, backup=False)
+    write_tree(tmp_path / "theirs", THEIRS)
+    assert read_tree(target, with_temps=True) == read_tree(tmp_path / "theirs")
+
+
+def _fail_then_die_in_the_cleanup() -> None:
+    """In the child: the restore writes three quarters of its plan and fails; the removal
+    of the directory it made is killed at its first rmdir."""
+    real = writer.apply_plan
+
+    def failing(plan: Plan, *args: Any, **kwargs: Any) -> None:
+        plan.actions = plan.changes[: len(plan.changes) * 3 // 4]
+        real(plan, *args, **kwargs)
+        seam.FileSystem.rmdir = lambda self, *a, **k: os._exit(KILLED_EXIT)  # type: ignore[method-assign]
+        raise OSError(errno.ENOSPC, "injected: full")
+
+    writer.apply_plan = failing  # type: ignore[assignment]
+
+
+def test_a_kill_in_the_cleanup_of_a_failed_restore_leaves_it_to_be_finished(
+    tmp_path: Path,
+) -> None:
+    """The removal unlinks the marker last, so a killed removal leaves it, and the next
+    open finishes the restore (not: drops it, leaving a half-removed directory)."""
+    store = _store(tmp_path)
+    target = tmp_path / "new"
+    in_a_killed_child(
+        lambda: store.restore("s", "n", target, backup=False), before=_fail_then_die_in_the_cleanup
+    )
+    _, warned = _reopen(tmp_path)
+    assert warned == []
+    assert read_tree(target, with_temps=True) == read_tree(tmp_path / "project")

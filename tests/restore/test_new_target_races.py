@@ -312,9 +312,14 @@ def test_a_read_only_store_restore_that_cannot_make_its_target_fails_as_a_writab
         assert not target.exists()
 
 
+@pytest.mark.parametrize(
+    "error", ["OSError(errno.EIO, 'injected')", "CorruptBlobError('injected')"]
+)
 def test_a_read_only_store_restore_that_fails_part_way_removes_the_target_it_made(
-    tmp_path: Path,
+    tmp_path: Path, error: str
 ) -> None:
+    """Whatever makes it fail part-way (an I/O error, damage in the store), the target it
+    made goes, and RestoreError says so."""
     with read_only_access() as reader:
         if isinstance(reader, str):
             pytest.skip(reader)
@@ -325,7 +330,7 @@ def test_a_read_only_store_restore_that_fails_part_way_removes_the_target_it_mad
         SnapStore(root).create("s", "n", ["."], base_dir=project)
         reader.lock_down(root)
         home = reader.writable_dir(reader.base / "home")
-        done = reader.run("-c", FAIL_PART_WAY, str(root), str(home / "a" / "out"))
+        done = reader.run("-c", FAIL_PART_WAY, str(root), str(home / "a" / "out"), error)
         assert done.returncode == 0, done.stderr.decode()
         result = json.loads(done.stdout)
         assert result == {"read_only": True, "rolled_back": True, "left": False}
@@ -335,13 +340,14 @@ def test_a_read_only_store_restore_that_fails_part_way_removes_the_target_it_mad
 FAIL_PART_WAY = """
 import errno, json, os, sys
 from snapstore import SnapStore, RestoreError
+from snapstore.errors import CorruptBlobError
 from snapstore.restore import apply
 
-root, target = sys.argv[1], sys.argv[2]
+root, target, error = sys.argv[1], sys.argv[2], sys.argv[3]
 store = SnapStore(root)
 
 def staged(*args, **kwargs):
-    raise OSError(errno.EIO, "injected: write")
+    raise eval(error)
 
 apply.StagedFiles = staged
 try:

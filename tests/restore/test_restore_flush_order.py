@@ -330,7 +330,8 @@ def test_each_syncfs_goes_through_a_descriptor_opened_before_the_files_it_flushe
     def first_open(
         self: EventSeam, path: str, flags: int, mode: int = 0o666, *, dir_fd: int | None = None
     ) -> int:
-        if TEMP_PREFIX in path and dir_fd is not None and not open_at_first_write:
+        first_file = TEMP_PREFIX in path and not is_target_marker(path)  # not the marker
+        if first_file and dir_fd is not None and not open_at_first_write:
             open_at_first_write.update(os.listdir("/proc/self/fd"))
         return real_open(self, path, flags, mode, dir_fd=dir_fd)
 
