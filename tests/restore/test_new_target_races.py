@@ -222,6 +222,17 @@ def test_recovery_does_not_follow_a_symlink_planted_on_the_way_to_the_target(
     assert read_tree(victim) == before
 
 
+def _locked_down_store(reader: Any) -> Path:
+    """A store of ``SNAPSHOT`` (snapshot s/n) that ``reader`` can read but not write."""
+    project = reader.base / "project"
+    write_tree(project, SNAPSHOT)
+    reader.share(project)
+    root: Path = reader.base / "store"
+    SnapStore(root).create("s", "n", ["."], base_dir=project)
+    reader.lock_down(root)
+    return root
+
+
 @pytest.mark.parametrize("level", LEVELS)
 def test_a_restore_from_a_read_only_store_does_not_follow_a_symlink_planted_after_the_plan(
     tmp_path: Path, level: str
@@ -232,12 +243,7 @@ def test_a_restore_from_a_read_only_store_does_not_follow_a_symlink_planted_afte
     with read_only_access() as reader:
         if isinstance(reader, str):
             pytest.skip(reader)
-        project = reader.base / "project"
-        write_tree(project, SNAPSHOT)
-        reader.share(project)
-        root = reader.base / "store"
-        SnapStore(root).create("s", "n", ["."], base_dir=project)
-        reader.lock_down(root)
+        root = _locked_down_store(reader)
         home = reader.writable_dir(reader.base / "home")
         script = f"VICTIM = {VICTIM!r}\n{PLANT_AFTER_THE_PLAN}"
         done = reader.run("-c", script, str(root), str(home), level)
@@ -294,12 +300,7 @@ def test_a_read_only_store_restore_that_cannot_make_its_target_fails_as_a_writab
     with read_only_access() as reader:
         if isinstance(reader, str):
             pytest.skip(reader)
-        project = reader.base / "project"
-        write_tree(project, SNAPSHOT)
-        reader.share(project)
-        root = reader.base / "store"
-        SnapStore(root).create("s", "n", ["."], base_dir=project)
-        reader.lock_down(root)
+        root = _locked_down_store(reader)
         locked = reader.base / "locked"
         locked.mkdir()
         reader.lock_down(locked)
@@ -323,12 +324,7 @@ def test_a_read_only_store_restore_that_fails_part_way_removes_the_target_it_mad
     with read_only_access() as reader:
         if isinstance(reader, str):
             pytest.skip(reader)
-        project = reader.base / "project"
-        write_tree(project, SNAPSHOT)
-        reader.share(project)
-        root = reader.base / "store"
-        SnapStore(root).create("s", "n", ["."], base_dir=project)
-        reader.lock_down(root)
+        root = _locked_down_store(reader)
         home = reader.writable_dir(reader.base / "home")
         done = reader.run("-c", FAIL_PART_WAY, str(root), str(home / "a" / "out"), error)
         assert done.returncode == 0, done.stderr.decode()
