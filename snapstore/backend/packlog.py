@@ -27,7 +27,7 @@ import contextlib
 import os
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from snapstore.fs.durable import write_atomic
 from snapstore.fs.seam import FileSystem
@@ -48,8 +48,7 @@ RESTART_BYTES = 1 << 20
 log stays small, and every process lists the packs once per that many changes."""
 
 
-@dataclass(frozen=True)
-class LogPosition:
+class LogPosition(NamedTuple):
     """Where a reader stopped: the log's token and the offset just after its last whole line."""
 
     token: bytes

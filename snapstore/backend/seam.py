@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import enum
 from collections.abc import Hashable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 if TYPE_CHECKING:
@@ -40,8 +39,7 @@ class Kind(enum.Enum):
     """An encrypted store's config and wrapped keys (docs/encryption.md), kept in the clear."""
 
 
-@dataclass(frozen=True)
-class Handle:
+class Handle(NamedTuple):
     """An object's kind and name (a manifest's name is ``<session-dir>/<name-dir>``)."""
 
     kind: Kind
@@ -62,8 +60,7 @@ class ObjectInfo(NamedTuple):
     written_ns: int
 
 
-@dataclass(frozen=True)
-class Properties:
+class Properties(NamedTuple):
     """What a backend guarantees, for callers and the contract suite to check against."""
 
     durable: bool

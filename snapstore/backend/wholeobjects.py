@@ -4,15 +4,13 @@ it."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from snapstore.backend.seam import Kind, Properties
 
 
 def cannot_append(properties: Properties) -> Properties:
     """``properties`` of a backend on top of another that must not offer appending (an
     encrypted store seals every object whole, even where the store below appends)."""
-    return replace(properties, appends=False)
+    return properties._replace(appends=False)
 
 
 class WritesWhole:

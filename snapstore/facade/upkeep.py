@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING
 
 from snapstore.facade.base import Duration, Progress, StoreBase
 from snapstore.format.times import time_to_ns, ttl_seconds
-from snapstore.maintenance.sweep import sweep
 from snapstore.models import GcReport, SweepReport, VerifyReport
 
 if TYPE_CHECKING:
@@ -51,6 +50,8 @@ class UpkeepMethods(StoreBase):
         local store, the server's on object storage (a host whose clock runs ahead does not
         sweep early).
         """
+        from snapstore.maintenance.sweep import sweep
+
         now_ns = time_to_ns(now) if now is not None else None
         return sweep(
             self._repository,

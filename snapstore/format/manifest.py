@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import blake3
 import msgpack
@@ -52,8 +51,7 @@ MAX_MANIFEST_BYTES = PRELUDE.size + MAX_HEADER_BYTES + MAX_BODY_BYTES
 SNAPSHOT_KINDS: tuple[SnapshotKind, ...] = ("files", "state")
 
 
-@dataclass(frozen=True)
-class Manifest:
+class Manifest(NamedTuple):
     """A decoded manifest: header info, and the root tree (a format 2 file snapshot), the
     entries (format 1) or the value (a state snapshot). ``version`` is its format."""
 
@@ -203,8 +201,7 @@ def _is_int(value: Any, low: int = 0, high: int = 2**64 - 1) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
 
 
-@dataclass(frozen=True)
-class _Prelude:
+class _Prelude(NamedTuple):
     header_length: int
     body_length: int
     header_checksum: bytes

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from snapstore.fs.durable import TEMP_PREFIX
 
@@ -47,8 +47,7 @@ def is_target_marker(name: str) -> bool:
     return name.startswith(TEMP_PREFIX) and _TARGET_MARKER.fullmatch(name) is not None
 
 
-@dataclass(frozen=True)
-class RestoreTemps:
+class RestoreTemps(NamedTuple):
     """The temp names of one restore: those carrying ``token``; with None (a journal of a
     version before tokens), the names of the older shape."""
 

@@ -8,8 +8,7 @@ fold; ``0`` or ``off`` turns automatic folding off (``gc`` still merges packs).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from snapstore.errors import InvalidValueError
 
@@ -24,8 +23,7 @@ STEP_MAX_PACKS = 64
 STEP_MAX_BYTES = 8 << 20
 
 
-@dataclass(frozen=True)
-class FoldPolicy:
+class FoldPolicy(NamedTuple):
     """``threshold`` small packs (each under ``small_bytes``) start a fold (0: never); one
     step folds at most ``max_packs`` packs and ``max_bytes`` bytes."""
 

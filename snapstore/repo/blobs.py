@@ -4,7 +4,6 @@ digests only, so which of the two holds a blob is invisible to them; readers loo
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable, Iterator
 
 from snapstore.backend.seam import Backend
@@ -162,7 +161,7 @@ class Blobs:
         for start in range(0, location.size, CHUNK_BYTES):
             length = min(CHUNK_BYTES, location.size - start)
             chunk = self.packs.read_unverified(
-                dataclasses.replace(location, offset=location.offset + start, size=length)
+                location._replace(offset=location.offset + start, size=length)
             )
             hasher.update(chunk)
             yield chunk

@@ -22,8 +22,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Hashable, Iterable
-from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from snapstore.backend.seam import Backend, Handle, Kind
 from snapstore.format.envelope import seal, unseal
@@ -50,8 +49,7 @@ def boot_id() -> str:
     return _BOOT[0]
 
 
-@dataclass(frozen=True)
-class Head:
+class Head(NamedTuple):
     """What a session holds, as far as commits and selectors need it: its highest sequence
     number, and the names of its newest checkpoints and undo backups, oldest first (all of
     them when ``*_all``)."""
@@ -81,8 +79,7 @@ class Head:
     def removed(self, names: Iterable[str]) -> Head:
         """This head once the snapshots ``names`` are gone."""
         gone = set(names)
-        return replace(
-            self,
+        return self._replace(
             checkpoints=tuple(n for n in self.checkpoints if n not in gone),
             backups=tuple(n for n in self.backups if n not in gone),
         )
@@ -112,7 +109,7 @@ class Head:
             raise IndexError(back)
         return None
 
-    def _fields(self) -> list[Any]:
+    def _stored(self) -> list[Any]:
         return [
             self.seq,
             list(self.checkpoints),
@@ -122,7 +119,7 @@ class Head:
         ]
 
     @classmethod
-    def _from_fields(cls, fields: Any) -> Head | None:
+    def _from_stored(cls, fields: Any) -> Head | None:
         try:
             seq, checkpoints, checkpoints_all, backups, backups_all = fields
         except (TypeError, ValueError):
@@ -174,7 +171,7 @@ class HeadStore:
                 return None
         except (OSError, ValueError):
             return None
-        return Head._from_fields(found[2])
+        return Head._from_stored(found[2])
 
     def forget(self, session_dir: str) -> None:
         """Remove the session's head before changing the session (see the module docstring).
@@ -198,5 +195,5 @@ class HeadStore:
             stamp = self._stamp(session_dir)
             if stamp is None:
                 return
-            data = seal(MAGIC, [boot_id(), _stamp_fields(stamp), head._fields()])
+            data = seal(MAGIC, [boot_id(), _stamp_fields(stamp), head._stored()])
             self.backend.write(self._handle(session_dir), data, durable=False)

@@ -5,7 +5,7 @@ the indexes and the cache of decompressed blocks."""
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from snapstore.backend.packlog import LogPosition, PackLog
 from snapstore.backend.seam import Backend, Handle, Kind
@@ -17,8 +17,7 @@ from snapstore.repo import segmented
 from snapstore.repo.blockcache import BlockCache
 
 
-@dataclass(frozen=True)
-class Location:
+class Location(NamedTuple):
     """Where one blob's bytes lie: ``size`` bytes at ``offset`` in the raw bytes of block
     number ``number`` (``block``) of a pack."""
 

@@ -39,7 +39,6 @@ from snapstore.errors import (
 )
 from snapstore.fs.seam import FileSystem
 from snapstore.repo.repository import Repository
-from snapstore.restore.dirhandles import MadeTarget
 from snapstore.restore.journal import CorruptJournalError, Journal, JournalDir
 from snapstore.restore.targetlocks import TargetLocks, target_key
 
@@ -47,6 +46,7 @@ if TYPE_CHECKING:
     from snapstore.restore.actions import Plan
     from snapstore.restore.apply import Progress
     from snapstore.restore.backups import UndoBackups
+    from snapstore.restore.dirhandles import MadeTarget
     from snapstore.restore.recovery import Recovery
     from snapstore.restore.writer import TargetWriter
 
