@@ -13,10 +13,8 @@ from typing import Any, NoReturn
 import click
 
 import snapstore
-from snapstore.cli import diagnostics
-from snapstore.cli.context import Settings
 from snapstore.cli.lazy import CommandSpec, LazyGroup
-from snapstore.cli.options import global_parameters
+from snapstore.cli.options import apply_diagnostics, global_parameters
 from snapstore.cli.output import one_line, print_error, print_json
 from snapstore.cli.startup import resume_collector
 from snapstore.cli.version import PROG_NAME, version_line
@@ -209,8 +207,7 @@ class SnapstoreGroup(LazyGroup):
 @click.pass_context
 def cli(ctx: click.Context) -> None:
     """Checkpoint sets of files, inspect the checkpoints, and restore them."""
-    settings = ctx.ensure_object(Settings)
-    diagnostics.configure(settings.verbose, settings.debug)
+    apply_diagnostics(ctx)
     resume_collector()
 
 

@@ -16,7 +16,6 @@ from typing import Any, TypeVar
 import click
 from click.core import ParameterSource
 
-from snapstore.cli import diagnostics
 from snapstore.cli.context import Settings
 from snapstore.cli.params import DURATION
 
@@ -64,7 +63,7 @@ def _set_flag(name: str) -> Callable[[click.Context, click.Parameter, bool], Non
     def callback(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
         if value:
             setattr(_settings(ctx), name, True)
-            _apply_diagnostics(ctx)
+            apply_diagnostics(ctx)
 
     return callback
 
@@ -72,10 +71,14 @@ def _set_flag(name: str) -> Callable[[click.Context, click.Parameter, bool], Non
 def _add_verbosity(ctx: click.Context, _param: click.Parameter, value: int) -> None:
     if value:
         _settings(ctx).verbose += value
-        _apply_diagnostics(ctx)
+        apply_diagnostics(ctx)
 
 
-def _apply_diagnostics(ctx: click.Context) -> None:
+def apply_diagnostics(ctx: click.Context) -> None:
+    """Route warnings and log records to stderr as the run's options say
+    (``snapstore.cli.diagnostics``, imported here: ``logging`` is not for ``--help``)."""
+    from snapstore.cli import diagnostics
+
     settings = _settings(ctx)
     diagnostics.configure(settings.verbose, settings.debug)
 
