@@ -10,7 +10,7 @@ only once its restore has finished, failed cleanly or been recovered.
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from snapstore.backend.seam import Backend, Handle, Kind
 from snapstore.format.envelope import seal, unseal
@@ -26,8 +26,7 @@ class CorruptJournalError(ValueError):
     """A journal file failed its checksum or does not decode."""
 
 
-@dataclass(frozen=True)
-class Journal:
+class Journal(NamedTuple):
     """One restore in progress. ``backup`` names the undo backup it kept first (an
     interrupted restore is then rolled back from it); without one (a new target, or
     ``backup=False``) it is finished instead, keeping a backup first if ``backups`` (the

@@ -22,7 +22,6 @@ records a directory a restore is half-way through.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import threading
 import warnings
@@ -165,7 +164,7 @@ class TargetGuard:
         try:
             if plan.new_target and not existed:
                 made = self.writer.make_target(plan)
-                journal = dataclasses.replace(journal, target_inode=made.identity[1])
+                journal = journal._replace(target_inode=made.identity[1])
             self._write_journal(key, journal, made)
             if journal.backup is not None:
                 self._keep_backup(journal, key, plan)

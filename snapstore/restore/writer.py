@@ -11,7 +11,6 @@ restore left (``remove_temp_files``). When and under which lock is the guard's
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import time
 
@@ -142,9 +141,7 @@ class TargetWriter:
         dirs = sorted(set(journal.dirs).union(plan.written_dirs()))
         if journal.token is not None and dirs == sorted(journal.dirs):
             return journal
-        covering = dataclasses.replace(
-            journal, dirs=tuple(dirs), token=journal.token or new_token()
-        )
+        covering = journal._replace(dirs=tuple(dirs), token=journal.token or new_token())
         self.journals.write(key, covering)
         return covering
 

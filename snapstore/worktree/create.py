@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any, NamedTuple
 
@@ -171,8 +170,7 @@ def _store_trees(
     return trees
 
 
-@dataclass(frozen=True)
-class Recorded:
+class Recorded(NamedTuple):
     """What a create recorded, ready to commit: the rows (sorted, each path once) and the
     tree objects recording them, the paths it could not record, the exclude rules it ran
     with, the totals, the rows of the blobs (files, extent maps and their pieces, trees) the

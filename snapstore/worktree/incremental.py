@@ -57,7 +57,7 @@ from __future__ import annotations
 import time
 from bisect import bisect_left, insort
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Literal
 
 from snapstore.format.manifest import EntryRow
@@ -212,7 +212,7 @@ def _build(
     except BaseException:
         batch.abort()
         raise
-    recorded = replace(recorded, stored_bytes=batch.stored_bytes)
+    recorded = recorded._replace(stored_bytes=batch.stored_bytes)
     committed = Committed(repo)
     info, replaced = commit_recorded(repo, request, recorded, committed=committed)
     remember(repo, request, start, committed, new_rows)

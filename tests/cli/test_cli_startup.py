@@ -199,18 +199,15 @@ app.finish_process = finish
 app.main(sys.argv[1:])
 """
 ALLOWED_DATACLASSES = {
-    "snapstore.worktree.create.Recorded",
     "snapstore.repo.commits.Draft",
-    "snapstore.restore.journal.Journal",
     "snapstore.backend.secret.Secret",
     "snapstore.format.segments.Segment",
 }
 """The dataclasses of the library's internals a create of the command line builds at start-up,
 besides the public API's (``snapstore.models``, ``snapstore.patch``): each takes about 0.5-1 ms
-to build, a named tuple a seventh of that. These stay dataclasses: ``Recorded`` and
-``Journal`` are updated with ``dataclasses.replace``, a ``Draft``'s ``meta`` defaults to a new
-dict, a ``Secret`` leaves its password out of its repr, and a ``Segment`` has a field named
-``index`` (a tuple's method)."""
+to build, a named tuple a seventh of that. These stay dataclasses: a ``Draft``'s ``meta``
+defaults to a new dict, a ``Secret`` leaves its password out of its repr, and a ``Segment``
+has a field named ``index`` (a tuple's method)."""
 
 
 def test_a_create_builds_only_the_listed_dataclasses_at_start_up(cli: Cli, project: Path) -> None:

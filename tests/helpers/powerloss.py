@@ -35,7 +35,7 @@ import os
 import random
 import stat
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -339,5 +339,5 @@ def carry_identities(model: PowerLossModel, state: CrashState, destination: Path
         if state.keys.get(target) != key or state.files[target].kind != "dir":
             continue
         found = os.lstat(destination / target)
-        carried = replace(journal, target_inode=found.st_ino)
+        carried = journal._replace(target_inode=found.st_ino)
         path.write_bytes(carried.encode())
