@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from snapstore.errors import InvalidValueError
 from snapstore.facade.base import Progress, StoreBase
 from snapstore.format.paths import check_relative_path
 from snapstore.models import DiffReport, RestoreReport
-from snapstore.patch import DEFAULT_CONTEXT, DEFAULT_MAX_BYTES, DEFAULT_MAX_FILE_BYTES, Patch
+
+if TYPE_CHECKING:
+    from snapstore.patch import Patch
 
 
 class RestoringMethods(StoreBase):
@@ -105,9 +108,9 @@ class RestoringMethods(StoreBase):
         *,
         target: str | os.PathLike[str] | None = None,
         paths: Iterable[str] | None = None,
-        context: int = DEFAULT_CONTEXT,
-        max_bytes: int | None = DEFAULT_MAX_BYTES,
-        max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+        context: int = 3,
+        max_bytes: int | None = 1 << 20,
+        max_file_bytes: int = 8 << 20,
     ) -> Patch:
         """The unified diff of what ``diff`` reports, read the same way: from snapshot
         ``name`` to snapshot ``other``, or, without ``other``, from ``name`` to the directory
@@ -117,7 +120,11 @@ class RestoringMethods(StoreBase):
         in the first 8 KiB) and files over ``max_file_bytes`` are named, not diffed. The
         text is bounded by ``max_bytes`` (None: unbounded): what does not fit is left out
         and ``Patch.truncated`` and a marker line say so. Files in the directory are read
-        through real directories only, never through a symlink."""
+        through real directories only, never through a symlink.
+
+        The defaults are ``snapstore.patch``'s (``DEFAULT_CONTEXT``, ``DEFAULT_MAX_BYTES``,
+        ``DEFAULT_MAX_FILE_BYTES``; a test keeps them equal), written out so that opening a
+        store does not import the diff code."""
         from snapstore.compare import snapshot_patch
 
         if context < 0 or (max_bytes is not None and max_bytes < 0) or max_file_bytes < 0:

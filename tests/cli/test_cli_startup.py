@@ -3,6 +3,7 @@ commands are imported when used, and ``import snapstore`` is lazy but complete."
 
 from __future__ import annotations
 
+import inspect
 import json
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from click.testing import CliRunner
 from helpers.cli import REPO, Cli, cli_env
 
 import snapstore
+import snapstore.patch
 from snapstore.cli.app import COMMANDS
 from snapstore.cli.app import cli as snapstore_group
 from snapstore.cli.lazy import CommandSpec
@@ -37,6 +39,7 @@ NOT_FOR_A_CREATE = {
     "snapstore.cli.snapshots",
     "snapstore.restore.dirhandles",
     "snapstore.maintenance.sweep",
+    "snapstore.patch",
 }
 """What a create never needs: locks are taken with ``fcntl`` itself (portalocker, whose import
 reads package metadata, is for systems without it); the S3 client is for ``s3://`` roots
@@ -166,6 +169,15 @@ def test_import_snapstore_is_lazy_and_every_public_name_imports() -> None:
         "    raise AssertionError('NoSuchName resolved')\n"
     )
     subprocess.run([sys.executable, "-c", code], env=cli_env(), check=True, cwd=REPO)
+
+
+def test_the_facades_patch_defaults_are_the_patch_modules() -> None:
+    """``SnapStore.patch`` writes its defaults out (importing ``snapstore.patch`` for them
+    would load the diff code into every process that opens a store)."""
+    parameters = inspect.signature(snapstore.SnapStore.patch).parameters
+    assert parameters["context"].default == snapstore.patch.DEFAULT_CONTEXT
+    assert parameters["max_bytes"].default == snapstore.patch.DEFAULT_MAX_BYTES
+    assert parameters["max_file_bytes"].default == snapstore.patch.DEFAULT_MAX_FILE_BYTES
 
 
 def test_startup_benchmark_runs(tmp_path: Path) -> None:
