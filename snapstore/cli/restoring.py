@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -14,7 +15,9 @@ from snapstore.cli.parsing import Command
 from snapstore.frontend import shapes
 from snapstore.frontend.words import count
 from snapstore.models import DiffReport, RestoreReport
-from snapstore.patch import Patch
+
+if TYPE_CHECKING:
+    from snapstore.patch import Patch
 
 PATHS_SHOWN = 20
 """Paths of each kind (written, removed; add, modify, remove) printed without ``--list``."""

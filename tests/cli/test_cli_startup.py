@@ -112,6 +112,17 @@ def test_a_command_that_opens_the_store_imports_the_library(
     assert not modules & NOT_FOR_A_CREATE
 
 
+def test_a_restore_imports_no_diff_code(cli: Cli, project: Path) -> None:
+    cli.ok("create", "s1", "README.md", "--base", str(project), "--name", "a")
+    target = cli.cwd / "restored"
+    restore = ["-q", "restore", "s1", "a", "--target", str(target)]
+    modules, completed = imported_modules(cli, "--root", str(cli.root), *restore)
+    assert completed.returncode == 0, completed.stderr
+    assert (target / "README.md").read_bytes() == (project / "README.md").read_bytes()
+    assert "snapstore.restore.writer" in modules
+    assert not modules & {"snapstore.patch", "snapstore.compare", "difflib"}
+
+
 def test_create_with_json_output_builds_its_document(cli: Cli, project: Path) -> None:
     create = ["--json", "create", "s1", "README.md", "--base", str(project), "--name", "a"]
     modules, completed = imported_modules(cli, "--root", str(cli.root), *create)
