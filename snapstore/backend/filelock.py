@@ -284,13 +284,15 @@ class FileLock:
             raise
 
     def _acquire(self, exclusive: bool, timeout: float | None) -> _Handle:
+        started = time.monotonic()
+        handle = self._try_once(exclusive)
+        if handle is not None:  # the common case: free at once, nothing to log or time
+            return handle
         kind = "exclusive" if exclusive else "shared"
         limit = self.timeout if timeout is None else timeout
-        started = time.monotonic()
         deadline = started + limit
         waited = False
         while True:
-            handle = self._try_once(exclusive)
             if handle is not None:
                 if waited:
                     elapsed = time.monotonic() - started
@@ -309,6 +311,7 @@ class FileLock:
                     limit,
                 )
             time.sleep(min(poll_delay(time.monotonic() - started), remaining))
+            handle = self._try_once(exclusive)
 
     def exclusive(self, timeout: float | None = None) -> contextlib.AbstractContextManager[None]:
         """Hold the lock alone (no other holder, shared or exclusive)."""

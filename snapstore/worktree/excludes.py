@@ -20,8 +20,8 @@ from collections.abc import Iterable, Sequence
 
 from snapstore.errors import InvalidValueError
 from snapstore.format.paths import parents
-from snapstore.fs.reading import open_regular, read_all
 from snapstore.worktree import wildmatch
+from snapstore.worktree.ignorefiles import read_ignore_file
 
 VCS_DIRS = (".git", ".hg", ".svn", ".jj")
 BUILT_IN = tuple(VCS_DIRS)
@@ -34,21 +34,9 @@ def read_patterns(path: str) -> list[str]:
     """The pattern lines of an ignore file (comments and blank lines dropped); none if the
     file is missing, unreadable, over 1 MiB, or not a regular file: a symlink is not followed,
     as git does not follow a symlinked ``.gitignore``. A line that is not UTF-8 is left out:
-    it could only match a name that is not UTF-8, which no snapshot records."""
-    try:
-        fd = open_regular(path, follow=False)
-    except OSError:
-        return []
-    try:
-        size = os.fstat(fd).st_size
-        if size > MAX_IGNORE_FILE_BYTES:
-            return []
-        data = read_all(fd, size)
-    except OSError:
-        return []
-    finally:
-        os.close(fd)
-    return parse_patterns(data)
+    it could only match a name that is not UTF-8, which no snapshot records. A file unchanged
+    since this process last read it is not read again (``ignorefiles``)."""
+    return read_ignore_file(path, parse_patterns, MAX_IGNORE_FILE_BYTES)
 
 
 def parse_patterns(data: bytes) -> list[str]:

@@ -116,6 +116,11 @@ class Scanner:
         is read (``ingest_scan`` fills ``links``)."""
         self.result = ScanResult()
         self._added = False
+        self._parents_checked: set[str] = set()
+        """The directories on the way to a requested path that ``add`` found to be
+        directories and no storage root, in this scan: another path below one of them is
+        not checked again (one scan looks at each directory on its way once, as its walk
+        lists each directory once)."""
 
     def _problem(self, path: str, message: str, *, special: bool = False) -> None:
         shown = printable(path)
@@ -134,7 +139,10 @@ class Scanner:
             self._walk([(".", self.base_dir, ("", "dir", 0, 0, 0, None, None), None)], root=True)
             return
         absolute = os.path.join(self.base_dir, relative)
+        checked = self._parents_checked
         for parent in ["", *parents(relative)]:
+            if parent in checked:
+                continue
             parent_absolute = os.path.join(self.base_dir, parent)
             try:
                 parent_info = os.lstat(parent_absolute)
@@ -151,6 +159,7 @@ class Scanner:
                 raise UnsafePathError(
                     f"cannot snapshot {relative!r}: it lies in the snapstore root {parent!r}"
                 )
+            checked.add(parent)
         try:
             info = os.lstat(absolute)
         except FileNotFoundError:

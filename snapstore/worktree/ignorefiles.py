@@ -1,0 +1,90 @@
+"""The patterns of ignore files read before, kept by each file's stat signature.
+
+Every create reads the same few ignore files (``.git/info/exclude``, the ``.gitignore``
+files above the base and on the way to the requested paths, ``.snapstoreignore``), almost
+always unchanged since the last one. A file whose device, inode, size, modification and
+change times are those of a copy read before is not read again: an ``lstat`` stands for the
+open, the reads and the parse. Its patterns are kept only if the file had settled when it
+was read (both its times older than ``SETTLED_NS`` before the read began), git's rule for
+racy files and the stat cache's (``statcache``): a write within the same tick of a coarse
+clock as the copy kept would leave its times as they were, but any write after a read
+gives the file a time later than one that old, so a kept copy is never believed after a
+change. A change of the metadata alone (``chmod``) moves the change time too, and the file
+is read again.
+
+Kept per process, for at most ``MAX_KEPT`` files, by path; a forked child keeps what its
+parent read (each entry still checked against the file's stat).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from stat import S_ISREG
+
+from snapstore.fs.reading import open_regular, read_all
+
+SETTLED_NS = 2_000_000_000
+"""How long before a read a file must have last changed for its patterns to be kept (the
+stat cache's ``RACY_NS``)."""
+
+MAX_KEPT = 1024
+"""Ignore files whose patterns one process keeps at most (the oldest kept goes first)."""
+
+Signature = tuple[int, int, int, int, int]
+
+_kept: dict[str, tuple[Signature, tuple[str, ...]]] = {}
+_kept_lock = threading.Lock()
+
+
+def _signature(info: os.stat_result) -> Signature:
+    return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+
+
+def read_ignore_file(path: str, parse: Callable[[bytes], list[str]], max_bytes: int) -> list[str]:
+    """``parse`` of the bytes of the regular file at ``path`` (a symlink is not followed);
+    none if it is missing, unreadable, over ``max_bytes`` or not a regular file. The
+    patterns of a copy read before are returned if the file's stat signature is still that
+    copy's (see the module docstring)."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return []
+    if not S_ISREG(info.st_mode) or info.st_size > max_bytes:
+        return []
+    kept = _kept.get(path)
+    if kept is not None and kept[0] == _signature(info):
+        return list(kept[1])
+    settled_before = time.time_ns() - SETTLED_NS
+    try:
+        fd = open_regular(path, follow=False)
+    except OSError:
+        return []
+    try:
+        before = os.fstat(fd)
+        if before.st_size > max_bytes:
+            return []
+        data = read_all(fd, before.st_size)
+        after = os.fstat(fd)
+    except OSError:
+        return []
+    finally:
+        os.close(fd)
+    patterns = parse(data)
+    signature = _signature(after)
+    settled = max(after.st_mtime_ns, after.st_ctime_ns) < settled_before
+    with _kept_lock:
+        _kept.pop(path, None)
+        if settled and signature == _signature(before) and len(data) == after.st_size:
+            if len(_kept) >= MAX_KEPT:
+                del _kept[next(iter(_kept))]
+            _kept[path] = (signature, tuple(patterns))
+    return patterns
+
+
+def forget_all() -> None:
+    """Drop every kept copy (tests, and a caller that wants every file read again)."""
+    with _kept_lock:
+        _kept.clear()

@@ -1,0 +1,134 @@
+"""Ignore files kept by their stat signature (``ignorefiles``): an unchanged, settled file is
+not read again, and any change (of its bytes at the same size and times, of its mode, a
+replacement by a symlink or a FIFO) is seen at the next read; a file changed within the
+racy window is read every time."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from snapstore import SnapStore
+from snapstore.errors import InvalidValueError
+from snapstore.worktree import ignorefiles
+from snapstore.worktree.excludes import read_patterns
+
+
+@pytest.fixture(autouse=True)
+def _nothing_kept() -> Iterator[None]:
+    ignorefiles.forget_all()
+    yield
+    ignorefiles.forget_all()
+
+
+@pytest.fixture
+def opens(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The paths ``ignorefiles`` opens to read."""
+    opened: list[str] = []
+    real = ignorefiles.open_regular
+
+    def counted(path: str, **kwargs: bool) -> int:
+        opened.append(path)
+        return real(path, **kwargs)
+
+    monkeypatch.setattr(ignorefiles, "open_regular", counted)
+    return opened
+
+
+@pytest.fixture
+def settled_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Files count as settled as soon as they are written (no 2 s wait in a test)."""
+    monkeypatch.setattr(ignorefiles, "SETTLED_NS", 0)
+
+
+def test_a_settled_unchanged_file_is_read_once(
+    tmp_path: Path, opens: list[str], settled_at_once: None
+) -> None:
+    rules = tmp_path / ".gitignore"
+    rules.write_text("*.log\nbuild/\n")
+    assert read_patterns(str(rules)) == ["*.log", "build/"]
+    assert read_patterns(str(rules)) == ["*.log", "build/"]
+    assert opens == [str(rules)]
+
+
+def test_a_file_within_the_racy_window_is_read_every_time(tmp_path: Path, opens: list[str]) -> None:
+    rules = tmp_path / ".gitignore"
+    rules.write_text("*.log\n")
+    for _ in range(3):
+        assert read_patterns(str(rules)) == ["*.log"]
+    assert len(opens) == 3
+
+
+def test_a_rewrite_at_the_same_size_and_times_is_seen(
+    tmp_path: Path, opens: list[str], settled_at_once: None
+) -> None:
+    """The new bytes, the same size, the modification time put back: the change time
+    (which nobody can set) still tells."""
+    rules = tmp_path / ".gitignore"
+    rules.write_text("a.log\n")
+    before = rules.stat()
+    assert read_patterns(str(rules)) == ["a.log"]
+    rules.write_text("b.log\n")
+    os.utime(rules, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert read_patterns(str(rules)) == ["b.log"]
+    assert len(opens) == 2
+
+
+def test_a_file_made_unreadable_is_read_again(
+    tmp_path: Path, opens: list[str], settled_at_once: None
+) -> None:
+    rules = tmp_path / ".gitignore"
+    rules.write_text("a.log\n")
+    assert read_patterns(str(rules)) == ["a.log"]
+    rules.chmod(0o000)
+    try:
+        expected = ["a.log"] if os.geteuid() == 0 else []
+        assert read_patterns(str(rules)) == expected
+        assert len(opens) == 2
+    finally:
+        rules.chmod(0o644)
+
+
+def test_a_file_replaced_by_a_symlink_or_a_fifo_gives_no_rules(
+    tmp_path: Path, settled_at_once: None
+) -> None:
+    rules = tmp_path / ".gitignore"
+    rules.write_text("a.log\n")
+    assert read_patterns(str(rules)) == ["a.log"]
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.write_text("a.log\n")
+    rules.unlink()
+    rules.symlink_to(elsewhere)
+    assert read_patterns(str(rules)) == []
+    rules.unlink()
+    os.mkfifo(rules)
+    assert read_patterns(str(rules)) == []
+    rules.unlink()
+    assert read_patterns(str(rules)) == []
+
+
+def test_a_create_after_an_edit_of_a_kept_gitignore_follows_the_new_rules(
+    tmp_path: Path, store: SnapStore, settled_at_once: None
+) -> None:
+    """A bridge's creates: the project's ``.gitignore`` and ``.git/info/exclude`` kept
+    between creates, then edited (same size) between two of them."""
+    project = tmp_path / "project"
+    project.mkdir()
+    subprocess.run(["git", "init", "-q", "."], cwd=project, check=True)
+    (project / ".gitignore").write_text("a.log\n")
+    (project / "a.log").write_text("a")
+    (project / "b.log").write_text("b")
+    first = store.create("s", "one", ["b.log", ".gitignore"], base_dir=project)
+    with pytest.raises(InvalidValueError, match="exclude rules leave it out"):
+        store.create("s", "two", ["a.log"], base_dir=project)
+    (project / ".gitignore").write_text("b.log\n")
+    third = store.create("s", "three", ["a.log"], base_dir=project)
+    with pytest.raises(InvalidValueError, match="exclude rules leave it out"):
+        store.create("s", "four", ["b.log"], base_dir=project)
+    assert "a.log" in first.excludes and "b.log" not in first.excludes
+    assert "b.log" in third.excludes and "a.log" not in third.excludes
+    assert {e.path for e in store.get("s", "three").entries} == {"a.log"}
