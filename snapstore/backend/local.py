@@ -170,10 +170,18 @@ class LocalBackend:
         durable = durable and self.durable
         path = self.path(handle)
         directory = os.path.dirname(path)
-        if not os.path.isdir(directory):
-            ensure_dir(self.fs, directory, stop_at=self.root, durable=durable)
         mode = 0o444 if handle.kind in _READ_ONLY_MODE else 0o644
-        write_atomic(self.fs, path, data, tmp_dir=self.tmp_dir, durable=durable, mode=mode)
+        if durable and not os.path.isdir(directory):
+            ensure_dir(self.fs, directory, stop_at=self.root, durable=durable)
+        try:
+            write_atomic(self.fs, path, data, tmp_dir=self.tmp_dir, durable=durable, mode=mode)
+        except FileNotFoundError:
+            # not durable (a session's head at every create): its directory is looked for
+            # only when the rename found none, a stat less per write and nothing flushed
+            if durable or os.path.isdir(directory):
+                raise
+            ensure_dir(self.fs, directory, stop_at=self.root, durable=durable)
+            write_atomic(self.fs, path, data, tmp_dir=self.tmp_dir, durable=durable, mode=mode)
         if durable:
             self.unflushed.discard(directory)  # write_atomic flushed it
 

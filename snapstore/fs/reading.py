@@ -21,6 +21,14 @@ class UnfitFileError(OSError):
 def open_regular(path: str, *, dir_fd: int | None = None, follow: bool = True) -> int:
     """A read-only descriptor of the regular file at ``path``; never blocks on a FIFO or a
     device. UnfitFileError if it is something else (without ``follow``: a symlink too)."""
+    return open_regular_stat(path, dir_fd=dir_fd, follow=follow)[0]
+
+
+def open_regular_stat(
+    path: str, *, dir_fd: int | None = None, follow: bool = True
+) -> tuple[int, os.stat_result]:
+    """``open_regular``, with the ``fstat`` of the file it opened (which it checks anyway:
+    a caller that needs the size makes no second one)."""
     flags = _FLAGS if follow else _FLAGS | os.O_NOFOLLOW
     try:
         fd = os.open(path, flags, dir_fd=dir_fd)
@@ -29,12 +37,13 @@ def open_regular(path: str, *, dir_fd: int | None = None, follow: bool = True) -
             raise UnfitFileError(errno.ELOOP, f"{path} is a symbolic link") from None
         raise
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
             raise UnfitFileError(errno.EINVAL, f"{path} is not a regular file")
     except BaseException:
         os.close(fd)
         raise
-    return fd
+    return fd, info
 
 
 def read_all(fd: int, size: int) -> bytes:
@@ -51,9 +60,8 @@ def read_regular(path: str, *, max_bytes: int, follow: bool = True) -> tuple[byt
     """The bytes of the regular file at ``path`` and its stat; UnfitFileError (an OSError)
     for anything else (without ``follow``: a symlink too) or for a file over ``max_bytes``,
     checked before reading."""
-    fd = open_regular(path, follow=follow)
+    fd, info = open_regular_stat(path, follow=follow)
     try:
-        info = os.fstat(fd)
         if info.st_size > max_bytes:
             raise UnfitFileError(
                 errno.EFBIG, f"{path} is {info.st_size} bytes, over the {max_bytes} allowed"

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from stat import S_ISREG
 
-from snapstore.fs.reading import open_regular, read_all
+from snapstore.fs.reading import open_regular_stat, read_all
 
 SETTLED_NS = 2_000_000_000
 """How long before a read a file must have last changed for its patterns to be kept (the
@@ -59,11 +59,10 @@ def read_ignore_file(path: str, parse: Callable[[bytes], list[str]], max_bytes: 
         return list(kept[1])
     settled_before = time.time_ns() - SETTLED_NS
     try:
-        fd = open_regular(path, follow=False)
+        fd, before = open_regular_stat(path, follow=False)
     except OSError:
         return []
     try:
-        before = os.fstat(fd)
         if before.st_size > max_bytes:
             return []
         data = read_all(fd, before.st_size)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from stat import S_ISREG
 
 from snapstore.backend.layout import MARKER_FILE, is_store_root
@@ -97,6 +97,7 @@ class Scanner:
         reuse: Reuse | None = None,
         restore_temps: bool = False,
         stat_files: bool = True,
+        known_dirs: Mapping[str, os.stat_result] | None = None,
     ) -> None:
         self.base_dir = base_dir
         self.restore_temps = restore_temps
@@ -116,6 +117,10 @@ class Scanner:
         is read (``ingest_scan`` fills ``links``)."""
         self.result = ScanResult()
         self._added = False
+        self._known_dirs = known_dirs or {}
+        """``lstat`` results of directories on the way to requested paths, taken by the
+        caller just before the scan (``gitrules.LeadingRules.directories``), by relative
+        path: ``add`` checks them as its own."""
         self._parents_checked: set[str] = set()
         """The directories on the way to a requested path that ``add`` found to be
         directories and no storage root, in this scan: another path below one of them is
@@ -144,10 +149,12 @@ class Scanner:
             if parent in checked:
                 continue
             parent_absolute = os.path.join(self.base_dir, parent)
-            try:
-                parent_info = os.lstat(parent_absolute)
-            except FileNotFoundError:
-                break
+            parent_info = self._known_dirs.get(parent)
+            if parent_info is None:
+                try:
+                    parent_info = os.lstat(parent_absolute)
+                except FileNotFoundError:
+                    break
             if not stat.S_ISDIR(parent_info.st_mode):
                 raise UnsafePathError(
                     f"cannot snapshot {relative!r}: {parent!r} is not a directory (a symlink "

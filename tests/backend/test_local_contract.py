@@ -94,3 +94,31 @@ def test_the_durable_local_backend_flushes_each_write_and_its_directory(tmp_path
     fs.trace.clear()
     backend.flush()
     assert fs.trace == ["fsync_dir", "fsync_dir"]  # the shard's entry in blobs/, and the shard
+
+
+def test_a_write_without_flush_makes_its_missing_directory_and_leaves_no_temp(
+    tmp_path: Path,
+) -> None:
+    """A write that is not flushed (a session's head) looks for its directory only when the
+    rename finds none: a removed ``cache/heads`` is made again, nothing is flushed, and the
+    first attempt's temp file is gone; a directory replaced by a file still fails."""
+    fs = SwitchedFileSystem()
+    backend = LocalBackend(str(tmp_path / "store"), fs=fs)
+    backend.open(create=True)
+    handle = Handle(Kind.CACHE, "heads/s-1")
+    backend.write(handle, b"head one", durable=False)
+    heads = os.path.dirname(backend.path(handle))
+    os.unlink(backend.path(handle))
+    os.rmdir(heads)
+    fs.trace.clear()
+    backend.write(handle, b"head two", durable=False)
+    assert backend.read(handle, max_bytes=100)[0] == b"head two"
+    assert "fsync" not in fs.trace and "fsync_dir" not in fs.trace
+    assert "mkdir" in fs.trace
+    assert os.listdir(backend.tmp_dir) == []
+    os.unlink(backend.path(handle))
+    os.rmdir(heads)
+    Path(heads).write_text("not a directory")
+    with pytest.raises(OSError):
+        backend.write(handle, b"head three", durable=False)
+    assert os.listdir(backend.tmp_dir) == []

@@ -29,13 +29,13 @@ def _nothing_kept() -> Iterator[None]:
 def opens(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The paths ``ignorefiles`` opens to read."""
     opened: list[str] = []
-    real = ignorefiles.open_regular
+    real = ignorefiles.open_regular_stat
 
-    def counted(path: str, **kwargs: bool) -> int:
+    def counted(path: str, **kwargs: bool) -> tuple[int, os.stat_result]:
         opened.append(path)
         return real(path, **kwargs)
 
-    monkeypatch.setattr(ignorefiles, "open_regular", counted)
+    monkeypatch.setattr(ignorefiles, "open_regular_stat", counted)
     return opened
 
 
