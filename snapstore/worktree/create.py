@@ -26,6 +26,7 @@ from snapstore.format.paths import check_relative_path
 from snapstore.format.times import expiry_ns
 from snapstore.format.tree import FileAttrs
 from snapstore.format.treebuild import BuiltTrees
+from snapstore.fs.realdirs import real_directory
 from snapstore.models import SkippedPath, SnapshotInfo
 from snapstore.repo.batch import BlobBatch
 from snapstore.repo.commits import IF_EXISTS, Draft
@@ -88,9 +89,9 @@ def checkpoint_request(
     if options.missing not in ("absent", "error"):
         raise InvalidValueError(f"missing must be 'absent' or 'error', not {options.missing!r}")
     base = os.path.abspath(os.fspath(options.base_dir))
-    if not os.path.isdir(base):
+    real_base, is_directory = real_directory(base)
+    if not is_directory:
         raise InvalidValueError(f"base_dir {base} is not a directory")
-    real_base = os.path.realpath(base)
     refuse_in_store(repo.real_root, real_base, "base_dir")
     relative = [requested_path(base, path) for path in paths]
     if options.missing == "error":
