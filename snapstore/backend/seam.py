@@ -38,6 +38,10 @@ class Kind(enum.Enum):
     KEY = "key"
     """An encrypted store's config and wrapped keys (docs/encryption.md), kept in the clear."""
 
+    __hash__ = object.__hash__
+    """By identity (a member is its only instance, and equal only to itself): Enum's own
+    hash is a Python call, made at every lookup of a kind's directory."""
+
 
 class Handle(NamedTuple):
     """An object's kind and name (a manifest's name is ``<session-dir>/<name-dir>``)."""
