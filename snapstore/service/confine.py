@@ -80,7 +80,7 @@ class AllowedDirectories:
     def check_all(self, paths: Sequence[str | os.PathLike[str]], what: str, base: str) -> None:
         """``check`` each of ``paths``, relative to ``base``, after the library's own check
         (UnsafePathError for a path that leaves the base by its name, such as ``../x``)."""
-        from snapstore.worktree.scan import relative_to_base
+        from snapstore.worktree.basepaths import relative_to_base
 
         for path in paths:
             relative_to_base(base, os_path_text(path, what))

@@ -32,11 +32,12 @@ from snapstore.repo.batch import BlobBatch
 from snapstore.repo.commits import IF_EXISTS, Draft
 from snapstore.repo.repository import Repository
 from snapstore.worktree import treememo
+from snapstore.worktree.basepaths import relative_to_base
 from snapstore.worktree.excludes import Matcher, check_patterns, initial_patterns
 from snapstore.worktree.gitrules import LeadingRules, leading_rules
 from snapstore.worktree.ingestscan import ingest_scan
 from snapstore.worktree.options import CreateOptions
-from snapstore.worktree.scan import GITIGNORE_ADVICE, Scanner, relative_to_base
+from snapstore.worktree.scan import GITIGNORE_ADVICE, Scanner
 from snapstore.worktree.statcache import StatCache
 
 Progress = Callable[[int, int], None]

@@ -42,23 +42,6 @@ __all__ = ["UnreadablePathError"]
 _DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 
 
-def relative_to_base(base_dir: str, path: str | os.PathLike[str]) -> str:
-    """``path`` (relative to ``base_dir``, or absolute inside it) as a normalized relative path;
-    ``"."`` for the base itself. UnsafePathError for an empty path, one outside the base, or
-    one a snapshot cannot record (a backslash, a drive, a name that is not UTF-8...): it is
-    refused before anything is read, never recorded."""
-    given = os.fspath(path)
-    if not given:
-        raise UnsafePathError("an empty path names nothing: pass '.' for the whole base dir")
-    joined = os.path.normpath(os.path.join(base_dir, given))
-    relative = os.path.relpath(joined, base_dir)
-    if relative == ".":
-        return "."
-    if relative == ".." or relative.startswith("../") or os.path.isabs(relative):
-        raise UnsafePathError(f"path {given!r} lies outside the base dir {base_dir!r}")
-    return check_relative_path(relative.replace(os.sep, "/"))
-
-
 def _read_everything(path: str, info: os.stat_result) -> EntryRow | None:
     return None
 
@@ -82,7 +65,9 @@ class Scanner:
     restore, whose temp files come and go. With ``restore_temps`` (an undo backup, taken under
     its target's lock, where no restore is running) they are recorded like any name: the
     restore about to run may remove them. Any other name starting with ``.snapstore-tmp-`` is
-    an ordinary name. ``stat_files``: see the attribute."""
+    an ordinary name. ``stat_files``: see the attribute. ``add`` checks each directory on
+    the way to the paths asked for once per scan, ``known_dirs`` (by relative path: the
+    ``lstat`` of each, just taken by the caller, ``gitrules``) as its own looks."""
 
     def __init__(
         self,
@@ -118,14 +103,7 @@ class Scanner:
         self.result = ScanResult()
         self._added = False
         self._known_dirs = known_dirs or {}
-        """``lstat`` results of directories on the way to requested paths, taken by the
-        caller just before the scan (``gitrules.LeadingRules.directories``), by relative
-        path: ``add`` checks them as its own."""
         self._parents_checked: set[str] = set()
-        """The directories on the way to a requested path that ``add`` found to be
-        directories and no storage root, in this scan: another path below one of them is
-        not checked again (one scan looks at each directory on its way once, as its walk
-        lists each directory once)."""
 
     def _problem(self, path: str, message: str, *, special: bool = False) -> None:
         shown = printable(path)

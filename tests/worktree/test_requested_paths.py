@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from snapstore.errors import UnsafePathError
+from snapstore.worktree.basepaths import relative_to_base
 from snapstore.worktree.create import requested_path
-from snapstore.worktree.scan import relative_to_base
 
 BASE = "/work/project"
 PARTS = st.sampled_from(["a", "b", ".", "..", "", "project", "work", "x y", "é", "a\\b", "c\x00"])

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from snapstore.backend.layout import MARKER_FILE
+from snapstore.worktree.basepaths import relative_to_base
 from snapstore.worktree.changes import ChangedPaths, outermost, under
-from snapstore.worktree.scan import relative_to_base
 
 if TYPE_CHECKING:
     from snapstore.models import FileEntry
