@@ -284,13 +284,13 @@ class FileLock:
             raise
 
     def _acquire(self, exclusive: bool, timeout: float | None) -> _Handle:
+        limit = self.timeout if timeout is None else timeout
         started = time.monotonic()
+        deadline = started + limit  # a timeout that is not a number fails here, lock free or not
         handle = self._try_once(exclusive)
-        if handle is not None:  # the common case: free at once, nothing to log or time
+        if handle is not None:  # the common case: free at once, nothing to log
             return handle
         kind = "exclusive" if exclusive else "shared"
-        limit = self.timeout if timeout is None else timeout
-        deadline = started + limit
         waited = False
         while True:
             if handle is not None:

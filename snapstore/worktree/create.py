@@ -240,7 +240,6 @@ def take_snapshot(
         excludes=excludes,
         gitignore=request.gitignore and not backup,
         ignore_read=git.read_dirs,
-        known_dirs=git.directories,
         reuse=reuse,
         restore_temps=backup,
         stat_files=reuse is not None,

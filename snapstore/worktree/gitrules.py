@@ -32,8 +32,7 @@ import functools
 import os
 import re
 import stat
-from collections.abc import Mapping, Sequence
-from types import MappingProxyType
+from collections.abc import Sequence
 from typing import NamedTuple
 
 from snapstore.format.paths import parents
@@ -60,10 +59,6 @@ class LeadingRules(NamedTuple):
     patterns: tuple[str, ...] = ()
     read_dirs: frozenset[str] = frozenset()
     ignored: str | None = None
-    directories: Mapping[str, os.stat_result] = MappingProxyType({})
-    """The ``lstat`` of each directory inside the base on the way to a requested path that
-    was one when its ``.gitignore`` was looked for (the scan that follows takes it from
-    here rather than looking again)."""
 
 
 def _read_small(path: str) -> bytes | None:
@@ -243,13 +238,12 @@ def _above_base(real_base: str) -> tuple[list[str], str | None]:
     return rules, None
 
 
-def _directory_info(path: str) -> os.stat_result | None:
-    """The ``lstat`` of ``path`` if it is a directory itself (not a symlink to one)."""
+def _is_directory(path: str) -> bool:
+    """Whether ``path`` is a directory itself (not a symlink to one)."""
     try:
-        info = os.lstat(path)
+        return stat.S_ISDIR(os.lstat(path).st_mode)
     except OSError:
-        return None
-    return info if stat.S_ISDIR(info.st_mode) else None
+        return False
 
 
 def leading_rules(
@@ -264,18 +258,13 @@ def leading_rules(
         directory for path in requested if path != "." for directory in ["", *parents(path)]
     }
     not_directories: set[str] = set()
-    directories: dict[str, os.stat_result] = {}
     for directory in sorted(on_the_way, key=lambda d: (d.count("/") if d else -1, d)):
-        if directory:
-            info = (
-                None
-                if directory.rpartition("/")[0] in not_directories
-                else _directory_info(os.path.join(base, directory))
-            )
-            if info is None:
-                not_directories.add(directory)  # the scan refuses a path beneath it
-                continue
-            directories[directory] = info
+        if directory and (
+            directory.rpartition("/")[0] in not_directories
+            or not _is_directory(os.path.join(base, directory))
+        ):
+            not_directories.add(directory)  # the scan refuses a path beneath it
+            continue
         found = read_patterns(os.path.join(base, directory, GITIGNORE))
         rules += (rebase(pattern, directory) for pattern in found)
-    return LeadingRules(tuple(rules), frozenset(on_the_way), ignored, directories)
+    return LeadingRules(tuple(rules), frozenset(on_the_way), ignored)

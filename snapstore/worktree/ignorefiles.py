@@ -12,8 +12,16 @@ gives the file a time later than one that old, so a kept copy is never believed 
 change. A change of the metadata alone (``chmod``) moves the change time too, and the file
 is read again.
 
-Kept per process, for at most ``MAX_KEPT`` files, by path; a forked child keeps what its
-parent read (each entry still checked against the file's stat).
+Kept per process, by path and parser, for at most ``MAX_KEPT`` files of at most
+``MAX_KEPT_FILE_BYTES`` each (a larger file is read every time), so a long-running process
+holds a bounded amount. A forked child keeps what its parent read (each entry still checked
+against the file's stat), with a lock of its own.
+
+What it assumes, as the stat cache does: the file's times come from a clock that does not
+run behind this host's, and an ``lstat`` shows a change made anywhere (on a network file
+system the client's attribute cache may show an older stat for a while, as it does to the
+stat cache). A hit needs no read permission on the file: a process that gave up the
+permission since its read (``seteuid``) still gets the patterns it read.
 """
 
 from __future__ import annotations
@@ -33,17 +41,32 @@ stat cache's ``RACY_NS``)."""
 MAX_KEPT = 1024
 """Ignore files whose patterns one process keeps at most (the oldest kept goes first)."""
 
+MAX_KEPT_FILE_BYTES = 64 * 1024
+"""The largest ignore file whose patterns are kept."""
+
 Signature = tuple[int, int, int, int, int]
 
-_kept: dict[str, tuple[Signature, tuple[str, ...]]] = {}
+Parser = Callable[[bytes], list[str]]
+
+_kept: dict[tuple[str, Parser], tuple[Signature, tuple[str, ...]]] = {}
 _kept_lock = threading.Lock()
+
+
+def _new_lock_in_child() -> None:
+    """A forked child starts with a free lock (another thread may have held it mid-fork)."""
+    global _kept_lock
+    _kept_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_lock_in_child)
 
 
 def _signature(info: os.stat_result) -> Signature:
     return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
 
 
-def read_ignore_file(path: str, parse: Callable[[bytes], list[str]], max_bytes: int) -> list[str]:
+def read_ignore_file(path: str, parse: Parser, max_bytes: int) -> list[str]:
     """``parse`` of the bytes of the regular file at ``path`` (a symlink is not followed);
     none if it is missing, unreadable, over ``max_bytes`` or not a regular file. The
     patterns of a copy read before are returned if the file's stat signature is still that
@@ -54,7 +77,8 @@ def read_ignore_file(path: str, parse: Callable[[bytes], list[str]], max_bytes: 
         return []
     if not S_ISREG(info.st_mode) or info.st_size > max_bytes:
         return []
-    kept = _kept.get(path)
+    key = (path, parse)
+    kept = _kept.get(key)
     if kept is not None and kept[0] == _signature(info):
         return list(kept[1])
     settled_before = time.time_ns() - SETTLED_NS
@@ -75,11 +99,15 @@ def read_ignore_file(path: str, parse: Callable[[bytes], list[str]], max_bytes: 
     signature = _signature(after)
     settled = max(after.st_mtime_ns, after.st_ctime_ns) < settled_before
     with _kept_lock:
-        _kept.pop(path, None)
-        if settled and signature == _signature(before) and len(data) == after.st_size:
+        _kept.pop(key, None)
+        if (
+            settled
+            and signature == _signature(before)
+            and len(data) == after.st_size <= MAX_KEPT_FILE_BYTES
+        ):
             if len(_kept) >= MAX_KEPT:
                 del _kept[next(iter(_kept))]
-            _kept[path] = (signature, tuple(patterns))
+            _kept[key] = (signature, tuple(patterns))
     return patterns
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from stat import S_ISREG
 
 from snapstore.backend.layout import MARKER_FILE, is_store_root
@@ -65,9 +65,10 @@ class Scanner:
     restore, whose temp files come and go. With ``restore_temps`` (an undo backup, taken under
     its target's lock, where no restore is running) they are recorded like any name: the
     restore about to run may remove them. Any other name starting with ``.snapstore-tmp-`` is
-    an ordinary name. ``stat_files``: see the attribute. ``add`` checks each directory on
-    the way to the paths asked for once per scan, ``known_dirs`` (by relative path: the
-    ``lstat`` of each, just taken by the caller, ``gitrules``) as its own looks."""
+    an ordinary name. ``stat_files``: see the attribute. ``add`` looks at every directory on
+    the way to each path asked for just before that path, never trusting an earlier look
+    (its own for another path, or a caller's): a directory swapped for a symlink in between
+    would lead out of the base, since ``O_NOFOLLOW`` covers only the last component."""
 
     def __init__(
         self,
@@ -82,7 +83,6 @@ class Scanner:
         reuse: Reuse | None = None,
         restore_temps: bool = False,
         stat_files: bool = True,
-        known_dirs: Mapping[str, os.stat_result] | None = None,
     ) -> None:
         self.base_dir = base_dir
         self.restore_temps = restore_temps
@@ -102,8 +102,6 @@ class Scanner:
         is read (``ingest_scan`` fills ``links``)."""
         self.result = ScanResult()
         self._added = False
-        self._known_dirs = known_dirs or {}
-        self._parents_checked: set[str] = set()
 
     def _problem(self, path: str, message: str, *, special: bool = False) -> None:
         shown = printable(path)
@@ -122,17 +120,12 @@ class Scanner:
             self._walk([(".", self.base_dir, ("", "dir", 0, 0, 0, None, None), None)], root=True)
             return
         absolute = os.path.join(self.base_dir, relative)
-        checked = self._parents_checked
         for parent in ["", *parents(relative)]:
-            if parent in checked:
-                continue
             parent_absolute = os.path.join(self.base_dir, parent)
-            parent_info = self._known_dirs.get(parent)
-            if parent_info is None:
-                try:
-                    parent_info = os.lstat(parent_absolute)
-                except FileNotFoundError:
-                    break
+            try:
+                parent_info = os.lstat(parent_absolute)
+            except FileNotFoundError:
+                break
             if not stat.S_ISDIR(parent_info.st_mode):
                 raise UnsafePathError(
                     f"cannot snapshot {relative!r}: {parent!r} is not a directory (a symlink "
@@ -144,7 +137,6 @@ class Scanner:
                 raise UnsafePathError(
                     f"cannot snapshot {relative!r}: it lies in the snapstore root {parent!r}"
                 )
-            checked.add(parent)
         try:
             info = os.lstat(absolute)
         except FileNotFoundError:

@@ -32,6 +32,23 @@ def test_timeout_names_the_lock(root: Path, project: Path) -> None:
     assert os.listdir(root / "tmp") == []
 
 
+@pytest.mark.parametrize("timeout", ["5", [1]])
+def test_a_timeout_that_is_not_a_number_fails_even_when_the_lock_is_free(
+    tmp_path: Path, timeout: object
+) -> None:
+    """Found at the first lock, not only the first time the lock is busy."""
+    lock = FileLock(str(tmp_path / "l"), "gc", timeout=timeout)  # type: ignore[arg-type]
+    with pytest.raises(TypeError), lock.exclusive():
+        pass
+    with pytest.raises(TypeError), lock.shared():
+        pass
+    other = FileLock(str(tmp_path / "m"), "gc", timeout=1.0)
+    with pytest.raises(TypeError), other.exclusive(timeout):  # type: ignore[arg-type]
+        pass
+    with other.exclusive():
+        pass
+
+
 def test_shared_holders_coexist_and_exclude_an_exclusive_one(tmp_path: Path) -> None:
     lock = FileLock(str(tmp_path / "l"), "gc", timeout=0.1)
     with lock.shared(), lock.shared(), pytest.raises(LockTimeout), lock.exclusive():

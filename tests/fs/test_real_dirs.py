@@ -1,6 +1,6 @@
 """``real_directory`` gives what ``os.path.realpath`` and ``os.path.isdir`` give, whatever lies
 on the way: symlinks (relative, absolute, chained, dangling, looping), files, missing
-components."""
+components, and however the path is spelt (``//``, empty, ``.`` and ``..`` components)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from snapstore import SnapStore
+from snapstore.errors import InvalidValueError
 from snapstore.fs.realdirs import real_directory
 
 
@@ -54,8 +56,37 @@ def test_the_same_as_realpath_and_isdir(tree: Path, relative: str) -> None:
     assert real_directory(path) == (os.path.realpath(path), os.path.isdir(path))
 
 
+@pytest.mark.parametrize(
+    "spelling",
+    [
+        "//{}",
+        "//{}/a",
+        "//{}/a/b/c",
+        "///{}/a",
+        "{}//a",
+        "{}/a//b",
+        "{}/./a",
+        "{}/a/.",
+        "{}/a/../a",
+    ],
+)
+def test_a_path_spelt_otherwise_than_its_real_path(tree: Path, spelling: str) -> None:
+    """Not normalized by ``abspath`` (two leading slashes) or not by anyone: the real path
+    never keeps the spelling (a restore keys its target locks by ``realpath``)."""
+    path = spelling.format(str(tree).lstrip("/") if spelling.startswith("/") else tree)
+    real, is_directory = real_directory(path)
+    assert (real, is_directory) == (os.path.realpath(path), os.path.isdir(path))
+    assert is_directory and (real + "/").startswith(str(tree) + "/") and "//" not in real
+
+
 def test_the_root() -> None:
     assert real_directory("/") == (os.path.realpath("/"), True)
+    assert real_directory("//") == (os.path.realpath("//"), True)
+
+
+def test_a_nul_byte_is_no_directory(tree: Path) -> None:
+    assert real_directory(str(tree / "a\x00b")) == (str(tree / "a\x00b"), False)
+    assert real_directory("//" + str(tree).lstrip("/") + "/a\x00b")[1] is False
 
 
 def test_an_unreadable_directory_on_the_way(tree: Path) -> None:
@@ -66,3 +97,12 @@ def test_an_unreadable_directory_on_the_way(tree: Path) -> None:
         assert real_directory(path) == (os.path.realpath(path), os.path.isdir(path))
     finally:
         (tree / "a").chmod(0o755)
+
+
+def test_a_create_of_a_base_with_a_nul_byte_is_an_invalid_value(tmp_path: Path) -> None:
+    store = SnapStore(tmp_path / "store")
+    (tmp_path / "p").mkdir()
+    for base in (f"{tmp_path}/p\x00q", f"/{tmp_path}/p\x00q", f"{tmp_path}/p/\x00"):
+        with pytest.raises(InvalidValueError, match="is not a directory"):
+            store.create("s", "n", ["."], base_dir=base)
+    assert store.list() == []

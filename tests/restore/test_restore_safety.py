@@ -245,6 +245,23 @@ def test_a_create_waits_for_a_restore_into_its_directory(store: SnapStore, proje
             impatient.restore("s", "n")
 
 
+@pytest.mark.parametrize("spelling", ["/{}", "/{}/", "{}/.", "{}/src/.."])
+def test_a_create_of_a_base_spelt_otherwise_waits_for_a_restore_into_it(
+    store: SnapStore, project: Path, spelling: str
+) -> None:
+    """``//path`` (two leading slashes, which ``abspath`` keeps) names the same directory as
+    ``/path``: the create must take the restore-target locks of its real path."""
+    store.create("s", "n", ["."], base_dir=project)
+    impatient = SnapStore(store.root, lock_timeout=0.3)
+    base = spelling.format(project)
+    with target_locks(store).restoring(os.path.realpath(project)):
+        with pytest.raises(LockTimeout, match="target"):
+            impatient.create("s", "m", ["."], base_dir=base)
+        with pytest.raises(LockTimeout, match="target"):
+            impatient.create("s", "m", ["src"], base_dir=base)
+    assert [info.name for info in store.list("s")] == ["n"]
+
+
 def test_an_io_error_while_planning_is_a_restore_error(
     store: SnapStore, project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -6,7 +6,9 @@ racy window is read every time."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -132,3 +134,57 @@ def test_a_create_after_an_edit_of_a_kept_gitignore_follows_the_new_rules(
     assert "a.log" in first.excludes and "b.log" not in first.excludes
     assert "b.log" in third.excludes and "a.log" not in third.excludes
     assert {e.path for e in store.get("s", "three").entries} == {"a.log"}
+
+
+def test_a_child_forked_while_another_thread_holds_the_lock_reads_on(tmp_path: Path) -> None:
+    """A fork while a thread of the parent is inside the cache's lock: the child's next
+    read (a miss takes the lock) does not wait for ever on the copy of a held lock."""
+    rules = tmp_path / ".gitignore"
+    rules.write_text("*.log\n")
+    held, release = threading.Event(), threading.Event()
+
+    def holder() -> None:
+        with ignorefiles._kept_lock:
+            held.set()
+            release.wait(30)
+
+    thread = threading.Thread(target=holder)
+    thread.start()
+    try:
+        assert held.wait(30)
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child
+            status = 1
+            try:
+                signal.alarm(10)
+                status = 0 if read_patterns(str(rules)) == ["*.log"] else 2
+            finally:
+                os._exit(status)
+    finally:
+        release.set()
+        thread.join()
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status), "the child hung on the lock (killed by its alarm)"
+    assert os.WEXITSTATUS(status) == 0
+
+
+def test_a_large_file_is_read_every_time(
+    tmp_path: Path, opens: list[str], settled_at_once: None
+) -> None:
+    rules = tmp_path / ".gitignore"
+    rules.write_text("*.log\n" + "# padding\n" * (ignorefiles.MAX_KEPT_FILE_BYTES // 10 + 1))
+    assert read_patterns(str(rules)) == ["*.log"]
+    assert read_patterns(str(rules)) == ["*.log"]
+    assert opens == [str(rules), str(rules)]
+
+
+def test_another_parser_does_not_get_the_first_ones_patterns(
+    tmp_path: Path, opens: list[str], settled_at_once: None
+) -> None:
+    rules = tmp_path / ".gitignore"
+    rules.write_text("*.log\n")
+    assert read_patterns(str(rules)) == ["*.log"]
+    shouted = ignorefiles.read_ignore_file(str(rules), lambda data: [data.decode().upper()], 99)
+    assert shouted == ["*.LOG\n"]
+    assert read_patterns(str(rules)) == ["*.log"]
+    assert opens == [str(rules), str(rules)]

@@ -4,7 +4,6 @@ what the full way (``relative_to_base``) gives, refusals included."""
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -56,37 +55,3 @@ def test_paths_inside_the_base(path: str, expected: str) -> None:
 def test_paths_a_create_refuses(path: str) -> None:
     with pytest.raises(UnsafePathError):
         requested_path(BASE, path)
-
-
-def test_a_directory_on_the_way_to_several_paths_is_checked_once_per_scan(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Five files of one directory: the base and the directory are each looked at once
-    (not once per path), and a storage root on the way is still refused for every path."""
-    from snapstore.worktree import scan
-
-    base = tmp_path / "p"
-    for index in range(5):
-        (base / "d" / f"f{index}.py").parent.mkdir(parents=True, exist_ok=True)
-        (base / "d" / f"f{index}.py").write_text(str(index))
-    (base / "stored" / "FORMAT").parent.mkdir()
-    (base / "stored" / "FORMAT").write_text("snapstore format 9\n")
-    looked: list[str] = []
-    real_lstat = os.lstat
-
-    def counted(path: str, *args: object, **kwargs: object) -> os.stat_result:
-        looked.append(os.fspath(path))
-        return real_lstat(path, *args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(scan.os, "lstat", counted)
-    scanner = scan.Scanner(str(base))
-    for index in range(5):
-        scanner.add(f"d/f{index}.py")
-    assert looked.count(os.path.join(str(base), "d")) == 1
-    assert looked.count(os.path.join(str(base), "")) == 1
-    assert sorted(row[0] for row in scanner.result.rows + scanner.result.to_read) == [
-        f"d/f{index}.py" for index in range(5)
-    ]
-    for name in ("a", "b"):
-        with pytest.raises(UnsafePathError, match="snapstore root"):
-            scanner.add(f"stored/{name}")

@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers.trees import write_tree
 
+import snapstore.worktree.create as create
 import snapstore.worktree.ingest as ingest
+import snapstore.worktree.scan as scan
 from snapstore import SnapStore
-from snapstore.errors import SnapstoreError
+from snapstore.errors import SnapstoreError, UnsafePathError
 
 
 def test_directory_swapped_for_symlink_before_read_never_records_outside_file(
@@ -89,3 +92,67 @@ def test_a_directory_replaced_mid_create_is_skipped_with_skip_unreadable(
     info = store.create("s", "n", ["."], base_dir=project, skip_unreadable=True)
     assert [skipped.path for skipped in info.skipped] == ["d/f.txt"]
     assert store.read("s", info.name, "a.txt") == b"a"
+
+
+def _swap_for_symlink(directory: Path, target: Path) -> None:
+    os.rename(directory, directory.with_name(directory.name + ".old"))
+    os.symlink(target, directory)
+
+
+def _outside_and_project(tmp_path: Path) -> tuple[Path, Path]:
+    project = tmp_path / "proj"
+    outside = tmp_path / "outside"
+    write_tree(project, {"a/x/f": "x", "a/y/g": "y"})
+    write_tree(outside, {"y/secret.txt": "SECRET outside the tree"})
+    return project, outside
+
+
+@pytest.mark.parametrize("paths", [["a/y"], ["a/y/g"], ["a/x", "a/y"]])
+def test_a_directory_on_the_way_swapped_before_the_scan_starts_is_refused(
+    store: SnapStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, paths: list[str]
+) -> None:
+    """``a`` swapped for a symlink after git's rules looked at it (and the ignore files and
+    the stat cache were read) but before the scan: the scan looks at every directory on
+    the way again, and never takes git's look for its own."""
+    project, outside = _outside_and_project(tmp_path)
+    real_scanner = create.Scanner
+
+    def swap_then_scan(*args: Any, **kwargs: Any) -> scan.Scanner:
+        _swap_for_symlink(project / "a", outside)
+        return real_scanner(*args, **kwargs)
+
+    monkeypatch.setattr(create, "Scanner", swap_then_scan)
+    with pytest.raises(UnsafePathError, match="'a' is not a directory"):
+        store.create("s", "n", paths, base_dir=project)
+    assert store.list("s") == []
+
+
+def test_a_directory_on_the_way_to_two_paths_swapped_between_them_is_refused(
+    store: SnapStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``a`` swapped for a symlink while ``a/x`` is walked (its files reused from a warm stat
+    cache, nothing of ``a/x`` opened again): ``a/y`` is refused, not read through the link,
+    since every path's parents are looked at again just before it."""
+    project, outside = _outside_and_project(tmp_path)
+    for name in ("warm", "warm2"):
+        store.create("s", name, ["a/x", "a/y"], base_dir=project)
+    real_add = scan.Scanner.add
+
+    def add_then_swap(self: scan.Scanner, relative: str, **kwargs: Any) -> None:
+        real_add(self, relative, **kwargs)
+        if relative == "a/x":
+            _swap_for_symlink(project / "a", outside)
+
+    monkeypatch.setattr(scan.Scanner, "add", add_then_swap)
+    with pytest.raises(UnsafePathError, match="'a' is not a directory"):
+        store.create("s", "n", ["a/x", "a/y"], base_dir=project)
+    assert [info.name for info in store.list("s")] == ["warm", "warm2"]
+
+
+def test_the_scanner_looks_at_a_shared_parent_again_for_each_path(tmp_path: Path) -> None:
+    project, outside = _outside_and_project(tmp_path)
+    scanner = scan.Scanner(str(project))
+    scanner.add("a/x")
+    _swap_for_symlink(project / "a", outside)
+    with pytest.raises(UnsafePathError, match="'a' is not a directory"):
+        scanner.add("a/y")
