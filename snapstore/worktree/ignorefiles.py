@@ -13,9 +13,11 @@ change. A change of the metadata alone (``chmod``) moves the change time too, an
 is read again.
 
 Kept per process, by path and parser, for at most ``MAX_KEPT`` files of at most
-``MAX_KEPT_FILE_BYTES`` each (a larger file is read every time), so a long-running process
-holds a bounded amount. A forked child keeps what its parent read (each entry still checked
-against the file's stat), with a lock of its own.
+``MAX_KEPT_FILE_BYTES`` each and ``MAX_KEPT_BYTES`` in all (a larger file is read every
+time; the oldest kept goes first), so a long-running process such as ``snapstore serve``
+holds a few megabytes at most whatever the trees it is asked to scan. A forked child keeps
+what its parent read (each entry still checked against the file's stat), with a lock of its
+own.
 
 What it assumes, as the stat cache does: the file's times come from a clock that does not
 run behind this host's, and an ``lstat`` shows a change made anywhere (on a network file
@@ -44,11 +46,16 @@ MAX_KEPT = 1024
 MAX_KEPT_FILE_BYTES = 64 * 1024
 """The largest ignore file whose patterns are kept."""
 
+MAX_KEPT_BYTES = 256 * 1024
+"""The bytes of all ignore files whose patterns one process keeps at most (parsed patterns
+take up to about twenty times their file's bytes)."""
+
 Signature = tuple[int, int, int, int, int]
 
 Parser = Callable[[bytes], list[str]]
 
 _kept: dict[tuple[str, Parser], tuple[Signature, tuple[str, ...]]] = {}
+_kept_bytes = 0
 _kept_lock = threading.Lock()
 
 
@@ -99,19 +106,31 @@ def read_ignore_file(path: str, parse: Parser, max_bytes: int) -> list[str]:
     signature = _signature(after)
     settled = max(after.st_mtime_ns, after.st_ctime_ns) < settled_before
     with _kept_lock:
-        _kept.pop(key, None)
+        _drop(key)
         if (
             settled
             and signature == _signature(before)
             and len(data) == after.st_size <= MAX_KEPT_FILE_BYTES
         ):
-            if len(_kept) >= MAX_KEPT:
-                del _kept[next(iter(_kept))]
+            global _kept_bytes
+            while _kept and (len(_kept) >= MAX_KEPT or _kept_bytes + len(data) > MAX_KEPT_BYTES):
+                _drop(next(iter(_kept)))
             _kept[key] = (signature, tuple(patterns))
+            _kept_bytes += len(data)
     return patterns
+
+
+def _drop(key: tuple[str, Parser]) -> None:
+    """Forget the copy kept under ``key``, if any (the caller holds the lock)."""
+    global _kept_bytes
+    kept = _kept.pop(key, None)
+    if kept is not None:
+        _kept_bytes -= kept[0][2]
 
 
 def forget_all() -> None:
     """Drop every kept copy (tests, and a caller that wants every file read again)."""
+    global _kept_bytes
     with _kept_lock:
         _kept.clear()
+        _kept_bytes = 0

@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -47,6 +48,18 @@ def settled_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ignorefiles, "SETTLED_NS", 0)
 
 
+def _past_the_clock_tick_of(info: os.stat_result, tmp_path: Path) -> None:
+    """Wait until a file changed now gets a later change time than ``info``'s: kernels before
+    6.13 give file times in ticks of 1-10 ms, and a change within the same tick keeps them."""
+    probe = tmp_path / "tick-probe"
+    for _ in range(1000):
+        probe.write_bytes(b"")
+        if probe.stat().st_ctime_ns > info.st_ctime_ns:
+            return
+        time.sleep(0.001)
+    raise AssertionError("the file system's clock did not move in a second")
+
+
 def test_a_settled_unchanged_file_is_read_once(
     tmp_path: Path, opens: list[str], settled_at_once: None
 ) -> None:
@@ -74,6 +87,7 @@ def test_a_rewrite_at_the_same_size_and_times_is_seen(
     rules.write_text("a.log\n")
     before = rules.stat()
     assert read_patterns(str(rules)) == ["a.log"]
+    _past_the_clock_tick_of(before, tmp_path)
     rules.write_text("b.log\n")
     os.utime(rules, ns=(before.st_atime_ns, before.st_mtime_ns))
     assert read_patterns(str(rules)) == ["b.log"]
@@ -86,6 +100,7 @@ def test_a_file_made_unreadable_is_read_again(
     rules = tmp_path / ".gitignore"
     rules.write_text("a.log\n")
     assert read_patterns(str(rules)) == ["a.log"]
+    _past_the_clock_tick_of(rules.stat(), tmp_path)
     rules.chmod(0o000)
     try:
         expected = ["a.log"] if os.geteuid() == 0 else []
@@ -188,3 +203,29 @@ def test_another_parser_does_not_get_the_first_ones_patterns(
     assert shouted == ["*.LOG\n"]
     assert read_patterns(str(rules)) == ["*.log"]
     assert opens == [str(rules), str(rules)]
+
+
+def test_what_is_kept_is_bounded_by_bytes(
+    tmp_path: Path, opens: list[str], settled_at_once: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long-running process keeps at most ``MAX_KEPT_BYTES`` of ignore files, the oldest
+    going first, and its count of what it keeps stays true as copies come and go."""
+    monkeypatch.setattr(ignorefiles, "MAX_KEPT_BYTES", 3 * 1000)
+    files = []
+    for number in range(5):
+        rules = tmp_path / f"rules{number}"
+        rules.write_text(f"{number}.log\n" + "#" * (1000 - 7) + "\n")
+        assert rules.stat().st_size == 1000
+        files.append(rules)
+        assert read_patterns(str(rules)) == [f"{number}.log"]
+    assert ignorefiles._kept_bytes == 3000
+    assert len(ignorefiles._kept) == 3
+    opens.clear()
+    for rules in files[2:]:
+        read_patterns(str(rules))
+    assert opens == []
+    read_patterns(str(files[0]))
+    assert len(opens) == 1
+    assert ignorefiles._kept_bytes == 3000
+    ignorefiles.forget_all()
+    assert ignorefiles._kept_bytes == 0
