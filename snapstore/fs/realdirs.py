@@ -16,11 +16,12 @@ from stat import S_ISDIR, S_ISLNK
 
 
 def _resolved(path: str) -> tuple[str, bool]:
-    """``realpath`` and ``isdir`` themselves; a path that no system call takes (an embedded
-    NUL byte) is returned as it is, no directory."""
+    """``realpath`` and ``isdir`` themselves. A path that no system call takes (an embedded
+    NUL byte), or whose symlinks cannot be read (``realpath`` raising, as it does for the
+    ``/proc/<pid>/root`` of another user's process), is returned as it is, no directory."""
     try:
         return os.path.realpath(path), os.path.isdir(path)
-    except ValueError:
+    except (OSError, ValueError):
         return path, False
 
 

@@ -106,3 +106,21 @@ def test_a_create_of_a_base_with_a_nul_byte_is_an_invalid_value(tmp_path: Path) 
         with pytest.raises(InvalidValueError, match="is not a directory"):
             store.create("s", "n", ["."], base_dir=base)
     assert store.list() == []
+
+
+def test_a_symlink_that_cannot_be_read_is_no_directory(
+    tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``realpath`` raising (a ``/proc/<pid>/root`` link of another user's process) gives a
+    path that is no directory, which a create refuses with its usual error, not the
+    ``PermissionError`` itself."""
+
+    def denied(path: str, *args: object, **kwargs: object) -> str:
+        raise PermissionError(13, "Permission denied", path)
+
+    path = str(tree / "link-a" / "b")
+    monkeypatch.setattr(os.path, "realpath", denied)
+    assert real_directory(path) == (path, False)
+    store = SnapStore(tree / "store")
+    with pytest.raises(InvalidValueError, match="is not a directory"):
+        store.create("s", "n", ["."], base_dir=path)

@@ -229,3 +229,25 @@ def test_what_is_kept_is_bounded_by_bytes(
     assert ignorefiles._kept_bytes == 3000
     ignorefiles.forget_all()
     assert ignorefiles._kept_bytes == 0
+
+
+def test_a_file_changed_while_it_is_read_is_not_kept(
+    tmp_path: Path, opens: list[str], settled_at_once: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bytes read while another process rewrote the file (at the same size) are used once,
+    never kept: the next read opens the file again and sees the new rules."""
+    rules = tmp_path / ".gitignore"
+    rules.write_text("a.log\n")
+    real_read_all = ignorefiles.read_all
+
+    def read_then_rewrite(fd: int, size: int) -> bytes:
+        data = real_read_all(fd, size)
+        _past_the_clock_tick_of(rules.stat(), tmp_path)
+        rules.write_text("b.log\n")
+        return data
+
+    monkeypatch.setattr(ignorefiles, "read_all", read_then_rewrite)
+    assert read_patterns(str(rules)) == ["a.log"]
+    monkeypatch.setattr(ignorefiles, "read_all", real_read_all)
+    assert read_patterns(str(rules)) == ["b.log"]
+    assert len(opens) == 2
