@@ -12,8 +12,10 @@ guarantees a real design would need (a killed child, a failure in it, hard links
 two shares): it measures whether splitting the per-file work across processes pays on this
 machine before anyone builds it. Each round times ``tar cf``, then each side in a new process
 with ``sync()`` before each; the figures are medians of the wall time, the CPU time (user and
-system, of all processes and threads) and their ratios to ``tar cf``. See
-docs/performance.md, "Two processes for a first snapshot".
+system, of all processes and threads) and their ratios to ``tar cf``. ``--uncompressed``
+adds both sides again with every block stored as it is (codec 0, which every reader takes):
+the two levers left toward 3x ``tar cf`` together. See docs/performance.md, "Two processes
+for a first snapshot".
 """
 
 from __future__ import annotations
@@ -33,6 +35,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import firstsnap
 import trees
 
+UNCOMPRESSED = """
+import snapstore.repo.packs as packs
+from snapstore.format import codec
+packs.compress = lambda data, level=None: (codec.CODEC_NONE, data)
+"""
+SERIAL = """
+import sys
+from snapstore.cli import app
+app.main(sys.argv[1:])
+"""
 FORKED = """
 import os, pickle, sys
 import snapstore.cli.app as app
@@ -96,6 +108,11 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=12)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--share", type=float, default=0.5, help="the child's share of files")
+    parser.add_argument(
+        "--uncompressed",
+        action="store_true",
+        help="also both sides with every block stored as it is (codec 0)",
+    )
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="snapstore-forked-"))
     env = firstsnap.side_env(firstsnap.REPO)
@@ -111,6 +128,15 @@ def main() -> None:
             "serial": [sys.executable, "-m", "snapstore", *store],
             "forked": [sys.executable, "-c", FORKED, str(args.share), *store],
         }
+        if args.uncompressed:
+            sides["serial uncompressed"] = [sys.executable, "-c", UNCOMPRESSED + SERIAL, *store]
+            sides["forked uncompressed"] = [
+                sys.executable,
+                "-c",
+                UNCOMPRESSED + FORKED,
+                str(args.share),
+                *store,
+            ]
         walls: dict[str, list[float]] = {"tar": [], **{side: [] for side in sides}}
         cpus: dict[str, list[float]] = {side: [] for side in sides}
         loads = []

@@ -45,7 +45,10 @@ class SnapStore(RestoringMethods, UpkeepMethods, KeyMethods):
     (``s3://bucket/prefix``, docs/object-storage.md), or a backend (``snapstore.backend``).
     Every call reads the store as it is now; nothing is cached as authority. ``durable=False``
     skips fsync (tests and scratch stores only). ``fs`` is the I/O seam tests wrap to inject
-    faults or record operations. ``undo_depth``: how many undo backups each session keeps.
+    faults or record operations. ``lock_timeout``: how many seconds a call waits for a lock
+    another process holds before it raises LockTimeout (``math.inf``: no limit; a negative,
+    NaN or non-number one is an InvalidValueError). ``undo_depth``: how many undo backups
+    each session keeps.
     ``create=False`` opens only an existing store (StoreNotFoundError otherwise) and creates
     nothing. ``fold_threshold``: how many small packs make a create start folding them in
     the background (None: ``SNAPSTORE_FOLD_THRESHOLD`` or 32; 0: never; see

@@ -49,6 +49,15 @@ class StoreBase:
     ) -> None:
         if isinstance(undo_depth, bool) or not isinstance(undo_depth, int) or undo_depth < 1:
             raise InvalidValueError(f"undo_depth must be a positive int, got {undo_depth!r}")
+        if (
+            isinstance(lock_timeout, bool)
+            or not isinstance(lock_timeout, int | float)
+            or not lock_timeout >= 0
+        ):
+            raise InvalidValueError(
+                f"lock_timeout must be a number of seconds >= 0 (math.inf: no limit), "
+                f"got {lock_timeout!r}"
+            )
         self._durable = durable
         self._undo_depth = undo_depth
         self._fs = fs or LOCAL

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import math
 import os
 import stat
 import threading
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import snapstore.backend.filelock
-from snapstore import LockTimeout, SnapStore
+from snapstore import InvalidValueError, LockTimeout, SnapStore
 from snapstore.backend.filelock import FileLock, is_untrusted_lock_filesystem
 from snapstore.backend.lockfds import IdleLockFiles
 from snapstore.internals import repository
@@ -47,6 +48,25 @@ def test_a_timeout_that_is_not_a_number_fails_even_when_the_lock_is_free(
         pass
     with other.exclusive():
         pass
+
+
+@pytest.mark.parametrize("timeout", [float("nan"), -1, -0.5, True, "5", None])
+def test_a_store_refuses_a_lock_timeout_it_could_not_keep(root: Path, timeout: object) -> None:
+    """A NaN deadline is never reached (every comparison with it is false): a store opened
+    with one would wait forever behind a held lock; a negative one, a bool or a non-number
+    is as surely a mistake. Refused when the store is opened, before anything is made."""
+    with pytest.raises(InvalidValueError, match="lock_timeout"):
+        SnapStore(root, lock_timeout=timeout)  # type: ignore[arg-type]
+    assert not root.exists()
+
+
+@pytest.mark.parametrize("timeout", [0, 2, 0.25, math.inf])
+def test_a_store_takes_any_lock_timeout_from_zero_to_no_limit(
+    root: Path, project: Path, timeout: float
+) -> None:
+    with SnapStore(root, lock_timeout=timeout) as store:
+        store.create("s", "n", ["README.md"], base_dir=project)
+        assert [info.name for info in store.list("s")] == ["n"]
 
 
 def test_shared_holders_coexist_and_exclude_an_exclusive_one(tmp_path: Path) -> None:
