@@ -286,7 +286,7 @@ class FileLock:
     def _acquire(self, exclusive: bool, timeout: float | None) -> _Handle:
         limit = self.timeout if timeout is None else timeout
         started = time.monotonic()
-        deadline = started + limit  # a timeout that is not a number fails here, lock free or not
+        deadline = started + limit  # a non-number fails here, lock free or not (NaN: at open)
         handle = self._try_once(exclusive)
         if handle is not None:  # the common case: free at once, nothing to log
             return handle

@@ -89,7 +89,10 @@ def checkpoint_request(
         )
     if options.missing not in ("absent", "error"):
         raise InvalidValueError(f"missing must be 'absent' or 'error', not {options.missing!r}")
-    base = os.path.abspath(os.fspath(options.base_dir))
+    given = os.fspath(options.base_dir)
+    if not isinstance(given, str):
+        raise InvalidValueError(f"base_dir must be a str or a path, not bytes: {given!r}")
+    base = os.path.abspath(given)
     real_base, is_directory = real_directory(base)
     if not is_directory:
         raise InvalidValueError(f"base_dir {base} is not a directory")

@@ -30,13 +30,15 @@ GITIGNORE = ".gitignore"
 MAX_IGNORE_FILE_BYTES = 1 << 20
 
 
-def read_patterns(path: str) -> list[str]:
+def read_patterns(path: str, *, in_dir: int | None = None) -> list[str]:
     """The pattern lines of an ignore file (comments and blank lines dropped); none if the
     file is missing, unreadable, over 1 MiB, or not a regular file: a symlink is not followed,
     as git does not follow a symlinked ``.gitignore``. A line that is not UTF-8 is left out:
-    it could only match a name that is not UTF-8, which no snapshot records. A file unchanged
-    since this process last read it is not read again (``ignorefiles``)."""
-    return read_ignore_file(path, parse_patterns, MAX_IGNORE_FILE_BYTES)
+    it could only match a name that is not UTF-8, which no snapshot records. ``in_dir``: a
+    descriptor of the directory holding it, opened by the caller without following links. A
+    file holding the bytes this process last read there is not parsed again
+    (``ignorefiles``)."""
+    return read_ignore_file(path, parse_patterns, MAX_IGNORE_FILE_BYTES, in_dir=in_dir)
 
 
 def parse_patterns(data: bytes) -> list[str]:

@@ -1,44 +1,27 @@
-"""The patterns of ignore files read before, kept by each file's stat signature.
+"""The patterns of ignore files read before, kept by each file's bytes.
 
 Every create reads the same few ignore files (``.git/info/exclude``, the ``.gitignore``
 files above the base and on the way to the requested paths, ``.snapstoreignore``), almost
-always unchanged since the last one. A file whose device, inode, size, modification and
-change times are those of a copy read before is not read again: an ``lstat`` stands for the
-open, the reads and the parse. Its patterns are kept only if the file had settled when it
-was read (both its times older than ``SETTLED_NS`` before the read began), git's rule for
-racy files and the stat cache's (``statcache``): a write within the same tick of a coarse
-clock as the copy kept would leave its times as they were, but any write after a read
-gives the file a time later than one that old, so a kept copy is never believed after a
-change. A change of the metadata alone (``chmod``) moves the change time too, and the file
-is read again.
+always unchanged since the last one. Each is read every time (an open, an ``fstat``, a read:
+a few system calls), and parsed again only if its bytes differ from those of the copy read
+before. The bytes, not the file's stat, decide: a change that moves no time (a write through
+a shared memory mapping of a page already dirty, a file system whose change time is not one)
+is seen by the next create, as it was before anything was kept.
 
 Kept per process, by path and parser, for at most ``MAX_KEPT`` files of at most
-``MAX_KEPT_FILE_BYTES`` each and ``MAX_KEPT_BYTES`` in all (a larger file is read every
+``MAX_KEPT_FILE_BYTES`` each and ``MAX_KEPT_BYTES`` in all (a larger file is parsed every
 time; the oldest kept goes first), so a long-running process such as ``snapstore serve``
 holds a few megabytes at most whatever the trees it is asked to scan. A forked child keeps
-what its parent read (each entry still checked against the file's stat), with a lock of its
-own.
-
-What it assumes, as the stat cache does: the file's times come from a clock that does not
-run behind this host's, and an ``lstat`` shows a change made anywhere (on a network file
-system the client's attribute cache may show an older stat for a while, as it does to the
-stat cache). A hit needs no read permission on the file: a process that gave up the
-permission since its read (``seteuid``) still gets the patterns it read.
+what its parent read, with a lock of its own.
 """
 
 from __future__ import annotations
 
 import os
 import threading
-import time
 from collections.abc import Callable
-from stat import S_ISREG
 
 from snapstore.fs.reading import open_regular_stat, read_all
-
-SETTLED_NS = 2_000_000_000
-"""How long before a read a file must have last changed for its patterns to be kept (the
-stat cache's ``RACY_NS``)."""
 
 MAX_KEPT = 1024
 """Ignore files whose patterns one process keeps at most (the oldest kept goes first)."""
@@ -50,72 +33,59 @@ MAX_KEPT_BYTES = 256 * 1024
 """The bytes of all ignore files whose patterns one process keeps at most (parsed patterns
 take up to about twenty times their file's bytes)."""
 
-Signature = tuple[int, int, int, int, int]
-
 Parser = Callable[[bytes], list[str]]
 
-_kept: dict[tuple[str, Parser], tuple[Signature, tuple[str, ...]]] = {}
+_kept: dict[tuple[str, Parser], tuple[bytes, tuple[str, ...]]] = {}
 _kept_bytes = 0
 _kept_lock = threading.Lock()
 
 
-def _new_lock_in_child() -> None:
-    """A forked child starts with a free lock (another thread may have held it mid-fork)."""
-    global _kept_lock
+def _renew_in_child() -> None:
+    """A forked child starts with a free lock (another thread may have held it mid-fork)
+    and a byte count taken from what it kept (a fork between a change of the copies and of
+    the count would leave them apart)."""
+    global _kept_lock, _kept_bytes
     _kept_lock = threading.Lock()
+    _kept_bytes = sum(len(data) for data, _ in _kept.values())
 
 
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_new_lock_in_child)
+    os.register_at_fork(after_in_child=_renew_in_child)
 
 
-def _signature(info: os.stat_result) -> Signature:
-    return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
-
-
-def read_ignore_file(path: str, parse: Parser, max_bytes: int) -> list[str]:
+def read_ignore_file(
+    path: str, parse: Parser, max_bytes: int, *, in_dir: int | None = None
+) -> list[str]:
     """``parse`` of the bytes of the regular file at ``path`` (a symlink is not followed);
-    none if it is missing, unreadable, over ``max_bytes`` or not a regular file. The
-    patterns of a copy read before are returned if the file's stat signature is still that
-    copy's (see the module docstring)."""
+    none if it is missing, unreadable, over ``max_bytes`` or not a regular file. ``in_dir``:
+    a descriptor of the directory holding it, through which it is opened by its name (so a
+    directory on the way swapped for a symlink since it was opened leads nowhere else). The
+    patterns of a copy read before are returned if the file holds the same bytes."""
+    name = path if in_dir is None else os.path.basename(path)
     try:
-        info = os.lstat(path)
-    except OSError:
-        return []
-    if not S_ISREG(info.st_mode) or info.st_size > max_bytes:
-        return []
-    key = (path, parse)
-    kept = _kept.get(key)
-    if kept is not None and kept[0] == _signature(info):
-        return list(kept[1])
-    settled_before = time.time_ns() - SETTLED_NS
-    try:
-        fd, before = open_regular_stat(path, follow=False)
+        fd, info = open_regular_stat(name, dir_fd=in_dir, follow=False)
     except OSError:
         return []
     try:
-        if before.st_size > max_bytes:
+        if info.st_size > max_bytes:
             return []
-        data = read_all(fd, before.st_size)
-        after = os.fstat(fd)
+        data = read_all(fd, info.st_size)
     except OSError:
         return []
     finally:
         os.close(fd)
+    key = (path, parse)
+    kept = _kept.get(key)
+    if kept is not None and kept[0] == data:
+        return list(kept[1])
     patterns = parse(data)
-    signature = _signature(after)
-    settled = max(after.st_mtime_ns, after.st_ctime_ns) < settled_before
     with _kept_lock:
         _drop(key)
-        if (
-            settled
-            and signature == _signature(before)
-            and len(data) == after.st_size <= MAX_KEPT_FILE_BYTES
-        ):
+        if len(data) <= MAX_KEPT_FILE_BYTES:
             global _kept_bytes
             while _kept and (len(_kept) >= MAX_KEPT or _kept_bytes + len(data) > MAX_KEPT_BYTES):
                 _drop(next(iter(_kept)))
-            _kept[key] = (signature, tuple(patterns))
+            _kept[key] = (data, tuple(patterns))
             _kept_bytes += len(data)
     return patterns
 
@@ -125,7 +95,7 @@ def _drop(key: tuple[str, Parser]) -> None:
     global _kept_bytes
     kept = _kept.pop(key, None)
     if kept is not None:
-        _kept_bytes -= kept[0][2]
+        _kept_bytes -= len(kept[0])
 
 
 def forget_all() -> None:

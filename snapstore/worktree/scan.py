@@ -314,7 +314,7 @@ class Scanner:
             within = "" if relative == "." else relative
             if within not in self.ignore_read:
                 self.ignore_read.add(within)
-                found = read_patterns(os.path.join(absolute, GITIGNORE))
+                found = read_patterns(os.path.join(absolute, GITIGNORE), in_dir=fd)
                 self.excludes.extend_gitignore(rebase(pattern, within) for pattern in found)
         if self.excludes:
             children = self._not_excluded(relative, children)

@@ -4,6 +4,7 @@ what the full way (``relative_to_base``) gives, refusals included."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -55,3 +56,16 @@ def test_paths_inside_the_base(path: str, expected: str) -> None:
 def test_paths_a_create_refuses(path: str) -> None:
     with pytest.raises(UnsafePathError):
         requested_path(BASE, path)
+
+
+def test_a_base_given_as_bytes_is_a_typed_error(tmp_path: Path) -> None:
+    """``base_dir`` is a str or a path; bytes (which ``os.fspath`` passes through) are refused
+    with the same typed error as any other base that cannot be one, not a TypeError."""
+    from snapstore import InvalidValueError, SnapStore
+
+    (tmp_path / "project").mkdir()
+    (tmp_path / "project" / "a.txt").write_text("a")
+    store = SnapStore(tmp_path / "store")
+    with pytest.raises(InvalidValueError, match="base_dir"):
+        store.create("s", "n", ["a.txt"], base_dir=os.fsencode(tmp_path / "project"))  # type: ignore[arg-type]
+    assert store.list() == []

@@ -156,3 +156,40 @@ def test_the_scanner_looks_at_a_shared_parent_again_for_each_path(tmp_path: Path
     _swap_for_symlink(project / "a", outside)
     with pytest.raises(UnsafePathError, match="'a' is not a directory"):
         scanner.add("a/y")
+
+
+def _swapping_reader(real: Any, directory: Path, elsewhere: Path, moved: Path) -> Any:
+    """``read_patterns`` that swaps ``directory`` for a symlink to ``elsewhere`` just before
+    reading the ``.gitignore`` in it, and puts it back just after."""
+
+    def racing(path: str, **kwargs: Any) -> list[str]:
+        if path != str(directory / ".gitignore"):
+            return list(real(path, **kwargs))
+        os.rename(directory, moved)
+        os.symlink(elsewhere, directory)
+        try:
+            return list(real(path, **kwargs))
+        finally:
+            os.unlink(directory)
+            os.rename(moved, directory)
+
+    return racing
+
+
+def test_a_gitignore_the_walk_meets_is_read_in_its_own_directory_even_if_that_is_swapped(
+    store: SnapStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A directory swapped for a symlink to another just as the walk of the tree reads its
+    ``.gitignore``: the rules are those of the directory's own ``.gitignore``, never of one
+    outside the tree that would leave files out."""
+    import subprocess
+
+    project = tmp_path / "proj"
+    outside = tmp_path / "outside"
+    write_tree(project, {"sub/.gitignore": "nothing-here\n", "sub/keep.txt": "keep me"})
+    write_tree(outside, {".gitignore": "*\n"})
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    racing = _swapping_reader(scan.read_patterns, project / "sub", outside, tmp_path / "moved")
+    monkeypatch.setattr(scan, "read_patterns", racing)
+    info = store.create("s", "n", ["."], base_dir=project)
+    assert "sub/keep.txt" in {e.path for e in store.get("s", info.name).entries}
