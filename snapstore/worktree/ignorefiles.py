@@ -6,7 +6,7 @@ always unchanged since the last one. Each is read every time (an open, an ``fsta
 a few system calls), and parsed again only if its bytes differ from those of the copy read
 before. The bytes, not the file's stat, decide: a change that moves no time (a write through
 a shared memory mapping of a page already dirty, a file system whose change time is not one)
-is seen by the next create, as it was before anything was kept.
+is seen by the next create, as if nothing were kept.
 
 Kept per process, by path and parser, for at most ``MAX_KEPT`` files of at most
 ``MAX_KEPT_FILE_BYTES`` each and ``MAX_KEPT_BYTES`` in all (a larger file is parsed every
