@@ -39,6 +39,7 @@ from snapstore.worktree.ingestscan import ingest_scan
 from snapstore.worktree.options import CreateOptions
 from snapstore.worktree.scan import GITIGNORE_ADVICE, Scanner
 from snapstore.worktree.statcache import StatCache
+from snapstore.worktree.waydirs import WayDirs
 
 Progress = Callable[[int, int], None]
 
@@ -134,13 +135,15 @@ def requested_path(base: str, path: str | os.PathLike[str]) -> str:
     return relative_to_base(base, path)
 
 
-def git_rules(request: Request) -> LeadingRules:
-    """git's rules a create of ``request`` starts with (none without ``gitignore``);
+def git_rules(request: Request, way: WayDirs | None = None) -> LeadingRules:
+    """git's rules a create of ``request`` starts with (none without ``gitignore``), each
+    ``.gitignore`` inside the base read through ``way`` (the create's directories on the
+    way to its paths, shared with its scan);
     InvalidValueError if they ignore the base directory whole (a checkpoint of it would
     record nothing, and its restore would touch nothing)."""
     if not request.gitignore or request.backup_of is not None:
         return LeadingRules()
-    rules = leading_rules(request.base, request.paths, real_base=request.real_base)
+    rules = leading_rules(request.base, request.paths, real_base=request.real_base, way=way)
     if rules.ignored is not None:
         raise InvalidValueError(
             f"cannot snapshot in {request.base}: {rules.ignored}, so git ignores everything "
@@ -220,8 +223,24 @@ def take_snapshot(
     scan_start_ns = time.time_ns()
     cache = StatCache(repo.backend, request.base, scan_start_ns)
     batch = BlobBatch(repo.blobs)
+    with WayDirs(request.base) as way:
+        return _take_snapshot(repo, request, cache, batch, way, progress, committed, remember_trees)
+
+
+def _take_snapshot(
+    repo: Repository,
+    request: Request,
+    cache: StatCache,
+    batch: BlobBatch,
+    way: WayDirs,
+    progress: Progress | None,
+    committed: Committed | None,
+    remember_trees: bool,
+) -> tuple[SnapshotInfo, bool]:
+    """``take_snapshot`` with ``way`` open: every requested path, and every ``.gitignore``
+    on the way to one, looked up through its directory's descriptor."""
     backup = request.backup_of is not None
-    git = git_rules(request)
+    git = git_rules(request, way)
     excludes = Matcher(
         ()
         if backup
@@ -246,6 +265,7 @@ def take_snapshot(
         reuse=reuse,
         restore_temps=backup,
         stat_files=reuse is not None,
+        way=way,
     )
     try:
         for path in request.paths:
@@ -258,7 +278,9 @@ def take_snapshot(
             racy_from_ns=cache.trust_before_ns,
             skip_unreadable=request.skip_unreadable,
             progress=progress,
+            way=way,
         )
+        way.close()
         trees = _store_trees(
             repo, request, rows, attrs, batch, remember=remember_trees and not backup
         )

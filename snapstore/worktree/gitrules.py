@@ -28,6 +28,7 @@ alone, whoever takes it).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import re
@@ -35,9 +36,11 @@ import stat
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from snapstore.errors import UnreadablePathError
 from snapstore.format.paths import parents
 from snapstore.fs.reading import open_regular_stat, read_all
 from snapstore.worktree.excludes import GITIGNORE, read_patterns, rebase
+from snapstore.worktree.waydirs import NotADirectory, WayDirs
 from snapstore.worktree.wildmatch import InvalidPattern, globstar, segment_expression
 
 GIT = ".git"
@@ -238,33 +241,38 @@ def _above_base(real_base: str) -> tuple[list[str], str | None]:
     return rules, None
 
 
-def _is_directory(path: str) -> bool:
-    """Whether ``path`` is a directory itself (not a symlink to one)."""
-    try:
-        return stat.S_ISDIR(os.lstat(path).st_mode)
-    except OSError:
-        return False
-
-
 def leading_rules(
-    base: str, requested: Sequence[str], *, real_base: str | None = None
+    base: str,
+    requested: Sequence[str],
+    *,
+    real_base: str | None = None,
+    way: WayDirs | None = None,
 ) -> LeadingRules:
     """git's rules for a checkpoint of the ``requested`` paths of ``base`` that the walk of
     those paths does not meet: the repository's above the base, then the ``.gitignore`` of
-    each directory inside the base on the way to a requested path, outermost first.
+    each directory inside the base on the way to a requested path, outermost first, each
+    read through a descriptor of its directory opened one name at a time without following
+    a link (``way``, the create's, shared with its scan; one of its own if None): a
+    directory swapped for a symlink meanwhile never brings in rules from outside the base.
     ``real_base``: ``base`` with its symlinks resolved, if the caller just did that."""
     rules, ignored = _above_base(os.path.realpath(base) if real_base is None else real_base)
     on_the_way = {
         directory for path in requested if path != "." for directory in ["", *parents(path)]
     }
-    not_directories: set[str] = set()
-    for directory in sorted(on_the_way, key=lambda d: (d.count("/") if d else -1, d)):
-        if directory and (
-            directory.rpartition("/")[0] in not_directories
-            or not _is_directory(os.path.join(base, directory))
-        ):
-            not_directories.add(directory)  # the scan refuses a path beneath it
-            continue
-        found = read_patterns(os.path.join(base, directory, GITIGNORE))
-        rules += (rebase(pattern, directory) for pattern in found)
+    if not on_the_way:
+        return LeadingRules(tuple(rules), frozenset(on_the_way), ignored)
+    with contextlib.ExitStack() as stack:
+        dirs = way if way is not None else stack.enter_context(WayDirs(base))
+        not_directories: set[str] = set()
+        for directory in sorted(on_the_way, key=lambda d: (d.count("/") if d else -1, d)):
+            if directory.rpartition("/")[0] in not_directories and directory:
+                not_directories.add(directory)
+                continue
+            try:
+                fd = dirs.open(directory)
+            except (OSError, NotADirectory, UnreadablePathError):
+                not_directories.add(directory)  # the scan refuses a path beneath it
+                continue
+            found = read_patterns(os.path.join(base, directory, GITIGNORE), in_dir=fd)
+            rules += (rebase(pattern, directory) for pattern in found)
     return LeadingRules(tuple(rules), frozenset(on_the_way), ignored)

@@ -47,6 +47,7 @@ from snapstore.worktree.ingest import IngestedFile
 from snapstore.worktree.links import record_links
 from snapstore.worktree.scanned import ScanResult, sorted_rows
 from snapstore.worktree.statcache import StatCache
+from snapstore.worktree.waydirs import WayDirs
 
 ASIDE_MAX_BYTES = 8 << 20
 """Larger files are read on the calling thread, streaming (their chunks would otherwise wait
@@ -116,6 +117,7 @@ class _Ingest:
         skip_unreadable: bool,
         progress: Callable[[int, int], None] | None,
         total: int,
+        way: WayDirs | None = None,
     ) -> None:
         self.scanned = scanned
         self.batch = batch
@@ -130,7 +132,7 @@ class _Ingest:
         self.links = scanned.links
         self.rows = scanned.rows
         self.read_inodes: dict[FileId, IngestedFile] = {}
-        self.parents = _ListedDirectories(scanned.dirs)
+        self.parents = _ListedDirectories(scanned.dirs, way)
         self.aside: deque[_Pending] = deque()
         self.aside_bytes = 0
         self._pool: ThreadPoolExecutor | None = None
@@ -263,6 +265,7 @@ def ingest_scan(
     racy_from_ns: int,
     skip_unreadable: bool,
     progress: Callable[[int, int], None] | None = None,
+    way: WayDirs | None = None,
 ) -> tuple[list[EntryRow], dict[str, FileAttrs]]:
     """All the manifest rows of a scan, sorted by path, after reading and storing through
     ``batch`` every file the scan could not reuse, and the attributes of the file rows that
@@ -276,7 +279,7 @@ def ingest_scan(
     to_read, scanned.to_read = scanned.to_read, []
     to_read.sort(key=itemgetter(0), reverse=True)  # packs hold blobs in path order
     ingest = _Ingest(
-        scanned, batch, cache, racy_from_ns, skip_unreadable, progress, total=len(to_read)
+        scanned, batch, cache, racy_from_ns, skip_unreadable, progress, len(to_read), way
     )
     try:
         while to_read:
@@ -291,14 +294,21 @@ def ingest_scan(
     return rows, ingest.attrs
 
 
-class _ListedDirectories:
-    """The directories files are read from, each opened (one at a time: files come in path
-    order) and checked to be the very directory the scan listed; a directory the scan did
-    not list (the parent of a file asked for by name, which is looked up from the base by
-    name, as given) gives None: the file is opened by path, as it was found."""
+_DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 
-    def __init__(self, listed: Mapping[str, FileId]) -> None:
+
+class _ListedDirectories:
+    """The directories files are read from: the scan's own descriptor of one on the way to a
+    requested path while ``way`` holds it, else each opened (one at a time: files come in
+    path order) and checked to be the very directory the scan listed or looked through; a
+    directory the scan knows nothing of (the base, for a file asked for by name in it) gives
+    None: the file is opened by path, as it was found. A directory the scan walked below one
+    ``way`` holds is opened from there: a directory above it swapped for a symlink since
+    the scan is not looked through."""
+
+    def __init__(self, listed: Mapping[str, FileId], way: WayDirs | None = None) -> None:
         self.listed = listed
+        self.way = way
         self._parent: str | None = None
         """The directory open as ``_fd`` (None: none is)."""
         self._fd = -1
@@ -310,10 +320,18 @@ class _ListedDirectories:
         if parent == self._parent:  # the directory of the file before (files come in order)
             return self._fd
         expected = self.listed.get(parent)
+        if self.way is not None:
+            held = self.way.held("" if parent == "." else parent)
+            if held is not None and (held[1] is None or expected in (None, held[1])):
+                return held[0]
         if expected is None:
             return None
         self.close()  # followed if a symlink (the base may be one): the identity decides
-        fd = os.open(os.path.dirname(absolute), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        nearest = None if self.way is None else self.way.nearest("" if parent == "." else parent)
+        if nearest is None:
+            fd = os.open(os.path.dirname(absolute), _DIRECTORY_FLAGS)
+        else:
+            fd = os.open(nearest[1], _DIRECTORY_FLAGS, dir_fd=nearest[0])
         if file_id(os.fstat(fd)) != expected:
             os.close(fd)
             raise UnreadablePathError(

@@ -34,6 +34,7 @@ from snapstore.fs.tempnames import is_restore_temp
 from snapstore.models import SkippedPath
 from snapstore.worktree.excludes import GITIGNORE, Matcher, read_patterns, rebase
 from snapstore.worktree.scanned import Reuse, ScanResult
+from snapstore.worktree.waydirs import LOOKUP_FLAGS, NotADirectory, WayDirs
 
 GITIGNORE_ADVICE = "pass gitignore=False (--no-gitignore) to record what .gitignore files ignore"
 
@@ -83,8 +84,16 @@ class Scanner:
         reuse: Reuse | None = None,
         restore_temps: bool = False,
         stat_files: bool = True,
+        way: WayDirs | None = None,
     ) -> None:
         self.base_dir = base_dir
+        self.way = way
+        """The directories on the way to the requested paths, held for the whole create
+        (shared with git's rules and the read of requested files); None: ``add`` opens its
+        own for each path and closes them when it returns."""
+        self._checked_parents: dict[str, FileId] = {}
+        """The directories on the way found, as they were, neither excluded nor a storage
+        root: looked at once per create, through the very descriptor later lookups use."""
         self.restore_temps = restore_temps
         self.exclude_dirs = set(exclude_dirs)
         self.excludes = excludes if excludes is not None else Matcher()
@@ -119,26 +128,45 @@ class Scanner:
                 raise UnsafePathError(f"{self.base_dir} is a snapstore root; it is never recorded")
             self._walk([(".", self.base_dir, ("", "dir", 0, 0, 0, None, None), None)], root=True)
             return
-        absolute = os.path.join(self.base_dir, relative)
+        if self.way is not None:
+            self._add_through(relative, self.way, recursive)
+            return
+        with WayDirs(self.base_dir) as way:
+            self._add_through(relative, way, recursive)
+
+    def _parent_fd(self, relative: str, way: WayDirs) -> int | None:
+        """The descriptor of the directory holding ``relative``, each directory on the way
+        checked (through ``way``: opened one name at a time, never through a link); None if
+        one is missing. UnsafePathError if one is not a directory or is a storage root."""
+        fd = -1
         for parent in ["", *parents(relative)]:
-            parent_absolute = os.path.join(self.base_dir, parent)
             try:
-                parent_info = os.lstat(parent_absolute)
+                fd = way.open(parent)
             except FileNotFoundError:
-                break
-            if not stat.S_ISDIR(parent_info.st_mode):
+                return None
+            except NotADirectory as error:
                 raise UnsafePathError(
-                    f"cannot snapshot {relative!r}: {parent!r} is not a directory (a symlink "
-                    "is never followed); snapshot the link itself or its real location"
-                )
-            if parent and (
-                file_id(parent_info) in self.exclude_dirs or is_store_root(parent_absolute)
-            ):
-                raise UnsafePathError(
-                    f"cannot snapshot {relative!r}: it lies in the snapstore root {parent!r}"
-                )
+                    f"cannot snapshot {relative!r}: {error.directory!r} is not a directory (a "
+                    "symlink is never followed); snapshot the link itself or its real location"
+                ) from None
+            if parent and self._checked_parents.get(parent) != (found := way.identity(parent)):
+                if found in self.exclude_dirs or is_store_root(dir_fd=fd):
+                    raise UnsafePathError(
+                        f"cannot snapshot {relative!r}: it lies in the snapstore root {parent!r}"
+                    )
+                self._checked_parents[parent] = found
+                self.result.dirs.setdefault(parent, found)
+        return fd
+
+    def _add_through(self, relative: str, way: WayDirs, recursive: bool) -> None:
+        """``add`` of a path other than ``"."``, looked up through ``way``."""
+        absolute = os.path.join(self.base_dir, relative)
+        parent_fd = self._parent_fd(relative, way)
+        name = relative.rpartition("/")[2]
         try:
-            info = os.lstat(absolute)
+            if parent_fd is None:
+                raise FileNotFoundError
+            info = os.stat(name, dir_fd=parent_fd, follow_symlinks=False)
         except FileNotFoundError:
             self.result.rows.append((relative, "absent", 0, 0, 0, None, None))
             return
@@ -157,12 +185,52 @@ class Scanner:
                 f"cannot snapshot {relative!r}: the exclude rules leave it out (rule "
                 f"{rule!r}{advice})"
             )
-        if stat.S_ISDIR(info.st_mode) and (
-            file_id(info) in self.exclude_dirs or is_store_root(absolute)
-        ):
+        if stat.S_ISDIR(info.st_mode):
+            self._add_directory(relative, absolute, name, parent_fd, info, recursive)
+        else:
+            self._add_found(relative, absolute, info, None, dir_fd=parent_fd)
+
+    def _add_directory(
+        self,
+        relative: str,
+        absolute: str,
+        name: str,
+        parent_fd: int,
+        info: os.stat_result,
+        recursive: bool,
+    ) -> None:
+        """A requested directory (lstat'ed as ``info`` in ``parent_fd``): opened there
+        without following a link, refused if it is a storage root, then recorded alone or
+        walked from that very descriptor."""
+        if file_id(info) in self.exclude_dirs:
             raise UnsafePathError(f"cannot snapshot {relative!r}: it is a snapstore root")
+        flags = _DIRECTORY_FLAGS if recursive else LOOKUP_FLAGS  # a shallow one is not listed
+        try:
+            fd = os.open(name, flags | os.O_NOFOLLOW, dir_fd=parent_fd)
+        except OSError as error:
+            self._problem(relative, error.strerror or str(error))
+            return
         pending: _Pending = []
-        self._add_found(relative, absolute, info, pending if recursive else None)
+        try:
+            found = file_id(os.fstat(fd))
+            if found != file_id(info):
+                self._problem(relative, "replaced while the tree was snapshotted")
+                return
+            if is_store_root(dir_fd=fd):
+                raise UnsafePathError(f"cannot snapshot {relative!r}: it is a snapstore root")
+            if self._leaves_out(name):
+                return
+            mode, mtime_ns = info.st_mode & 0o7777, info.st_mtime_ns
+            row: EntryRow = (relative, "dir", mode, 0, mtime_ns, None, None)
+            if not recursive:
+                self.result.rows.append(row)
+                return
+            self.result.dirs[relative] = found
+            others = self._record_children(relative, absolute, fd, row)
+        finally:
+            os.close(fd)
+        for child_relative, child_absolute, child_info in others:
+            self._add_found(child_relative, child_absolute, child_info, pending)
         self._walk(pending)
 
     def add_below(self, relative: str, root: str) -> bool:
@@ -222,16 +290,26 @@ class Scanner:
         return True
 
     def _add_found(
-        self, relative: str, absolute: str, info: os.stat_result, pending: _Pending | None
+        self,
+        relative: str,
+        absolute: str,
+        info: os.stat_result,
+        pending: _Pending | None,
+        *,
+        dir_fd: int | None = None,
     ) -> None:
         """Record a path already checked to be a safe relative path; a directory joins
-        ``pending`` to be walked (or, with None, is recorded alone: a shallow path)."""
+        ``pending`` to be walked (or, with None, is recorded alone: a shallow path).
+        ``dir_fd``: a descriptor of its directory, where a symlink's target is read."""
         if self._leaves_out(relative.rsplit("/", 1)[-1]):
             return
         mode = info.st_mode
         if stat.S_ISLNK(mode):
             try:
-                target = os.readlink(absolute)
+                if dir_fd is None:
+                    target = os.readlink(absolute)
+                else:
+                    target = os.readlink(os.path.basename(absolute), dir_fd=dir_fd)
             except OSError as error:
                 self._problem(relative, error.strerror or str(error))
                 return

@@ -15,7 +15,7 @@ import snapstore.worktree.create as create
 import snapstore.worktree.ingest as ingest
 import snapstore.worktree.scan as scan
 from snapstore import SnapStore
-from snapstore.errors import SnapstoreError, UnsafePathError
+from snapstore.errors import SnapstoreError, SourceChangedError, UnsafePathError
 
 
 def test_directory_swapped_for_symlink_before_read_never_records_outside_file(
@@ -107,13 +107,20 @@ def _outside_and_project(tmp_path: Path) -> tuple[Path, Path]:
     return project, outside
 
 
+def _recorded(store: SnapStore, name: str) -> dict[str, bytes]:
+    """The files snapshot ``name`` of session ``s`` recorded, with their bytes."""
+    entries = store.get("s", name).entries
+    return {e.path: store.read("s", name, e.path) for e in entries if e.kind == "file"}
+
+
 @pytest.mark.parametrize("paths", [["a/y"], ["a/y/g"], ["a/x", "a/y"]])
-def test_a_directory_on_the_way_swapped_before_the_scan_starts_is_refused(
+def test_a_directory_on_the_way_swapped_before_the_scan_starts_never_leads_outside(
     store: SnapStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, paths: list[str]
 ) -> None:
-    """``a`` swapped for a symlink after git's rules looked at it (and the ignore files and
-    the stat cache were read) but before the scan: the scan looks at every directory on
-    the way again, and never takes git's look for its own."""
+    """``a`` swapped for a symlink after git's rules opened it (and the ignore files and the
+    stat cache were read) but before the scan: the scan looks through the descriptor git's
+    rules opened, so it records the directory that was there (now ``a.old``, inside the
+    tree) or refuses; never what the link leads to."""
     project, outside = _outside_and_project(tmp_path)
     real_scanner = create.Scanner
 
@@ -122,17 +129,23 @@ def test_a_directory_on_the_way_swapped_before_the_scan_starts_is_refused(
         return real_scanner(*args, **kwargs)
 
     monkeypatch.setattr(create, "Scanner", swap_then_scan)
-    with pytest.raises(UnsafePathError, match="'a' is not a directory"):
-        store.create("s", "n", paths, base_dir=project)
-    assert store.list("s") == []
+    try:
+        info = store.create("s", "n", paths, base_dir=project)
+    except SnapstoreError as error:
+        assert "replaced while the tree was snapshotted" in str(error)
+        assert store.list("s") == []
+        return
+    recorded = _recorded(store, info.name)
+    assert "a/y/secret.txt" not in recorded
+    assert recorded["a/y/g"] == b"y"
 
 
-def test_a_directory_on_the_way_to_two_paths_swapped_between_them_is_refused(
+def test_a_directory_on_the_way_to_two_paths_swapped_between_them_never_leads_outside(
     store: SnapStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``a`` swapped for a symlink while ``a/x`` is walked (its files reused from a warm stat
-    cache, nothing of ``a/x`` opened again): ``a/y`` is refused, not read through the link,
-    since every path's parents are looked at again just before it."""
+    cache, nothing of ``a/x`` opened again): ``a/y`` is looked up through the descriptor of
+    ``a`` the create holds, the very directory it checked, never through the link."""
     project, outside = _outside_and_project(tmp_path)
     for name in ("warm", "warm2"):
         store.create("s", name, ["a/x", "a/y"], base_dir=project)
@@ -144,9 +157,8 @@ def test_a_directory_on_the_way_to_two_paths_swapped_between_them_is_refused(
             _swap_for_symlink(project / "a", outside)
 
     monkeypatch.setattr(scan.Scanner, "add", add_then_swap)
-    with pytest.raises(UnsafePathError, match="'a' is not a directory"):
-        store.create("s", "n", ["a/x", "a/y"], base_dir=project)
-    assert [info.name for info in store.list("s")] == ["warm", "warm2"]
+    info = store.create("s", "n", ["a/x", "a/y"], base_dir=project)
+    assert _recorded(store, info.name) == {"a/x/f": b"x", "a/y/g": b"y"}
 
 
 def test_the_scanner_looks_at_a_shared_parent_again_for_each_path(tmp_path: Path) -> None:
@@ -193,3 +205,121 @@ def test_a_gitignore_the_walk_meets_is_read_in_its_own_directory_even_if_that_is
     monkeypatch.setattr(scan, "read_patterns", racing)
     info = store.create("s", "n", ["."], base_dir=project)
     assert "sub/keep.txt" in {e.path for e in store.get("s", info.name).entries}
+
+
+def test_git_rules_read_a_gitignore_on_the_way_in_its_own_directory_even_if_that_is_swapped(
+    store: SnapStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A directory on the way to a requested file swapped for a symlink to one whose
+    ``.gitignore`` says ``*`` just as git's rules read the ``.gitignore`` in it: the rules
+    are those of the directory's own, and the file is recorded (read by path, the outside
+    rule left it out and the create refused it)."""
+    import subprocess
+
+    import snapstore.worktree.gitrules as gitrules
+
+    project = tmp_path / "proj"
+    outside = tmp_path / "outside"
+    write_tree(project, {"sub/.gitignore": "nothing-here\n", "sub/keep.txt": "keep me"})
+    write_tree(outside, {".gitignore": "*\n"})
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    racing = _swapping_reader(gitrules.read_patterns, project / "sub", outside, tmp_path / "moved")
+    monkeypatch.setattr(gitrules, "read_patterns", racing)
+    info = store.create("s", "n", ["sub/keep.txt"], base_dir=project)
+    assert store.read("s", info.name, "sub/keep.txt") == b"keep me"
+    assert "sub/*" not in info.excludes
+
+
+def _swap_after_parent_check(monkeypatch: pytest.MonkeyPatch, directory: Path, to: Path) -> None:
+    """Make the scan's storage-root check of ``directory`` (the last look at a directory on
+    the way before the requested path in it is looked up) swap it for a symlink to ``to``."""
+    real = scan.is_store_root
+
+    def check_then_swap(*args: Any, **kwargs: Any) -> bool:
+        found = real(*args, **kwargs)
+        if directory.is_dir() and not directory.is_symlink():
+            _swap_for_symlink(directory, to)
+        return found
+
+    monkeypatch.setattr(scan, "is_store_root", check_then_swap)
+
+
+def test_a_parent_swapped_between_its_check_and_the_file_lookup_never_records_outside(
+    store: SnapStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project = tmp_path / "proj"
+    outside = tmp_path / "outside"
+    write_tree(project, {"d/f.txt": "inside"})
+    write_tree(outside, {"f.txt": "SECRET outside the tree"})
+    _swap_after_parent_check(monkeypatch, project / "d", outside)
+    try:
+        info = store.create("s", "n", ["d/f.txt"], base_dir=project)
+    except (UnsafePathError, SourceChangedError):
+        return
+    assert (project / "d").is_symlink(), "the swap did not happen"
+    assert store.read("s", info.name, "d/f.txt") == b"inside"
+
+
+def test_a_parent_swapped_between_its_check_and_the_symlink_read_never_records_outside(
+    store: SnapStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project = tmp_path / "proj"
+    outside = tmp_path / "outside"
+    project.mkdir()
+    outside.mkdir()
+    (project / "d").mkdir()
+    os.symlink("inside-target", project / "d" / "link")
+    os.symlink("SECRET-target", outside / "link")
+    _swap_after_parent_check(monkeypatch, project / "d", outside)
+    info = store.create("s", "n", ["d/link"], base_dir=project)
+    assert (project / "d").is_symlink(), "the swap did not happen"
+    (entry,) = [e for e in store.get("s", info.name).entries if e.path == "d/link"]
+    assert entry.target == "inside-target"
+
+
+def test_a_parent_swapped_just_before_a_requested_file_is_read_never_records_outside(
+    store: SnapStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A first create (no stat cache: the file is listed without an lstat, its fstat when
+    opened stands for it) of ``d/f.txt``, ``d`` swapped just before the file is opened: it
+    is opened in the directory the scan looked through, not through the link."""
+    project = tmp_path / "proj"
+    outside = tmp_path / "outside"
+    write_tree(project, {"d/f.txt": "inside"})
+    write_tree(outside, {"f.txt": "SECRET outside the tree"})
+    real = ingest.open_source
+
+    def swap_then_read(path: str, dir_fd: int | None = None) -> int:
+        if not (project / "d").is_symlink():
+            _swap_for_symlink(project / "d", outside)
+        return real(path, dir_fd)
+
+    monkeypatch.setattr(ingest, "open_source", swap_then_read)
+    try:
+        info = store.create("s", "n", ["d/f.txt"], base_dir=project)
+    except (UnsafePathError, SourceChangedError):
+        return
+    assert store.read("s", info.name, "d/f.txt") == b"inside"
+
+
+def test_a_requested_directory_swapped_after_its_lstat_is_never_walked_outside(
+    store: SnapStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``a/y`` itself swapped for a symlink between its lstat and its opening: the open
+    does not follow the link; the create refuses (or skips, with ``skip_unreadable``)."""
+    project, outside = _outside_and_project(tmp_path)
+    real = scan.file_id
+
+    def identify_then_swap(info: os.stat_result) -> Any:
+        if (project / "a" / "y").is_dir() and not (project / "a" / "y").is_symlink():
+            _swap_for_symlink(project / "a" / "y", outside / "y")
+        return real(info)
+
+    monkeypatch.setattr(scan, "file_id", identify_then_swap)
+    with pytest.raises(SnapstoreError):
+        store.create("s", "n", ["a/y"], base_dir=project)
+    os.unlink(project / "a" / "y")
+    os.rename(project / "a" / "y.old", project / "a" / "y")
+    info = store.create("s", "n", ["a/y"], base_dir=project, skip_unreadable=True)
+    assert [skipped.path for skipped in info.skipped] == ["a/y"]
+    assert not any("secret" in e.path for e in store.get("s", info.name).entries)

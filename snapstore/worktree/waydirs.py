@@ -1,0 +1,158 @@
+"""The directories on the way to a create's requested paths, each opened once per create
+relative to its parent's descriptor without following a link.
+
+``O_NOFOLLOW`` covers only the last component of a path: a directory checked by path and
+then looked through by path again may have been swapped for a symlink to elsewhere in
+between. A lookup relative to a descriptor held since the check resolves one name in the
+very directory checked, so git's rules (``gitrules.leading_rules``), the scan's checks of
+each requested path (``Scanner.add``) and the read of a requested file (``ingest_scan``) all
+look in the same directories, none of them outside the base whatever is renamed meanwhile.
+One object serves one create and is closed when it ends.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from collections import OrderedDict
+from types import TracebackType
+
+from snapstore.errors import UnreadablePathError
+from snapstore.fs.stamps import FileId, file_id
+
+LOOKUP_FLAGS = os.O_DIRECTORY | os.O_CLOEXEC | getattr(os, "O_PATH", os.O_RDONLY)
+"""``O_PATH`` where there is one: looking names up in a directory needs no right to list
+it, and no descriptor here is ever listed or read."""
+
+MAX_HELD = 64
+"""Descriptors held at once: a small create needs a handful; a request of many paths in
+many directories closes the least recently used, and opens it again (through its parent,
+checked to be the same directory) if it needs it again."""
+
+NOT_A_DIRECTORY = (errno.ENOTDIR, errno.ELOOP)
+"""The errors of opening a name with ``O_DIRECTORY | O_NOFOLLOW`` that is not a directory
+itself (a file, or a symlink, to a directory or not)."""
+
+
+class NotADirectory(Exception):
+    """``WayDirs.open``: the directory named (``directory``) is not a directory itself."""
+
+    def __init__(self, directory: str) -> None:
+        super().__init__(directory)
+        self.directory = directory
+
+
+class WayDirs:
+    """Descriptors of directories of ``base`` (``""`` for the base itself, ``"a/b"`` for one
+    below), opened on demand. The base is opened as given (it may be a symlink: the caller
+    checked it); every directory below it relative to its parent's descriptor with
+    ``O_NOFOLLOW``. A context manager: leaving it closes every descriptor."""
+
+    def __init__(self, base: str, *, max_held: int = MAX_HELD) -> None:
+        self.base = base
+        self.max_held = max(2, max_held)
+        self._held: OrderedDict[str, int] = OrderedDict()
+        self._ids: dict[str, FileId] = {}
+        """The identity of each directory fstat'ed so far, kept when its descriptor is
+        closed: one opened again must be the same directory."""
+
+    def __enter__(self) -> WayDirs:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def open(self, directory: str) -> int:
+        """A descriptor of ``directory`` (valid until the next ``open``, which may close the
+        least recently used). NotADirectory if it, or a directory on the way, is not a
+        directory itself; FileNotFoundError if one is missing; UnreadablePathError if one
+        opened before was replaced since; any other OSError as the lookup raised it."""
+        held = self._held.get(directory)
+        if held is not None:
+            self._held.move_to_end(directory)
+            return held
+        names = directory.split("/") if directory else []
+        depth = len(names)
+        while depth and "/".join(names[:depth]) not in self._held:
+            depth -= 1
+        current = "/".join(names[:depth])
+        fd = self._held.get(current)
+        if fd is None:
+            fd = self._opened(current, os.open(self.base, LOOKUP_FLAGS))
+        else:
+            self._held.move_to_end(current)
+        for name in names[depth:]:
+            current = f"{current}/{name}" if current else name
+            try:
+                child = os.open(name, LOOKUP_FLAGS | os.O_NOFOLLOW, dir_fd=fd)
+            except OSError as error:
+                if error.errno in NOT_A_DIRECTORY:
+                    raise NotADirectory(current) from None
+                raise
+            fd = self._opened(current, child)
+        return fd
+
+    def _opened(self, directory: str, fd: int) -> int:
+        """Hold ``fd``, just opened as ``directory``, once checked to be the directory opened
+        under that name before, if one was; close the least recently used beyond
+        ``max_held`` (noting its identity first, to check it if it is opened again)."""
+        expected = self._ids.get(directory)
+        if expected is not None:
+            try:
+                found = file_id(os.fstat(fd))
+            except BaseException:
+                os.close(fd)
+                raise
+            if found != expected:
+                os.close(fd)
+                raise UnreadablePathError(
+                    f"cannot snapshot below {directory!r}: it was replaced while the tree "
+                    "was snapshotted"
+                )
+        self._held[directory] = fd
+        while len(self._held) > self.max_held:
+            oldest, oldest_fd = self._held.popitem(last=False)
+            try:
+                if oldest not in self._ids:
+                    self._ids[oldest] = file_id(os.fstat(oldest_fd))
+            finally:
+                os.close(oldest_fd)
+        return fd
+
+    def identity(self, directory: str) -> FileId:
+        """The (device, inode) of ``directory``, as its descriptor shows it (``open``)."""
+        known = self._ids.get(directory)
+        if known is None:
+            known = self._ids[directory] = file_id(os.fstat(self.open(directory)))
+        return known
+
+    def held(self, directory: str) -> tuple[int, FileId | None] | None:
+        """The descriptor of ``directory`` if one is open now, and its identity if known;
+        None if none is: nothing is opened."""
+        fd = self._held.get(directory)
+        return None if fd is None else (fd, self._ids.get(directory))
+
+    def nearest(self, directory: str) -> tuple[int, str] | None:
+        """The descriptor open now of ``directory`` or of the nearest directory above it,
+        and the path of ``directory`` from there (``"."``: itself); None if none is open.
+        Nothing is opened."""
+        rest: list[str] = []
+        current = directory
+        while True:
+            fd = self._held.get(current)
+            if fd is not None:
+                return fd, "/".join(reversed(rest)) or "."
+            if not current:
+                return None
+            current, _, name = current.rpartition("/")
+            rest.append(name)
+
+    def close(self) -> None:
+        """Close every descriptor held (the object may be used again: it opens anew)."""
+        while self._held:
+            os.close(self._held.popitem()[1])
