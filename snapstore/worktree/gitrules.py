@@ -36,7 +36,6 @@ import stat
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from snapstore.errors import UnreadablePathError
 from snapstore.format.paths import parents
 from snapstore.fs.reading import open_regular_stat, read_all
 from snapstore.worktree.excludes import GITIGNORE, read_patterns, rebase
@@ -269,8 +268,8 @@ def leading_rules(
                 not_directories.add(directory)
                 continue
             try:
-                fd = dirs.open(directory)
-            except (OSError, NotADirectory, UnreadablePathError):
+                fd, _ = dirs.place(directory)
+            except (OSError, NotADirectory):
                 not_directories.add(directory)  # the scan refuses a path beneath it
                 continue
             found = read_patterns(os.path.join(base, directory, GITIGNORE), in_dir=fd)

@@ -134,14 +134,15 @@ class Scanner:
         with WayDirs(self.base_dir) as way:
             self._add_through(relative, way, recursive)
 
-    def _parent_fd(self, relative: str, way: WayDirs) -> int | None:
-        """The descriptor of the directory holding ``relative``, each directory on the way
-        checked (through ``way``: opened one name at a time, never through a link); None if
-        one is missing. UnsafePathError if one is not a directory or is a storage root."""
-        fd = -1
-        for parent in ["", *parents(relative)]:
+    def _parent_place(self, relative: str, way: WayDirs) -> tuple[int | None, str] | None:
+        """Where the name of ``relative`` is looked up (``WayDirs.place`` of its directory),
+        each directory on the way checked through the descriptor later lookups use (opened
+        one name at a time, never through a link); None if one is missing. UnsafePathError
+        if one is not a directory or is a storage root."""
+        place: tuple[int | None, str] = way.place("")
+        for parent in parents(relative):
             try:
-                fd = way.open(parent)
+                place = way.place(parent)
             except FileNotFoundError:
                 return None
             except NotADirectory as error:
@@ -149,24 +150,25 @@ class Scanner:
                     f"cannot snapshot {relative!r}: {error.directory!r} is not a directory (a "
                     "symlink is never followed); snapshot the link itself or its real location"
                 ) from None
-            if parent and self._checked_parents.get(parent) != (found := way.identity(parent)):
-                if found in self.exclude_dirs or is_store_root(dir_fd=fd):
+            found = way.identity(parent)
+            if self._checked_parents.get(parent) != found:
+                if found in self.exclude_dirs or is_store_root(dir_fd=place[0]):
                     raise UnsafePathError(
                         f"cannot snapshot {relative!r}: it lies in the snapstore root {parent!r}"
                     )
                 self._checked_parents[parent] = found
                 self.result.dirs.setdefault(parent, found)
-        return fd
+        return place
 
     def _add_through(self, relative: str, way: WayDirs, recursive: bool) -> None:
         """``add`` of a path other than ``"."``, looked up through ``way``."""
         absolute = os.path.join(self.base_dir, relative)
-        parent_fd = self._parent_fd(relative, way)
+        place = self._parent_place(relative, way)
         name = relative.rpartition("/")[2]
         try:
-            if parent_fd is None:
+            if place is None:
                 raise FileNotFoundError
-            info = os.stat(name, dir_fd=parent_fd, follow_symlinks=False)
+            info = os.stat(place[1] + name, dir_fd=place[0], follow_symlinks=False)
         except FileNotFoundError:
             self.result.rows.append((relative, "absent", 0, 0, 0, None, None))
             return
@@ -186,27 +188,27 @@ class Scanner:
                 f"{rule!r}{advice})"
             )
         if stat.S_ISDIR(info.st_mode):
-            self._add_directory(relative, absolute, name, parent_fd, info, recursive)
+            self._add_directory(relative, absolute, place, info, recursive)
         else:
-            self._add_found(relative, absolute, info, None, dir_fd=parent_fd)
+            self._add_found(relative, absolute, info, None, dir_fd=place[0])
 
     def _add_directory(
         self,
         relative: str,
         absolute: str,
-        name: str,
-        parent_fd: int,
+        place: tuple[int | None, str],
         info: os.stat_result,
         recursive: bool,
     ) -> None:
-        """A requested directory (lstat'ed as ``info`` in ``parent_fd``): opened there
+        """A requested directory (lstat'ed as ``info`` at ``place``): opened there
         without following a link, refused if it is a storage root, then recorded alone or
         walked from that very descriptor."""
         if file_id(info) in self.exclude_dirs:
             raise UnsafePathError(f"cannot snapshot {relative!r}: it is a snapstore root")
+        name = relative.rpartition("/")[2]
         flags = _DIRECTORY_FLAGS if recursive else LOOKUP_FLAGS  # a shallow one is not listed
         try:
-            fd = os.open(name, flags | os.O_NOFOLLOW, dir_fd=parent_fd)
+            fd = os.open(place[1] + name, flags | os.O_NOFOLLOW, dir_fd=place[0])
         except OSError as error:
             self._problem(relative, error.strerror or str(error))
             return
@@ -307,7 +309,7 @@ class Scanner:
         if stat.S_ISLNK(mode):
             try:
                 if dir_fd is None:
-                    target = os.readlink(absolute)
+                    target = os.readlink(absolute)  # in the base, or a walk's child
                 else:
                     target = os.readlink(os.path.basename(absolute), dir_fd=dir_fd)
             except OSError as error:

@@ -43,10 +43,10 @@ class NotADirectory(Exception):
 
 
 class WayDirs:
-    """Descriptors of directories of ``base`` (``""`` for the base itself, ``"a/b"`` for one
-    below), opened on demand. The base is opened as given (it may be a symlink: the caller
-    checked it); every directory below it relative to its parent's descriptor with
-    ``O_NOFOLLOW``. A context manager: leaving it closes every descriptor."""
+    """Descriptors of directories below ``base`` (``"a/b"``), opened on demand: one in the
+    base by the base's path and its name (the base may be a symlink: the caller checked
+    it), every other relative to its parent's descriptor, all with ``O_NOFOLLOW``. A context
+    manager: leaving it closes every descriptor."""
 
     def __init__(self, base: str, *, max_held: int = MAX_HELD) -> None:
         self.base = base
@@ -68,34 +68,47 @@ class WayDirs:
         self.close()
 
     def open(self, directory: str) -> int:
-        """A descriptor of ``directory`` (valid until the next ``open``, which may close the
-        least recently used). NotADirectory if it, or a directory on the way, is not a
-        directory itself; FileNotFoundError if one is missing; UnreadablePathError if one
-        opened before was replaced since; any other OSError as the lookup raised it."""
+        """A descriptor of ``directory``, not the base (valid until the next ``open``, which
+        may close the least recently used). NotADirectory if it, or a directory on the way,
+        is not a directory itself; FileNotFoundError if one is missing; UnreadablePathError
+        if one opened before was replaced since; any other OSError as the lookup raised it."""
         held = self._held.get(directory)
         if held is not None:
             self._held.move_to_end(directory)
             return held
-        names = directory.split("/") if directory else []
-        depth = len(names)
+        names = directory.split("/")
+        depth = len(names) - 1
         while depth and "/".join(names[:depth]) not in self._held:
             depth -= 1
         current = "/".join(names[:depth])
-        fd = self._held.get(current)
-        if fd is None:
-            fd = self._opened(current, os.open(self.base, LOOKUP_FLAGS))
-        else:
+        fd: int | None = None
+        if current:
+            fd = self._held[current]
             self._held.move_to_end(current)
         for name in names[depth:]:
             current = f"{current}/{name}" if current else name
             try:
-                child = os.open(name, LOOKUP_FLAGS | os.O_NOFOLLOW, dir_fd=fd)
+                child = os.open(
+                    name if fd is not None else os.path.join(self.base, name),
+                    LOOKUP_FLAGS | os.O_NOFOLLOW,
+                    dir_fd=fd,
+                )
             except OSError as error:
                 if error.errno in NOT_A_DIRECTORY:
                     raise NotADirectory(current) from None
                 raise
             fd = self._opened(current, child)
+        assert fd is not None
         return fd
+
+    def place(self, directory: str) -> tuple[int | None, str]:
+        """Where the names of ``directory`` (``""``: the base) are looked up: a descriptor
+        to look them up in (``open``) and ``""``, or, for the base, None and the base's path
+        with a separator: the base is looked up by its path, as the caller named it, which
+        nothing inside it can redirect (and no descriptor of it is opened)."""
+        if not directory:
+            return None, os.path.join(self.base, "")
+        return self.open(directory), ""
 
     def _opened(self, directory: str, fd: int) -> int:
         """Hold ``fd``, just opened as ``directory``, once checked to be the directory opened
@@ -125,7 +138,7 @@ class WayDirs:
         return fd
 
     def identity(self, directory: str) -> FileId:
-        """The (device, inode) of ``directory``, as its descriptor shows it (``open``)."""
+        """The (device, inode) of ``directory`` (not the base), as its descriptor shows it."""
         known = self._ids.get(directory)
         if known is None:
             known = self._ids[directory] = file_id(os.fstat(self.open(directory)))
@@ -138,19 +151,18 @@ class WayDirs:
         return None if fd is None else (fd, self._ids.get(directory))
 
     def nearest(self, directory: str) -> tuple[int, str] | None:
-        """The descriptor open now of ``directory`` or of the nearest directory above it,
-        and the path of ``directory`` from there (``"."``: itself); None if none is open.
-        Nothing is opened."""
+        """The descriptor open now of ``directory`` or of the nearest directory above it
+        (never the base), and the path of ``directory`` from there (``"."``: itself); None
+        if none is open. Nothing is opened."""
         rest: list[str] = []
         current = directory
-        while True:
+        while current:
             fd = self._held.get(current)
             if fd is not None:
                 return fd, "/".join(reversed(rest)) or "."
-            if not current:
-                return None
             current, _, name = current.rpartition("/")
             rest.append(name)
+        return None
 
     def close(self) -> None:
         """Close every descriptor held (the object may be used again: it opens anew)."""
