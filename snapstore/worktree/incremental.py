@@ -93,6 +93,7 @@ from snapstore.worktree.parentmemo import (
 )
 from snapstore.worktree.rescanplan import Plan, plan_rescan, refusal
 from snapstore.worktree.scan import Scanner
+from snapstore.worktree.waydirs import WayDirs
 
 __all__ = ["ChangeSource", "ChangedPaths", "IncrementalReport", "take_incremental"]
 
@@ -133,20 +134,21 @@ def take_incremental(
     initial = initial_patterns(
         request.base, request.exclude, default_excludes=request.default_excludes
     )
-    git = git_rules(request)
-    reason = refusal(request, parent, known, base, initial, list(git.patterns))
-    if reason is None:
-        assert known is not None and base is not None
-        planned = plan_rescan(request, base, known, len(git.patterns), len(initial))
-        built = (
-            planned
-            if isinstance(planned, str)
-            else _build(repo, request, base, planned, start, (git, len(initial)), progress)
-        )
-        if not isinstance(built, str):
-            forget(repo, parent, built[0].info)
-            return built
-        reason = built
+    with WayDirs(request.base) as way:
+        git = git_rules(request, way)
+        reason = refusal(request, parent, known, base, initial, list(git.patterns))
+        if reason is None:
+            assert known is not None and base is not None
+            planned = plan_rescan(request, base, known, len(git.patterns), len(initial))
+            built = (
+                planned
+                if isinstance(planned, str)
+                else _build(repo, request, base, planned, start, (git, len(initial)), progress, way)
+            )
+            if not isinstance(built, str):
+                forget(repo, parent, built[0].info)
+                return built
+            reason = built
     committed = Committed(repo)
     info, replaced = take_snapshot(
         repo, request, progress=progress, committed=committed, remember_trees=False
@@ -165,11 +167,13 @@ def _build(
     start: ScanStart,
     rules_read: tuple[LeadingRules, int],
     progress: Progress | None,
+    way: WayDirs,
 ) -> tuple[IncrementalReport, bool] | str:
     """Scan the planned paths, ingest what must be read, merge with the parent's rows, store
     the tree objects built again and commit; or, committing nothing, why a full scan must be
     made instead. ``rules_read``: git's rules read before the walk, and how many of the
-    parent's rules are fixed ones (they come last)."""
+    parent's rules are fixed ones (they come last). ``way``: the create's directories on
+    the way to its paths (``WayDirs``), which git's rules were read through."""
     if not plan.replaced and not plan.refresh:
         return _commit_unchanged(repo, request, base, start)
     batch = BlobBatch(repo.blobs)
@@ -183,6 +187,7 @@ def _build(
         excludes=Matcher(rules[split:], gitignore=rules[:split]),
         gitignore=request.gitignore,
         ignore_read=git.read_dirs,
+        way=way,
     )
     try:
         for path, root in plan.scans:
@@ -202,7 +207,9 @@ def _build(
             racy_from_ns=start.wall_ns - statcache.RACY_NS,
             skip_unreadable=request.skip_unreadable,
             progress=progress,
+            way=way,
         )
+        way.close()
         recorded = _merged(base, plan, new_rows, new_attrs, batch.counted, scanned.skipped)
         if isinstance(recorded, str):
             batch.abort()

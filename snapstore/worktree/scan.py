@@ -244,18 +244,28 @@ class Scanner:
         would refuse ``root``, and the caller's picture of the tree is out of date."""
         self.result.overlapping = True
         self._added = True
+        if self.way is not None:
+            return self._add_below_through(relative, root, self.way)
+        with WayDirs(self.base_dir) as way:
+            return self._add_below_through(relative, root, way)
+
+    def _add_below_through(self, relative: str, root: str, way: WayDirs) -> bool:
+        """``add_below``, every directory on the way looked up through ``way``."""
         within = "" if root == "." else root + "/"
         steps = relative[len(within) :].split("/")
         directories = [within + "/".join(steps[:depth]) for depth in range(1, len(steps))]
+        place = way.place("")
         for directory in [root, *directories] if root != "." else directories:
-            absolute = os.path.join(self.base_dir, directory)
             try:
-                info = os.lstat(absolute)
+                place = way.place(directory)
             except FileNotFoundError:
                 return directory != root
-            if not stat.S_ISDIR(info.st_mode):
+            except NotADirectory:
                 return False
-            stored = (info.st_dev, info.st_ino) in self.exclude_dirs or is_store_root(absolute)
+            found = way.identity(directory)
+            stored = self._checked_parents.get(directory) != found and (
+                found in self.exclude_dirs or is_store_root(dir_fd=place[0])
+            )
             if directory == root:
                 if stored:
                     return False
@@ -265,13 +275,18 @@ class Scanner:
                 or self._leaves_out(directory.rsplit("/", 1)[-1])
             ):
                 return True
-        return self._add_below_found(relative)
+            self._checked_parents[directory] = found
+            self.result.dirs.setdefault(directory, found)
+        return self._add_below_found(relative, place)
 
-    def _add_below_found(self, relative: str) -> bool:
-        """The last step of ``add_below``: ``relative`` itself, its directory checked."""
+    def _add_below_found(self, relative: str, place: tuple[int | None, str]) -> bool:
+        """The last step of ``add_below``: ``relative`` itself, looked up at ``place``, its
+        directory checked."""
         absolute = os.path.join(self.base_dir, relative)
         try:
-            info = os.lstat(absolute)
+            info = os.stat(
+                place[1] + relative.rpartition("/")[2], dir_fd=place[0], follow_symlinks=False
+            )
         except FileNotFoundError:
             return True
         except NotADirectoryError:
@@ -287,7 +302,7 @@ class Scanner:
         if self.excludes(relative, stat.S_ISDIR(info.st_mode)):
             return True
         pending: _Pending = []
-        self._add_found(relative, absolute, info, pending)
+        self._add_found(relative, absolute, info, pending, dir_fd=place[0])
         self._walk(pending)
         return True
 

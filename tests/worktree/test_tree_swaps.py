@@ -323,3 +323,45 @@ def test_a_requested_directory_swapped_after_its_lstat_is_never_walked_outside(
     info = store.create("s", "n", ["a/y"], base_dir=project, skip_unreadable=True)
     assert [skipped.path for skipped in info.skipped] == ["a/y"]
     assert not any("secret" in e.path for e in store.get("s", info.name).entries)
+
+
+def test_a_directory_swapped_on_the_way_to_a_changed_path_never_leads_outside(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An incremental create rescanning ``src/pkg/mod.py``: ``src`` swapped for a symlink to
+    a directory holding another ``pkg/mod.py`` just after it was checked. The changed file
+    is looked up through the descriptor of ``src`` checked, never through the link."""
+    import time
+
+    from snapstore.worktree.incremental import ChangedPaths
+
+    store = SnapStore(tmp_path / "store", durable=False)
+    project = tmp_path / "proj"
+    outside = tmp_path / "outside"
+    write_tree(project, {"src/pkg/mod.py": "x = 1\n", "src/app.py": "app\n"})
+    write_tree(outside, {"pkg/mod.py": "SECRET outside the tree"})
+    old = 1_600_000_000 * 10**9
+    for directory, names, files in os.walk(project):
+        for name in [*names, *files]:
+            os.utime(os.path.join(directory, name), ns=(old, old))
+    since = time.monotonic_ns()
+    first = store.create_incremental(
+        "s", "first", ["."], base_dir=project, parent=None, changes=lambda: None
+    ).info
+    (project / "src/pkg/mod.py").write_text("x = 2\n")
+    _swap_after_parent_check(monkeypatch, project / "src", outside)
+    try:
+        report = store.create_incremental(
+            "s",
+            "second",
+            ["."],
+            base_dir=project,
+            parent=first,
+            changes=lambda: ChangedPaths(frozenset({"src/pkg/mod.py"}), frozenset(), since),
+        )
+    except SnapstoreError:
+        return
+    recorded = _recorded(store, report.info.name)
+    assert b"SECRET outside the tree" not in recorded.values()
+    assert report.scan == "incremental"
+    assert recorded["src/pkg/mod.py"] == b"x = 2\n"
