@@ -66,10 +66,11 @@ class Scanner:
     restore, whose temp files come and go. With ``restore_temps`` (an undo backup, taken under
     its target's lock, where no restore is running) they are recorded like any name: the
     restore about to run may remove them. Any other name starting with ``.snapstore-tmp-`` is
-    an ordinary name. ``stat_files``: see the attribute. ``add`` looks at every directory on
-    the way to each path asked for just before that path, never trusting an earlier look
-    (its own for another path, or a caller's): a directory swapped for a symlink in between
-    would lead out of the base, since ``O_NOFOLLOW`` covers only the last component."""
+    an ordinary name. ``stat_files``: see the attribute. ``add`` and ``add_below`` look each
+    path asked for up through descriptors of the directories on the way (``way``, opened one
+    name at a time without following a link), each checked once through the descriptor
+    later lookups use, never by path: a directory swapped for a symlink after a check by
+    path would lead out of the base, since ``O_NOFOLLOW`` covers only the last component."""
 
     def __init__(
         self,
