@@ -57,7 +57,7 @@ SHARE = float(sys.argv.pop(1))
 read_all = ingestscan.ingest_scan
 
 
-def forked(scanned, batch, cache, *, racy_from_ns, skip_unreadable, progress=None):
+def forked(scanned, batch, cache, *, racy_from_ns, skip_unreadable, progress=None, way=None):
     to_read = sorted(scanned.to_read, key=lambda found: found[0])
     split = int(len(to_read) * (1 - SHARE))
     theirs = to_read[split:]
@@ -71,7 +71,12 @@ def forked(scanned, batch, cache, *, racy_from_ns, skip_unreadable, progress=Non
             own = BlobBatch(batch.storage)
             own.packs = PackSeries(batch.storage)
             rows, attrs = read_all(
-                share, own, None, racy_from_ns=racy_from_ns, skip_unreadable=skip_unreadable
+                share,
+                own,
+                None,
+                racy_from_ns=racy_from_ns,
+                skip_unreadable=skip_unreadable,
+                way=way,
             )
             own.finish()
             packs = [index.pack_id for index in own.packs.published]
@@ -83,7 +88,7 @@ def forked(scanned, batch, cache, *, racy_from_ns, skip_unreadable, progress=Non
     os.close(writer)
     scanned.to_read = to_read[:split]
     rows, attrs = read_all(
-        scanned, batch, cache, racy_from_ns=racy_from_ns, skip_unreadable=skip_unreadable
+        scanned, batch, cache, racy_from_ns=racy_from_ns, skip_unreadable=skip_unreadable, way=way
     )
     with os.fdopen(reader, "rb") as got:
         their_rows, their_attrs, skipped, packs, counted = pickle.load(got)

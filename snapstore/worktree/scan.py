@@ -23,7 +23,6 @@ from snapstore.format.manifest import EntryRow
 from snapstore.format.paths import (
     check_relative_path,
     child_path,
-    parents,
     plain_names,
     printable,
     recordable_link_target,
@@ -32,9 +31,11 @@ from snapstore.fs.durable import TEMP_PREFIX
 from snapstore.fs.stamps import FileId, file_id
 from snapstore.fs.tempnames import is_restore_temp
 from snapstore.models import SkippedPath
+from snapstore.worktree import scanlookup
 from snapstore.worktree.excludes import GITIGNORE, Matcher, read_patterns, rebase
+from snapstore.worktree.scanlookup import Pending
 from snapstore.worktree.scanned import Reuse, ScanResult
-from snapstore.worktree.waydirs import LOOKUP_FLAGS, NotADirectory, WayDirs
+from snapstore.worktree.waydirs import LOOKUP_FLAGS, WayDirs
 
 GITIGNORE_ADVICE = "pass gitignore=False (--no-gitignore) to record what .gitignore files ignore"
 
@@ -45,12 +46,6 @@ _DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 
 def _read_everything(path: str, info: os.stat_result) -> EntryRow | None:
     return None
-
-
-_Pending = list[tuple[str, str, EntryRow, FileId | None]]
-"""Directories found but not yet walked: (relative path, absolute path, the row they get
-unless they turn out to be a storage root, and the directory their parent's listing showed,
-if it was listed: the one that must be found there when it is opened)."""
 
 
 class Scanner:
@@ -135,36 +130,10 @@ class Scanner:
         with WayDirs(self.base_dir) as way:
             self._add_through(relative, way, recursive)
 
-    def _parent_place(self, relative: str, way: WayDirs) -> tuple[int | None, str] | None:
-        """Where the name of ``relative`` is looked up (``WayDirs.place`` of its directory),
-        each directory on the way checked through the descriptor later lookups use (opened
-        one name at a time, never through a link); None if one is missing. UnsafePathError
-        if one is not a directory or is a storage root."""
-        place: tuple[int | None, str] = way.place("")
-        for parent in parents(relative):
-            try:
-                place = way.place(parent)
-            except FileNotFoundError:
-                return None
-            except NotADirectory as error:
-                raise UnsafePathError(
-                    f"cannot snapshot {relative!r}: {error.directory!r} is not a directory (a "
-                    "symlink is never followed); snapshot the link itself or its real location"
-                ) from None
-            found = way.identity(parent)
-            if self._checked_parents.get(parent) != found:
-                if found in self.exclude_dirs or is_store_root(dir_fd=place[0]):
-                    raise UnsafePathError(
-                        f"cannot snapshot {relative!r}: it lies in the snapstore root {parent!r}"
-                    )
-                self._checked_parents[parent] = found
-                self.result.dirs.setdefault(parent, found)
-        return place
-
     def _add_through(self, relative: str, way: WayDirs, recursive: bool) -> None:
         """``add`` of a path other than ``"."``, looked up through ``way``."""
         absolute = os.path.join(self.base_dir, relative)
-        place = self._parent_place(relative, way)
+        place = scanlookup.parent_place(self, relative, way)
         name = relative.rpartition("/")[2]
         try:
             if place is None:
@@ -213,7 +182,7 @@ class Scanner:
         except OSError as error:
             self._problem(relative, error.strerror or str(error))
             return
-        pending: _Pending = []
+        pending: Pending = []
         try:
             found = file_id(os.fstat(fd))
             if found != file_id(info):
@@ -246,73 +215,16 @@ class Scanner:
         self.result.overlapping = True
         self._added = True
         if self.way is not None:
-            return self._add_below_through(relative, root, self.way)
+            return scanlookup.add_below(self, relative, root, self.way)
         with WayDirs(self.base_dir) as way:
-            return self._add_below_through(relative, root, way)
-
-    def _add_below_through(self, relative: str, root: str, way: WayDirs) -> bool:
-        """``add_below``, every directory on the way looked up through ``way``."""
-        within = "" if root == "." else root + "/"
-        steps = relative[len(within) :].split("/")
-        directories = [within + "/".join(steps[:depth]) for depth in range(1, len(steps))]
-        place = way.place("")
-        for directory in [root, *directories] if root != "." else directories:
-            try:
-                place = way.place(directory)
-            except FileNotFoundError:
-                return directory != root
-            except NotADirectory:
-                return False
-            found = way.identity(directory)
-            stored = self._checked_parents.get(directory) != found and (
-                found in self.exclude_dirs or is_store_root(dir_fd=place[0])
-            )
-            if directory == root:
-                if stored:
-                    return False
-            elif (
-                stored
-                or self.excludes(directory, True)
-                or self._leaves_out(directory.rsplit("/", 1)[-1])
-            ):
-                return True
-            self._checked_parents[directory] = found
-            self.result.dirs.setdefault(directory, found)
-        return self._add_below_found(relative, place)
-
-    def _add_below_found(self, relative: str, place: tuple[int | None, str]) -> bool:
-        """The last step of ``add_below``: ``relative`` itself, looked up at ``place``, its
-        directory checked."""
-        absolute = os.path.join(self.base_dir, relative)
-        try:
-            info = os.stat(
-                place[1] + relative.rpartition("/")[2], dir_fd=place[0], follow_symlinks=False
-            )
-        except FileNotFoundError:
-            return True
-        except NotADirectoryError:
-            return False
-        except OSError as error:
-            self._problem(relative, error.strerror or str(error))
-            return True
-        try:
-            check_relative_path(relative)
-        except UnsafePathError as error:
-            self._problem(relative, str(error))
-            return True
-        if self.excludes(relative, stat.S_ISDIR(info.st_mode)):
-            return True
-        pending: _Pending = []
-        self._add_found(relative, absolute, info, pending, dir_fd=place[0])
-        self._walk(pending)
-        return True
+            return scanlookup.add_below(self, relative, root, way)
 
     def _add_found(
         self,
         relative: str,
         absolute: str,
         info: os.stat_result,
-        pending: _Pending | None,
+        pending: Pending | None,
         *,
         dir_fd: int | None = None,
     ) -> None:
@@ -363,7 +275,7 @@ class Scanner:
         else:
             self.result.rows.append(row)
 
-    def _walk(self, pending: _Pending, *, root: bool = False) -> None:
+    def _walk(self, pending: Pending, *, root: bool = False) -> None:
         """Walk the pending directories depth first, without recursion (a tree may be
         thousands of levels deep), holding one descriptor at a time. Each is listed through a
         descriptor, so each child's lstat is relative to it (no lookup from the root per

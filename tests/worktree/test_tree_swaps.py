@@ -14,6 +14,7 @@ from helpers.trees import write_tree
 import snapstore.worktree.create as create
 import snapstore.worktree.ingest as ingest
 import snapstore.worktree.scan as scan
+import snapstore.worktree.scanlookup as scanlookup
 from snapstore import SnapStore
 from snapstore.errors import SnapstoreError, SourceChangedError, UnsafePathError
 
@@ -233,7 +234,7 @@ def test_git_rules_read_a_gitignore_on_the_way_in_its_own_directory_even_if_that
 def _swap_after_parent_check(monkeypatch: pytest.MonkeyPatch, directory: Path, to: Path) -> None:
     """Make the scan's storage-root check of ``directory`` (the last look at a directory on
     the way before the requested path in it is looked up) swap it for a symlink to ``to``."""
-    real = scan.is_store_root
+    real = scanlookup.is_store_root
 
     def check_then_swap(*args: Any, **kwargs: Any) -> bool:
         found = real(*args, **kwargs)
@@ -241,7 +242,7 @@ def _swap_after_parent_check(monkeypatch: pytest.MonkeyPatch, directory: Path, t
             _swap_for_symlink(directory, to)
         return found
 
-    monkeypatch.setattr(scan, "is_store_root", check_then_swap)
+    monkeypatch.setattr(scanlookup, "is_store_root", check_then_swap)
 
 
 def test_a_parent_swapped_between_its_check_and_the_file_lookup_never_records_outside(
