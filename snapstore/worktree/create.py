@@ -135,15 +135,13 @@ def requested_path(base: str, path: str | os.PathLike[str]) -> str:
     return relative_to_base(base, path)
 
 
-def git_rules(request: Request, way: WayDirs | None = None) -> LeadingRules:
-    """git's rules a create of ``request`` starts with (none without ``gitignore``), each
-    ``.gitignore`` inside the base read through ``way`` (the create's directories on the
-    way to its paths, shared with its scan);
+def git_rules(request: Request) -> LeadingRules:
+    """git's rules a create of ``request`` starts with (none without ``gitignore``);
     InvalidValueError if they ignore the base directory whole (a checkpoint of it would
     record nothing, and its restore would touch nothing)."""
     if not request.gitignore or request.backup_of is not None:
         return LeadingRules()
-    rules = leading_rules(request.base, request.paths, real_base=request.real_base, way=way)
+    rules = leading_rules(request.base, request.paths, real_base=request.real_base)
     if rules.ignored is not None:
         raise InvalidValueError(
             f"cannot snapshot in {request.base}: {rules.ignored}, so git ignores everything "
@@ -223,24 +221,8 @@ def take_snapshot(
     scan_start_ns = time.time_ns()
     cache = StatCache(repo.backend, request.base, scan_start_ns)
     batch = BlobBatch(repo.blobs)
-    with WayDirs(request.base) as way:
-        return _take_snapshot(repo, request, cache, batch, way, progress, committed, remember_trees)
-
-
-def _take_snapshot(
-    repo: Repository,
-    request: Request,
-    cache: StatCache,
-    batch: BlobBatch,
-    way: WayDirs,
-    progress: Progress | None,
-    committed: Committed | None,
-    remember_trees: bool,
-) -> tuple[SnapshotInfo, bool]:
-    """``take_snapshot`` with ``way`` open: every requested path, and every ``.gitignore``
-    on the way to one, looked up through its directory's descriptor."""
     backup = request.backup_of is not None
-    git = git_rules(request, way)
+    git = git_rules(request)
     excludes = Matcher(
         ()
         if backup
@@ -254,6 +236,7 @@ def _take_snapshot(
         if request.rehash or cache.empty
         else cache.reuse_hook(batch.claim, batch.claim_extents)
     )
+    way = WayDirs(request.base)  # held from the scan through the read of its files
     scanner = Scanner(
         request.base,
         exclude_dirs=repo.own_roots(),
@@ -268,19 +251,19 @@ def _take_snapshot(
         way=way,
     )
     try:
-        for path in request.paths:
-            scanner.add(path, recursive=path not in request.shallow)
-        scanned = scanner.result
-        rows, attrs = ingest_scan(
-            scanned,
-            batch,
-            cache,
-            racy_from_ns=cache.trust_before_ns,
-            skip_unreadable=request.skip_unreadable,
-            progress=progress,
-            way=way,
-        )
-        way.close()
+        with way:
+            for path in request.paths:
+                scanner.add(path, recursive=path not in request.shallow)
+            scanned = scanner.result
+            rows, attrs = ingest_scan(
+                scanned,
+                batch,
+                cache,
+                racy_from_ns=cache.trust_before_ns,
+                skip_unreadable=request.skip_unreadable,
+                progress=progress,
+                way=way,
+            )
         trees = _store_trees(
             repo, request, rows, attrs, batch, remember=remember_trees and not backup
         )

@@ -28,7 +28,6 @@ alone, whoever takes it).
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
 import re
@@ -39,7 +38,7 @@ from typing import NamedTuple
 from snapstore.format.paths import parents
 from snapstore.fs.reading import open_regular_stat, read_all
 from snapstore.worktree.excludes import GITIGNORE, read_patterns, rebase
-from snapstore.worktree.waydirs import NotADirectory, WayDirs
+from snapstore.worktree.waydirs import WayDirs, WayError
 from snapstore.worktree.wildmatch import InvalidPattern, globstar, segment_expression
 
 GIT = ".git"
@@ -241,35 +240,32 @@ def _above_base(real_base: str) -> tuple[list[str], str | None]:
 
 
 def leading_rules(
-    base: str,
-    requested: Sequence[str],
-    *,
-    real_base: str | None = None,
-    way: WayDirs | None = None,
+    base: str, requested: Sequence[str], *, real_base: str | None = None
 ) -> LeadingRules:
     """git's rules for a checkpoint of the ``requested`` paths of ``base`` that the walk of
     those paths does not meet: the repository's above the base, then the ``.gitignore`` of
     each directory inside the base on the way to a requested path, outermost first, each
     read through a descriptor of its directory opened one name at a time without following
-    a link (``way``, the create's, shared with its scan; one of its own if None): a
-    directory swapped for a symlink meanwhile never brings in rules from outside the base.
-    ``real_base``: ``base`` with its symlinks resolved, if the caller just did that."""
+    a link (``WayDirs``): a directory swapped for a symlink meanwhile never brings in rules
+    from outside the base. The descriptors are closed on return: the scan looks its paths
+    up again, so a directory replaced in between is scanned as it is then, never mixed
+    with the one the rules came from. ``real_base``: ``base`` with its symlinks resolved,
+    if the caller just did that."""
     rules, ignored = _above_base(os.path.realpath(base) if real_base is None else real_base)
     on_the_way = {
         directory for path in requested if path != "." for directory in ["", *parents(path)]
     }
     if not on_the_way:
         return LeadingRules(tuple(rules), frozenset(on_the_way), ignored)
-    with contextlib.ExitStack() as stack:
-        dirs = way if way is not None else stack.enter_context(WayDirs(base))
+    with WayDirs(base) as way:
         not_directories: set[str] = set()
         for directory in sorted(on_the_way, key=lambda d: (d.count("/") if d else -1, d)):
             if directory.rpartition("/")[0] in not_directories and directory:
                 not_directories.add(directory)
                 continue
             try:
-                fd, _ = dirs.place(directory)
-            except (OSError, NotADirectory):
+                fd, _ = way.place(directory)
+            except (OSError, WayError):
                 not_directories.add(directory)  # the scan refuses a path beneath it
                 continue
             found = read_patterns(os.path.join(base, directory, GITIGNORE), in_dir=fd)

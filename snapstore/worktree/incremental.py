@@ -134,21 +134,20 @@ def take_incremental(
     initial = initial_patterns(
         request.base, request.exclude, default_excludes=request.default_excludes
     )
-    with WayDirs(request.base) as way:
-        git = git_rules(request, way)
-        reason = refusal(request, parent, known, base, initial, list(git.patterns))
-        if reason is None:
-            assert known is not None and base is not None
-            planned = plan_rescan(request, base, known, len(git.patterns), len(initial))
-            built = (
-                planned
-                if isinstance(planned, str)
-                else _build(repo, request, base, planned, start, (git, len(initial)), progress, way)
-            )
-            if not isinstance(built, str):
-                forget(repo, parent, built[0].info)
-                return built
-            reason = built
+    git = git_rules(request)
+    reason = refusal(request, parent, known, base, initial, list(git.patterns))
+    if reason is None:
+        assert known is not None and base is not None
+        planned = plan_rescan(request, base, known, len(git.patterns), len(initial))
+        built = (
+            planned
+            if isinstance(planned, str)
+            else _build(repo, request, base, planned, start, (git, len(initial)), progress)
+        )
+        if not isinstance(built, str):
+            forget(repo, parent, built[0].info)
+            return built
+        reason = built
     committed = Committed(repo)
     info, replaced = take_snapshot(
         repo, request, progress=progress, committed=committed, remember_trees=False
@@ -167,19 +166,18 @@ def _build(
     start: ScanStart,
     rules_read: tuple[LeadingRules, int],
     progress: Progress | None,
-    way: WayDirs,
 ) -> tuple[IncrementalReport, bool] | str:
     """Scan the planned paths, ingest what must be read, merge with the parent's rows, store
     the tree objects built again and commit; or, committing nothing, why a full scan must be
     made instead. ``rules_read``: git's rules read before the walk, and how many of the
-    parent's rules are fixed ones (they come last). ``way``: the create's directories on
-    the way to its paths (``WayDirs``), which git's rules were read through."""
+    parent's rules are fixed ones (they come last)."""
     if not plan.replaced and not plan.refresh:
         return _commit_unchanged(repo, request, base, start)
     batch = BlobBatch(repo.blobs)
     git, fixed = rules_read
     rules = list(base.info.excludes)
     split = len(rules) - fixed
+    way = WayDirs(request.base)  # held from the scan through the read of its files
     scanner = Scanner(
         request.base,
         exclude_dirs=repo.own_roots(),
@@ -190,26 +188,26 @@ def _build(
         way=way,
     )
     try:
-        for path, root in plan.scans:
-            if path == root:
-                scanner.add(root)
-            elif not scanner.add_below(path, root):
-                return f"a directory on the way to {path} is no longer one"
-        if len(scanner.excludes.patterns) != len(rules):
-            return "a .gitignore lies in a changed directory"
-        scanned = scanner.result
-        if scanned.links:
-            return "a changed path is a file with several hard links"
-        new_rows, new_attrs = ingest_scan(
-            scanned,
-            batch,
-            None,
-            racy_from_ns=start.wall_ns - statcache.RACY_NS,
-            skip_unreadable=request.skip_unreadable,
-            progress=progress,
-            way=way,
-        )
-        way.close()
+        with way:
+            for path, root in plan.scans:
+                if path == root:
+                    scanner.add(root)
+                elif not scanner.add_below(path, root):
+                    return f"a directory on the way to {path} is no longer one"
+            if len(scanner.excludes.patterns) != len(rules):
+                return "a .gitignore lies in a changed directory"
+            scanned = scanner.result
+            if scanned.links:
+                return "a changed path is a file with several hard links"
+            new_rows, new_attrs = ingest_scan(
+                scanned,
+                batch,
+                None,
+                racy_from_ns=start.wall_ns - statcache.RACY_NS,
+                skip_unreadable=request.skip_unreadable,
+                progress=progress,
+                way=way,
+            )
         recorded = _merged(base, plan, new_rows, new_attrs, batch.counted, scanned.skipped)
         if isinstance(recorded, str):
             batch.abort()

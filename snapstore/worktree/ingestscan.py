@@ -47,7 +47,7 @@ from snapstore.worktree.ingest import IngestedFile
 from snapstore.worktree.links import record_links
 from snapstore.worktree.scanned import ScanResult, sorted_rows
 from snapstore.worktree.statcache import StatCache
-from snapstore.worktree.waydirs import WayDirs
+from snapstore.worktree.waydirs import LISTING_FLAGS, WayDirs
 
 ASIDE_MAX_BYTES = 8 << 20
 """Larger files are read on the calling thread, streaming (their chunks would otherwise wait
@@ -294,9 +294,6 @@ def ingest_scan(
     return rows, ingest.attrs
 
 
-_DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
-
-
 class _ListedDirectories:
     """The directories files are read from: the scan's own descriptor of one on the way to a
     requested path while ``way`` holds it, else each opened (one at a time: files come in
@@ -320,18 +317,20 @@ class _ListedDirectories:
         if parent == self._parent:  # the directory of the file before (files come in order)
             return self._fd
         expected = self.listed.get(parent)
-        if self.way is not None:
-            held = self.way.held("" if parent == "." else parent)
-            if held is not None and (held[1] is None or expected in (None, held[1])):
-                return held[0]
+        directory = "" if parent == "." else parent
+        way = self.way
+        if way is not None:
+            held = way.held(directory)
+            if held is not None and expected in (None, way.identity(directory)):
+                return held
         if expected is None:
             return None
         self.close()  # followed if a symlink (the base may be one): the identity decides
-        nearest = None if self.way is None else self.way.nearest("" if parent == "." else parent)
+        nearest = None if way is None else way.nearest(directory)
         if nearest is None:
-            fd = os.open(os.path.dirname(absolute), _DIRECTORY_FLAGS)
+            fd = os.open(os.path.dirname(absolute), LISTING_FLAGS)
         else:
-            fd = os.open(nearest[1], _DIRECTORY_FLAGS, dir_fd=nearest[0])
+            fd = os.open(nearest[1], LISTING_FLAGS | os.O_NOFOLLOW, dir_fd=nearest[0])
         if file_id(os.fstat(fd)) != expected:
             os.close(fd)
             raise UnreadablePathError(

@@ -35,13 +35,11 @@ from snapstore.worktree import scanlookup
 from snapstore.worktree.excludes import GITIGNORE, Matcher, read_patterns, rebase
 from snapstore.worktree.scanlookup import Pending
 from snapstore.worktree.scanned import Reuse, ScanResult
-from snapstore.worktree.waydirs import LOOKUP_FLAGS, WayDirs
+from snapstore.worktree.waydirs import LISTING_FLAGS, LOOKUP_FLAGS, WayDirs
 
 GITIGNORE_ADVICE = "pass gitignore=False (--no-gitignore) to record what .gitignore files ignore"
 
 __all__ = ["UnreadablePathError"]
-
-_DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 
 
 def _read_everything(path: str, info: os.stat_result) -> EntryRow | None:
@@ -133,14 +131,17 @@ class Scanner:
     def _add_through(self, relative: str, way: WayDirs, recursive: bool) -> None:
         """``add`` of a path other than ``"."``, looked up through ``way``."""
         absolute = os.path.join(self.base_dir, relative)
-        place = scanlookup.parent_place(self, relative, way)
         name = relative.rpartition("/")[2]
         try:
+            place = scanlookup.parent_place(self, relative, way)
             if place is None:
                 raise FileNotFoundError
             info = os.stat(place[1] + name, dir_fd=place[0], follow_symlinks=False)
         except FileNotFoundError:
             self.result.rows.append((relative, "absent", 0, 0, 0, None, None))
+            return
+        except scanlookup.Blocked as error:
+            self._problem(relative, str(error))
             return
         except OSError as error:
             self._problem(relative, error.strerror or str(error))
@@ -176,7 +177,7 @@ class Scanner:
         if file_id(info) in self.exclude_dirs:
             raise UnsafePathError(f"cannot snapshot {relative!r}: it is a snapstore root")
         name = relative.rpartition("/")[2]
-        flags = _DIRECTORY_FLAGS if recursive else LOOKUP_FLAGS  # a shallow one is not listed
+        flags = LISTING_FLAGS if recursive else LOOKUP_FLAGS  # a shallow one is not listed
         try:
             fd = os.open(place[1] + name, flags | os.O_NOFOLLOW, dir_fd=place[0])
         except OSError as error:
@@ -198,11 +199,9 @@ class Scanner:
                 self.result.rows.append(row)
                 return
             self.result.dirs[relative] = found
-            others = self._record_children(relative, absolute, fd, row)
+            self._add_children(relative, absolute, fd, row, pending)
         finally:
             os.close(fd)
-        for child_relative, child_absolute, child_info in others:
-            self._add_found(child_relative, child_absolute, child_info, pending)
         self._walk(pending)
 
     def add_below(self, relative: str, root: str) -> bool:
@@ -237,7 +236,7 @@ class Scanner:
         if stat.S_ISLNK(mode):
             try:
                 if dir_fd is None:
-                    target = os.readlink(absolute)  # in the base, or a walk's child
+                    target = os.readlink(absolute)  # a name in the base, looked up by its path
                 else:
                     target = os.readlink(os.path.basename(absolute), dir_fd=dir_fd)
             except OSError as error:
@@ -282,7 +281,7 @@ class Scanner:
         file) and a directory swapped for a symlink mid-scan is refused, never followed."""
         while pending:
             relative, absolute, row, listed = pending.pop()
-            flags = _DIRECTORY_FLAGS if root else _DIRECTORY_FLAGS | os.O_NOFOLLOW
+            flags = LISTING_FLAGS if root else LISTING_FLAGS | os.O_NOFOLLOW
             root = False
             try:
                 fd = os.open(absolute, flags)
@@ -295,11 +294,20 @@ class Scanner:
                     self._problem(relative, "replaced while the tree was snapshotted")
                     continue
                 self.result.dirs[relative] = found
-                others = self._record_children(relative, absolute, fd, row)
+                self._add_children(relative, absolute, fd, row, pending)
             finally:
                 os.close(fd)
-            for child_relative, child_absolute, info in others:
-                self._add_found(child_relative, child_absolute, info, pending)
+
+    def _add_children(
+        self, relative: str, absolute: str, fd: int, row: EntryRow, pending: Pending
+    ) -> None:
+        """Record the directory open as ``fd`` and its children (subdirectories join
+        ``pending``); a symlink's target is read through ``fd`` (by path, a directory above
+        swapped for a symlink just then would have it read outside the tree)."""
+        for child_relative, child_absolute, info in self._record_children(
+            relative, absolute, fd, row
+        ):
+            self._add_found(child_relative, child_absolute, info, pending, dir_fd=fd)
 
     def _record_children(
         self, relative: str, absolute: str, fd: int, row: EntryRow

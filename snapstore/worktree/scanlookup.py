@@ -17,7 +17,14 @@ from snapstore.format.paths import check_relative_path, parents
 from snapstore.fs.stamps import FileId
 from snapstore.worktree.excludes import Matcher
 from snapstore.worktree.scanned import ScanResult
-from snapstore.worktree.waydirs import NotADirectory, WayDirs
+from snapstore.worktree.waydirs import NotADirectory, Replaced, WayDirs
+
+
+class Blocked(Exception):
+    """A directory on the way to a path asked for could not be looked in (no permission, an
+    I/O error) or was replaced while the create ran: that path is unreadable (skipped with
+    ``skip_unreadable``); the message says which directory and why."""
+
 
 Place = tuple[int | None, str]
 """Where the names of a directory are looked up: ``WayDirs.place``."""
@@ -59,11 +66,11 @@ def parent_place(scanner: Scanner, relative: str, way: WayDirs) -> Place | None:
     """Where the name of ``relative`` is looked up (``WayDirs.place`` of its directory),
     each directory on the way checked through the descriptor later lookups use (opened
     one name at a time, never through a link); None if one is missing. UnsafePathError
-    if one is not a directory or is a storage root."""
+    if one is not a directory or is a storage root; Blocked if one cannot be looked in."""
     place: Place = way.place("")
     for parent in parents(relative):
         try:
-            place = way.place(parent)
+            place, found = _looked_up(way, parent)
         except FileNotFoundError:
             return None
         except NotADirectory as error:
@@ -71,7 +78,6 @@ def parent_place(scanner: Scanner, relative: str, way: WayDirs) -> Place | None:
                 f"cannot snapshot {relative!r}: {error.directory!r} is not a directory (a "
                 "symlink is never followed); snapshot the link itself or its real location"
             ) from None
-        found = way.identity(parent)
         if scanner._checked_parents.get(parent) != found:
             if found in scanner.exclude_dirs or is_store_root(dir_fd=place[0]):
                 raise UnsafePathError(
@@ -82,6 +88,19 @@ def parent_place(scanner: Scanner, relative: str, way: WayDirs) -> Place | None:
     return place
 
 
+def _looked_up(way: WayDirs, directory: str) -> tuple[Place, FileId]:
+    """``way.place`` and ``way.identity`` of ``directory``; FileNotFoundError if it or one
+    above is missing, NotADirectory as ``WayDirs.open``, Blocked for any other failure."""
+    try:
+        return way.place(directory), way.identity(directory)
+    except Replaced as error:
+        raise Blocked(f"{error.directory!r} was replaced while the tree was snapshotted") from None
+    except FileNotFoundError:
+        raise
+    except OSError as error:
+        raise Blocked(f"cannot look in {error.filename!r}: {error.strerror or error}") from None
+
+
 def add_below(scanner: Scanner, relative: str, root: str, way: WayDirs) -> bool:
     """``Scanner.add_below``, every directory on the way looked up through ``way``."""
     within = "" if root == "." else root + "/"
@@ -90,12 +109,11 @@ def add_below(scanner: Scanner, relative: str, root: str, way: WayDirs) -> bool:
     place = way.place("")
     for directory in [root, *directories] if root != "." else directories:
         try:
-            place = way.place(directory)
+            place, found = _looked_up(way, directory)
         except FileNotFoundError:
             return directory != root
-        except NotADirectory:
+        except (NotADirectory, Blocked):
             return False
-        found = way.identity(directory)
         stored = scanner._checked_parents.get(directory) != found and (
             found in scanner.exclude_dirs or is_store_root(dir_fd=place[0])
         )

@@ -1,13 +1,15 @@
-"""The directories on the way to a create's requested paths, each opened once per create
-relative to its parent's descriptor without following a link.
+"""The directories on the way to a create's requested paths, each opened once relative to
+its parent's descriptor without following a link.
 
 ``O_NOFOLLOW`` covers only the last component of a path: a directory checked by path and
 then looked through by path again may have been swapped for a symlink to elsewhere in
 between. A lookup relative to a descriptor held since the check resolves one name in the
-very directory checked, so git's rules (``gitrules.leading_rules``), the scan's checks of
-each requested path (``Scanner.add``) and the read of a requested file (``ingest_scan``) all
-look in the same directories, none of them outside the base whatever is renamed meanwhile.
-One object serves one create and is closed when it ends.
+very directory checked, so the scan's checks of each requested path (``Scanner.add``) and
+the read of its files (``ingest_scan``) look in the same directories, none of them outside
+the base whatever is renamed meanwhile. git's rules (``gitrules.leading_rules``) read the
+``.gitignore`` files on the way through one of their own, let go before the scan: a
+directory replaced in between is scanned as it is then, never mixed with the one the rules
+came from.
 """
 
 from __future__ import annotations
@@ -17,29 +19,46 @@ import os
 from collections import OrderedDict
 from types import TracebackType
 
-from snapstore.errors import UnreadablePathError
 from snapstore.fs.stamps import FileId, file_id
 
 LOOKUP_FLAGS = os.O_DIRECTORY | os.O_CLOEXEC | getattr(os, "O_PATH", os.O_RDONLY)
 """``O_PATH`` where there is one: looking names up in a directory needs no right to list
-it, and no descriptor here is ever listed or read."""
+it, and no descriptor here is ever listed or read. Elsewhere a directory on the way must
+also be readable."""
+
+LISTING_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+"""How a directory whose names are listed, or files read from, is opened."""
 
 MAX_HELD = 64
 """Descriptors held at once: a small create needs a handful; a request of many paths in
 many directories closes the least recently used, and opens it again (through its parent,
 checked to be the same directory) if it needs it again."""
 
-NOT_A_DIRECTORY = (errno.ENOTDIR, errno.ELOOP)
+NOT_A_DIRECTORY = frozenset(
+    number
+    for number in (errno.ENOTDIR, errno.ELOOP, errno.EMLINK, getattr(errno, "EFTYPE", None))
+    if number is not None
+)
 """The errors of opening a name with ``O_DIRECTORY | O_NOFOLLOW`` that is not a directory
-itself (a file, or a symlink, to a directory or not)."""
+itself (a file, or a symlink, to a directory or not): Linux and macOS say ELOOP for a
+symlink, FreeBSD EMLINK, NetBSD EFTYPE."""
 
 
-class NotADirectory(Exception):
-    """``WayDirs.open``: the directory named (``directory``) is not a directory itself."""
+class WayError(Exception):
+    """``WayDirs.open``: a directory on the way (``directory``) cannot be looked through."""
 
     def __init__(self, directory: str) -> None:
         super().__init__(directory)
         self.directory = directory
+
+
+class NotADirectory(WayError):
+    """The directory named is not a directory itself (a symlink is never followed)."""
+
+
+class Replaced(WayError):
+    """The directory named, opened again after its descriptor was let go, is another
+    directory than the one opened first under that name."""
 
 
 class WayDirs:
@@ -70,8 +89,9 @@ class WayDirs:
     def open(self, directory: str) -> int:
         """A descriptor of ``directory``, not the base (valid until the next ``open``, which
         may close the least recently used). NotADirectory if it, or a directory on the way,
-        is not a directory itself; FileNotFoundError if one is missing; UnreadablePathError
-        if one opened before was replaced since; any other OSError as the lookup raised it."""
+        is not a directory itself; Replaced if one opened before was replaced since; an
+        OSError (FileNotFoundError if one is missing) naming the directory it could not
+        open, relative to the base."""
         held = self._held.get(directory)
         if held is not None:
             self._held.move_to_end(directory)
@@ -96,7 +116,7 @@ class WayDirs:
             except OSError as error:
                 if error.errno in NOT_A_DIRECTORY:
                     raise NotADirectory(current) from None
-                raise
+                raise OSError(error.errno, error.strerror, current) from None
             fd = self._opened(current, child)
         assert fd is not None
         return fd
@@ -123,10 +143,7 @@ class WayDirs:
                 raise
             if found != expected:
                 os.close(fd)
-                raise UnreadablePathError(
-                    f"cannot snapshot below {directory!r}: it was replaced while the tree "
-                    "was snapshotted"
-                )
+                raise Replaced(directory)
         self._held[directory] = fd
         while len(self._held) > self.max_held:
             oldest, oldest_fd = self._held.popitem(last=False)
@@ -144,11 +161,10 @@ class WayDirs:
             known = self._ids[directory] = file_id(os.fstat(self.open(directory)))
         return known
 
-    def held(self, directory: str) -> tuple[int, FileId | None] | None:
-        """The descriptor of ``directory`` if one is open now, and its identity if known;
-        None if none is: nothing is opened."""
-        fd = self._held.get(directory)
-        return None if fd is None else (fd, self._ids.get(directory))
+    def held(self, directory: str) -> int | None:
+        """The descriptor of ``directory`` if one is open now; None if none is: nothing is
+        opened."""
+        return self._held.get(directory)
 
     def nearest(self, directory: str) -> tuple[int, str] | None:
         """The descriptor open now of ``directory`` or of the nearest directory above it

@@ -114,14 +114,18 @@ def _recorded(store: SnapStore, name: str) -> dict[str, bytes]:
     return {e.path: store.read("s", name, e.path) for e in entries if e.kind == "file"}
 
 
+@pytest.mark.parametrize("gitignore", [True, False])
 @pytest.mark.parametrize("paths", [["a/y"], ["a/y/g"], ["a/x", "a/y"]])
-def test_a_directory_on_the_way_swapped_before_the_scan_starts_never_leads_outside(
-    store: SnapStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, paths: list[str]
+def test_a_directory_on_the_way_swapped_before_the_scan_starts_is_refused(
+    store: SnapStore,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    paths: list[str],
+    gitignore: bool,
 ) -> None:
-    """``a`` swapped for a symlink after git's rules opened it (and the ignore files and the
-    stat cache were read) but before the scan: the scan looks through the descriptor git's
-    rules opened, so it records the directory that was there (now ``a.old``, inside the
-    tree) or refuses; never what the link leads to."""
+    """``a`` swapped for a symlink after git's rules looked in it (and the ignore files and
+    the stat cache were read) but before the scan: the scan looks up every directory on
+    the way again, never through git's descriptors, and refuses the link."""
     project, outside = _outside_and_project(tmp_path)
     real_scanner = create.Scanner
 
@@ -130,15 +134,66 @@ def test_a_directory_on_the_way_swapped_before_the_scan_starts_never_leads_outsi
         return real_scanner(*args, **kwargs)
 
     monkeypatch.setattr(create, "Scanner", swap_then_scan)
-    try:
-        info = store.create("s", "n", paths, base_dir=project)
-    except SnapstoreError as error:
-        assert "replaced while the tree was snapshotted" in str(error)
-        assert store.list("s") == []
-        return
-    recorded = _recorded(store, info.name)
-    assert "a/y/secret.txt" not in recorded
-    assert recorded["a/y/g"] == b"y"
+    with pytest.raises(UnsafePathError, match="'a' is not a directory"):
+        store.create("s", "n", paths, base_dir=project, gitignore=gitignore)
+    assert store.list("s") == []
+
+
+@pytest.mark.parametrize("skip_unreadable", [False, True])
+def test_a_directory_replaced_after_git_rules_is_scanned_as_it_is_then(
+    store: SnapStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, skip_unreadable: bool
+) -> None:
+    """A tool replacing ``a`` whole (``mv a a.old; mkdir a``) after git's rules looked in it
+    and before the scan: the create records the new tree, one consistent state, as its
+    scan finds it (never the old top level mixed with the new subdirectories)."""
+    project = tmp_path / "proj"
+    write_tree(project, {"a/y/top.txt": "old top", "a/y/sub/deep.txt": "old deep"})
+    real_scanner = create.Scanner
+
+    def replace_then_scan(*args: Any, **kwargs: Any) -> scan.Scanner:
+        os.rename(project / "a", project / "a.old")
+        write_tree(project, {"a/y/top.txt": "new top", "a/y/sub/deep.txt": "new deep"})
+        return real_scanner(*args, **kwargs)
+
+    monkeypatch.setattr(create, "Scanner", replace_then_scan)
+    info = store.create("s", "n", ["a/y"], base_dir=project, skip_unreadable=skip_unreadable)
+    assert _recorded(store, info.name) == {
+        "a/y/top.txt": b"new top",
+        "a/y/sub/deep.txt": b"new deep",
+    }
+    assert info.skipped == ()
+
+
+@pytest.mark.parametrize("requested, listed", [("a/d", "a/d"), (".", "a")])
+def test_a_directory_swapped_after_its_listing_never_has_a_link_target_read_outside(
+    store: SnapStore,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    requested: str,
+    listed: str,
+) -> None:
+    """``a`` swapped for a symlink just after a directory in it (or ``a`` itself, in a walk
+    of the whole base) was listed and before its child symlink's target is read: the target
+    is read in the directory listed, not through the link."""
+    project, outside = tmp_path / "proj", tmp_path / "outside"
+    below_a = listed.removeprefix("a").lstrip("/")
+    (project / listed).mkdir(parents=True)
+    (outside / below_a).mkdir(parents=True, exist_ok=True)
+    os.symlink("inside-target", project / listed / "lnk")
+    os.symlink("SECRET-outside-target", outside / below_a / "lnk")
+    real = scan.Scanner._record_children
+
+    def list_then_swap(self: scan.Scanner, relative: str, *args: Any) -> Any:
+        found = real(self, relative, *args)
+        if relative == listed:
+            _swap_for_symlink(project / "a", outside)
+        return found
+
+    monkeypatch.setattr(scan.Scanner, "_record_children", list_then_swap)
+    info = store.create("s", "n", [requested], base_dir=project)
+    assert (project / "a").is_symlink(), "the swap did not happen"
+    (entry,) = [e for e in store.get("s", info.name).entries if e.path == f"{listed}/lnk"]
+    assert entry.target == "inside-target"
 
 
 def test_a_directory_on_the_way_to_two_paths_swapped_between_them_never_leads_outside(
