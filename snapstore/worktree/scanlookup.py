@@ -98,7 +98,8 @@ def _looked_up(way: WayDirs, directory: str) -> tuple[Place, FileId]:
     except FileNotFoundError:
         raise
     except OSError as error:
-        raise Blocked(f"cannot look in {error.filename!r}: {error.strerror or error}") from None
+        where = error.filename or directory  # the directory that could not be opened
+        raise Blocked(f"cannot open {where!r} on the way: {error.strerror or error}") from None
 
 
 def add_below(scanner: Scanner, relative: str, root: str, way: WayDirs) -> bool:
