@@ -193,7 +193,9 @@ def _build(
                 if path == root:
                     scanner.add(root)
                 elif not scanner.add_below(path, root):
-                    return f"a directory on the way to {path} is no longer one or cannot be looked in"
+                    return (
+                        f"a directory on the way to {path} is no longer one or cannot be looked in"
+                    )
             if len(scanner.excludes.patterns) != len(rules):
                 return "a .gitignore lies in a changed directory"
             scanned = scanner.result

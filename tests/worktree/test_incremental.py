@@ -5,6 +5,7 @@ parent's racy files are read again even when no change is reported for them."""
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import tempfile
@@ -25,6 +26,7 @@ from snapstore.internals import repository
 from snapstore.models import SnapshotInfo
 from snapstore.worktree import incremental, ingest, parentmemo, statcache
 from snapstore.worktree.incremental import ChangedPaths, IncrementalReport
+from snapstore.worktree.waydirs import WayDirs
 
 OLD_NS = 1_600_000_000 * 10**9
 """A modification time far outside any racy window."""
@@ -331,6 +333,30 @@ def directory_on_the_way_replaced(chain: Chain, base: Path) -> dict[str, Any]:
 
 def unrecordable_path(chain: Chain, base: Path) -> dict[str, Any]:
     return {"rescan": ["src/../README.md"]}
+
+
+def test_a_directory_on_the_way_that_cannot_be_opened_means_a_full_scan(
+    store: SnapStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lookup of a changed path fails on a directory on the way (no permission, an I/O
+    error): the create scans everything instead, which records what a full create does."""
+    monkeypatch.setattr(statcache, "RACY_NS", 100_000_000)
+    base = make_tree(tmp_path)
+    chain = Chain(store, base, ["."])
+    chain.create(known=False)
+    (base / "src/pkg/mod.py").write_text("x = 2\n")
+    real_open = WayDirs.open
+
+    def refusing(self: WayDirs, directory: str) -> int:
+        if directory == "src/pkg":
+            raise OSError(errno.EACCES, "Permission denied", directory)
+        return real_open(self, directory)
+
+    monkeypatch.setattr(WayDirs, "open", refusing)
+    report = chain.create(rescan=["src/pkg/mod.py"])
+    assert report.scan == "full"
+    assert "cannot be looked in" in (report.reason or ""), report.reason
+    chain.check(report)
 
 
 @pytest.mark.parametrize(

@@ -124,7 +124,9 @@ def test_a_directory_on_the_way_that_cannot_be_looked_in_is_named(
 
     monkeypatch.setattr(waydirs.os, "open", refusing)
     if not skip_unreadable:
-        with pytest.raises(UnreadablePathError, match=r"cannot open 'a/b' on the way: Permission denied"):
+        with pytest.raises(
+            UnreadablePathError, match=r"cannot open 'a/b' on the way: Permission denied"
+        ):
             store.create("s", "n", ["a/b/f.txt", "c.txt"], base_dir=project)
         return
     info = store.create("s", "n", ["a/b/f.txt", "c.txt"], base_dir=project, skip_unreadable=True)
