@@ -9,6 +9,7 @@ rollback of a killed restore needs it).
 from __future__ import annotations
 
 from snapstore.errors import SnapstoreError
+from snapstore.fs.stamps import FileId
 from snapstore.logs import get_logger
 from snapstore.models import SnapshotInfo
 from snapstore.repo.repository import Repository
@@ -34,10 +35,13 @@ class UndoBackups:
         target_dir: str,
         paths: list[str],
         recursive: set[str],
+        target_id: FileId | None,
     ) -> SnapshotInfo:
         """Commit the undo backup ``name``: the current state of ``paths`` in ``target_dir``
         (those in ``recursive`` with everything below), kept before restoring ``restoring``.
-        The gc lock must be held shared."""
+        ``target_id``: the directory the restore planned on, the only one read
+        (UnsafePathError if ``target_dir`` leads to another now). The gc lock must be held
+        shared."""
         request = Request(
             session,
             name,
@@ -46,6 +50,7 @@ class UndoBackups:
             {},
             shallow=frozenset(set(paths) - recursive),
             backup_of=restoring,
+            base_identity=target_id,
         )
         info, _ = take_snapshot(self.repo, request)
         return info

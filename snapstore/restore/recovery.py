@@ -240,7 +240,13 @@ class Recovery:
         (taken before restoring ``restoring``)."""
         paths, recursive = plan.backup_paths()
         self.backups.commit(
-            journal.session, generated_name(), restoring, journal.target, paths, recursive
+            journal.session,
+            generated_name(),
+            restoring,
+            journal.target,
+            paths,
+            recursive,
+            plan.target_id,
         )
         self.backups.trim(journal.session)
 

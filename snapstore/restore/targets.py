@@ -222,7 +222,13 @@ class TargetGuard:
         paths, recursive = plan.backup_paths()
         try:
             self.backups.commit(
-                journal.session, journal.backup, journal.restoring, journal.target, paths, recursive
+                journal.session,
+                journal.backup,
+                journal.restoring,
+                journal.target,
+                paths,
+                recursive,
+                plan.target_id,
             )
         except BaseException as error:
             self.journals.remove(key)

@@ -320,7 +320,7 @@ class _ListedDirectories:
         directory = "" if parent == "." else parent
         way = self.way
         if way is not None:
-            held = way.held(directory)
+            held = way.base_fd if not directory else way.held(directory)
             if held is not None and expected in (None, way.identity(directory)):
                 return held
         if expected is None:

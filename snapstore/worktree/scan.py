@@ -120,7 +120,8 @@ class Scanner:
         if relative == ".":
             if is_store_root(self.base_dir):
                 raise UnsafePathError(f"{self.base_dir} is a snapstore root; it is never recorded")
-            self._walk([(".", self.base_dir, ("", "dir", 0, 0, 0, None, None), None)], root=True)
+            pinned = None if self.way is None or self.way.base_fd is None else self.way.identity("")
+            self._walk([(".", self.base_dir, ("", "dir", 0, 0, 0, None, None), pinned)], root=True)
             return
         if self.way is not None:
             self._add_through(relative, self.way, recursive)

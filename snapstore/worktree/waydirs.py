@@ -64,11 +64,15 @@ class Replaced(WayError):
 class WayDirs:
     """Descriptors of directories below ``base`` (``"a/b"``), opened on demand: one in the
     base by the base's path and its name (the base may be a symlink: the caller checked
-    it), every other relative to its parent's descriptor, all with ``O_NOFOLLOW``. A context
-    manager: leaving it closes every descriptor."""
+    it), or relative to ``base_fd`` if given, every other relative to its parent's
+    descriptor, all with ``O_NOFOLLOW``. A context manager: leaving it closes every
+    descriptor it opened (never ``base_fd``, the caller's)."""
 
-    def __init__(self, base: str, *, max_held: int = MAX_HELD) -> None:
+    def __init__(self, base: str, *, base_fd: int | None = None, max_held: int = MAX_HELD) -> None:
         self.base = base
+        self.base_fd = base_fd
+        """A descriptor of the base, when the create must read one directory whatever its
+        path leads to meanwhile (an undo backup of the target a restore planned on)."""
         self.max_held = max(2, max_held)
         self._held: OrderedDict[str, int] = OrderedDict()
         self._ids: dict[str, FileId] = {}
@@ -101,7 +105,7 @@ class WayDirs:
         while depth and "/".join(names[:depth]) not in self._held:
             depth -= 1
         current = "/".join(names[:depth])
-        fd: int | None = None
+        fd = self.base_fd
         if current:
             fd = self._held[current]
             self._held.move_to_end(current)
@@ -123,10 +127,12 @@ class WayDirs:
 
     def place(self, directory: str) -> tuple[int | None, str]:
         """Where the names of ``directory`` (``""``: the base) are looked up: a descriptor
-        to look them up in (``open``) and ``""``, or, for the base, None and the base's path
-        with a separator: the base is looked up by its path, as the caller named it, which
-        nothing inside it can redirect (and no descriptor of it is opened)."""
+        to look them up in (``open``) and ``""``, or, for the base without ``base_fd``, None
+        and the base's path with a separator: the base is looked up by its path, as the
+        caller named it, which nothing inside it can redirect."""
         if not directory:
+            if self.base_fd is not None:
+                return self.base_fd, ""
             return None, os.path.join(self.base, "")
         return self.open(directory), ""
 
@@ -155,10 +161,13 @@ class WayDirs:
         return fd
 
     def identity(self, directory: str) -> FileId:
-        """The (device, inode) of ``directory`` (not the base), as its descriptor shows it."""
+        """The (device, inode) of ``directory`` (the base only with ``base_fd``), as its
+        descriptor shows it."""
         known = self._ids.get(directory)
         if known is None:
-            known = self._ids[directory] = file_id(os.fstat(self.open(directory)))
+            fd = self.base_fd if not directory and self.base_fd is not None else None
+            known = file_id(os.fstat(self.open(directory) if fd is None else fd))
+            self._ids[directory] = known
         return known
 
     def held(self, directory: str) -> int | None:
