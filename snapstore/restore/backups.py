@@ -8,11 +8,14 @@ rollback of a killed restore needs it).
 
 from __future__ import annotations
 
-from snapstore.errors import SnapstoreError
-from snapstore.fs.stamps import FileId
+import os
+
+from snapstore.errors import SnapstoreError, UnsafePathError
 from snapstore.logs import get_logger
 from snapstore.models import SnapshotInfo
 from snapstore.repo.repository import Repository
+from snapstore.restore.actions import Plan
+from snapstore.restore.dirhandles import open_planned
 from snapstore.restore.journal import JournalDir
 from snapstore.worktree.create import Request, take_snapshot
 
@@ -32,27 +35,35 @@ class UndoBackups:
         session: str,
         name: str,
         restoring: str,
-        target_dir: str,
+        plan: Plan,
         paths: list[str],
         recursive: set[str],
-        target_id: FileId | None,
     ) -> SnapshotInfo:
-        """Commit the undo backup ``name``: the current state of ``paths`` in ``target_dir``
-        (those in ``recursive`` with everything below), kept before restoring ``restoring``.
-        ``target_id``: the directory the restore planned on, the only one read
-        (UnsafePathError if ``target_dir`` leads to another now). The gc lock must be held
+        """Commit the undo backup ``name``: the current state of ``paths`` in the target of
+        ``plan`` (those in ``recursive`` with everything below), kept before restoring
+        ``restoring``. Only the directory the plan looked at is read: opened at the plan's
+        locked real path without following links and checked by identity (UnsafePathError
+        if it is gone or another now, or the plan saw none). The gc lock must be held
         shared."""
+        if plan.real_target is None or plan.target_id is None:
+            raise UnsafePathError(
+                f"the restore target {plan.target} is not the directory the restore planned "
+                "on; nothing of it was read"
+            )
         request = Request(
             session,
             name,
-            target_dir,
+            plan.target,
             paths,
             {},
             shallow=frozenset(set(paths) - recursive),
             backup_of=restoring,
-            base_identity=target_id,
         )
-        info, _ = take_snapshot(self.repo, request)
+        target_fd = open_planned(plan.real_target, None, plan.target, expected=plan.target_id)
+        try:
+            info, _ = take_snapshot(self.repo, request, base_fd=target_fd)
+        finally:
+            os.close(target_fd)
         return info
 
     def trim(self, session: str) -> None:

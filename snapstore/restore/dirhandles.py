@@ -240,7 +240,7 @@ class DirHandles:
         self.target = target
         owned = make_target(fs, real_target, durable=durable) if made is None and new else None
         try:
-            self.root_fd = _open_planned(real_target, made or owned, target, expected=expected)
+            self.root_fd = open_planned(real_target, made or owned, target, expected=expected)
         finally:
             if owned is not None:
                 owned.close()
@@ -368,7 +368,7 @@ class DirHandles:
             os.close(self.root_fd)
 
 
-def _open_planned(
+def open_planned(
     real_target: str, made: MadeTarget | None, target: str, *, expected: FileId | None
 ) -> int:
     """``open_target``, refusing (UnsafePathError) a directory that is not the one the

@@ -171,7 +171,7 @@ class RestoreJob:
             report = restore_report(plan, dry_run=False)
             if not plan.changes:
                 return report
-            existed = not plan.new_target and os.path.isdir(target_dir)
+            existed = plan.target_id is not None  # the directory the plan looked at
             journal = Journal(
                 target=target_dir,
                 session=session,

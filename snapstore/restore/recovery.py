@@ -239,15 +239,7 @@ class Recovery:
         """Keep what the target holds now at the paths ``plan`` changes, as a new backup
         (taken before restoring ``restoring``)."""
         paths, recursive = plan.backup_paths()
-        self.backups.commit(
-            journal.session,
-            generated_name(),
-            restoring,
-            journal.target,
-            paths,
-            recursive,
-            plan.target_id,
-        )
+        self.backups.commit(journal.session, generated_name(), restoring, plan, paths, recursive)
         self.backups.trim(journal.session)
 
 

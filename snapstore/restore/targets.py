@@ -222,13 +222,7 @@ class TargetGuard:
         paths, recursive = plan.backup_paths()
         try:
             self.backups.commit(
-                journal.session,
-                journal.backup,
-                journal.restoring,
-                journal.target,
-                paths,
-                recursive,
-                plan.target_id,
+                journal.session, journal.backup, journal.restoring, plan, paths, recursive
             )
         except BaseException as error:
             self.journals.remove(key)

@@ -7,10 +7,9 @@ stored. Checkpoints and undo backups are both made here; they differ in their he
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from operator import itemgetter
 from typing import Any, NamedTuple
 
@@ -19,7 +18,6 @@ from snapstore.errors import (
     InvalidValueError,
     MissingPathError,
     SourceChangedError,
-    UnsafePathError,
 )
 from snapstore.format.manifest import EntryRow
 from snapstore.format.names import encode_name, generated_name
@@ -29,7 +27,6 @@ from snapstore.format.times import expiry_ns
 from snapstore.format.tree import FileAttrs
 from snapstore.format.treebuild import BuiltTrees
 from snapstore.fs.realdirs import real_directory
-from snapstore.fs.stamps import FileId, file_id
 from snapstore.models import SkippedPath, SnapshotInfo
 from snapstore.repo.batch import BlobBatch
 from snapstore.repo.commits import IF_EXISTS, Draft
@@ -42,7 +39,7 @@ from snapstore.worktree.ingestscan import ingest_scan
 from snapstore.worktree.options import CreateOptions
 from snapstore.worktree.scan import GITIGNORE_ADVICE, Scanner
 from snapstore.worktree.statcache import StatCache
-from snapstore.worktree.waydirs import LOOKUP_FLAGS, WayDirs
+from snapstore.worktree.waydirs import WayDirs
 
 Progress = Callable[[int, int], None]
 
@@ -68,10 +65,6 @@ class Request(NamedTuple):
     if_exists: str = "replace"
     real_base: str | None = None
     """``base`` with every symlink resolved, as the request was checked (None: not yet)."""
-    base_identity: FileId | None = None
-    """The directory ``base`` must be (an undo backup: the target its restore planned on):
-    the create reads it through one descriptor checked to be that directory, whatever its
-    path leads to meanwhile; UnsafePathError if it is another."""
 
 
 def checkpoint_request(
@@ -216,11 +209,15 @@ def take_snapshot(
     progress: Progress | None = None,
     committed: Committed | None = None,
     remember_trees: bool = True,
+    base_fd: int | None = None,
 ) -> tuple[SnapshotInfo, bool]:
     """Scan, ingest and commit ``request``; returns the committed header and whether it
     replaced an existing snapshot of the same name. The gc lock must be held shared.
     ``remember_trees``: keep the tree objects for the next create of the base directory in
-    this process (``treememo``; an incremental create remembers its own).
+    this process (``treememo``; an incremental create remembers its own). ``base_fd``: a
+    descriptor of the base, the caller's, when it must be that very directory whatever its
+    path leads to meanwhile (an undo backup of the target a restore planned on): every
+    requested path is looked up from it.
 
     An undo backup (``backup_of`` set) records special files as skipped rather than failing,
     and leaves the stat cache alone (its files are about to be replaced)."""
@@ -243,7 +240,6 @@ def take_snapshot(
         if request.rehash or cache.empty
         else cache.reuse_hook(batch.claim, batch.claim_extents)
     )
-    base_fd = None if request.base_identity is None else _pinned_base(request)
     way = WayDirs(request.base, base_fd=base_fd)  # held from the scan to the read of its files
     scanner = Scanner(
         request.base,
@@ -259,7 +255,7 @@ def take_snapshot(
         way=way,
     )
     try:
-        with way, _closing(base_fd):
+        with way:
             for path in request.paths:
                 scanner.add(path, recursive=path not in request.shallow)
             scanned = scanner.result
@@ -296,30 +292,6 @@ def take_snapshot(
     if not backup:
         cache.save(keep_unseen=request.paths != ["."] or bool(request.shallow))
     return info, replaced
-
-
-def _pinned_base(request: Request) -> int:
-    """A descriptor of ``request.base`` (following a symlink, as a restore's plan did),
-    checked to be the directory ``request.base_identity`` names; UnsafePathError if the
-    path leads elsewhere now."""
-    fd = os.open(request.base, LOOKUP_FLAGS)
-    if file_id(os.fstat(fd)) != request.base_identity:
-        os.close(fd)
-        raise UnsafePathError(
-            f"{request.base} is no longer the directory the restore planned on (replaced, "
-            "or a symlink put there); nothing of it was read"
-        )
-    return fd
-
-
-@contextlib.contextmanager
-def _closing(fd: int | None) -> Iterator[None]:
-    """Close ``fd`` (if any) on leaving."""
-    try:
-        yield
-    finally:
-        if fd is not None:
-            os.close(fd)
 
 
 def plain_file_rows(file_rows: list[EntryRow], attrs: Mapping[str, FileAttrs]) -> list[EntryRow]:

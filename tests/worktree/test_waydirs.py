@@ -132,3 +132,24 @@ def test_a_directory_on_the_way_that_cannot_be_looked_in_is_named(
     info = store.create("s", "n", ["a/b/f.txt", "c.txt"], base_dir=project, skip_unreadable=True)
     assert [skipped.path for skipped in info.skipped] == ["a/b/f.txt"]
     assert store.read("s", info.name, "c.txt") == b"c"
+
+
+def test_a_walk_of_the_whole_base_reads_only_the_directory_given_as_base_fd(
+    tmp_path: Path,
+) -> None:
+    """A scan of ``"."`` with the base given as a descriptor (an undo backup): the base's
+    path swapped for a symlink to another directory is refused, never walked."""
+    project, elsewhere = tmp_path / "proj", tmp_path / "elsewhere"
+    write_tree(project, {"f.txt": "inside"})
+    write_tree(elsewhere, {"f.txt": "SECRET"})
+    base_fd = os.open(project, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.rename(project, tmp_path / "proj.moved")
+        os.symlink(elsewhere, project)
+        with WayDirs(str(project), base_fd=base_fd) as way:
+            scanner = scan.Scanner(str(project), way=way)
+            with pytest.raises(UnreadablePathError, match="replaced while the tree"):
+                scanner.add(".")
+            assert scanner.result.to_read == []
+    finally:
+        os.close(base_fd)
