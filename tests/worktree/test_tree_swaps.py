@@ -226,6 +226,19 @@ def test_the_scanner_looks_at_a_shared_parent_again_for_each_path(tmp_path: Path
         scanner.add("a/y")
 
 
+def _git_project_beside_a_directory_ignoring_all(tmp_path: Path) -> tuple[Path, Path]:
+    """A git work tree whose ``sub`` has a ``.gitignore`` ignoring nothing it holds, and a
+    directory outside it whose ``.gitignore`` ignores everything."""
+    import subprocess
+
+    project = tmp_path / "proj"
+    outside = tmp_path / "outside"
+    write_tree(project, {"sub/.gitignore": "nothing-here\n", "sub/keep.txt": "keep me"})
+    write_tree(outside, {".gitignore": "*\n"})
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    return project, outside
+
+
 def _swapping_reader(real: Any, directory: Path, elsewhere: Path, moved: Path) -> Any:
     """``read_patterns`` that swaps ``directory`` for a symlink to ``elsewhere`` just before
     reading the ``.gitignore`` in it, and puts it back just after."""
@@ -250,13 +263,7 @@ def test_a_gitignore_the_walk_meets_is_read_in_its_own_directory_even_if_that_is
     """A directory swapped for a symlink to another just as the walk of the tree reads its
     ``.gitignore``: the rules are those of the directory's own ``.gitignore``, never of one
     outside the tree that would leave files out."""
-    import subprocess
-
-    project = tmp_path / "proj"
-    outside = tmp_path / "outside"
-    write_tree(project, {"sub/.gitignore": "nothing-here\n", "sub/keep.txt": "keep me"})
-    write_tree(outside, {".gitignore": "*\n"})
-    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    project, outside = _git_project_beside_a_directory_ignoring_all(tmp_path)
     racing = _swapping_reader(scan.read_patterns, project / "sub", outside, tmp_path / "moved")
     monkeypatch.setattr(scan, "read_patterns", racing)
     info = store.create("s", "n", ["."], base_dir=project)
@@ -270,15 +277,9 @@ def test_git_rules_read_a_gitignore_on_the_way_in_its_own_directory_even_if_that
     ``.gitignore`` says ``*`` just as git's rules read the ``.gitignore`` in it: the rules
     are those of the directory's own, and the file is recorded (read by path, the outside
     rule left it out and the create refused it)."""
-    import subprocess
-
     import snapstore.worktree.gitrules as gitrules
 
-    project = tmp_path / "proj"
-    outside = tmp_path / "outside"
-    write_tree(project, {"sub/.gitignore": "nothing-here\n", "sub/keep.txt": "keep me"})
-    write_tree(outside, {".gitignore": "*\n"})
-    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    project, outside = _git_project_beside_a_directory_ignoring_all(tmp_path)
     racing = _swapping_reader(gitrules.read_patterns, project / "sub", outside, tmp_path / "moved")
     monkeypatch.setattr(gitrules, "read_patterns", racing)
     info = store.create("s", "n", ["sub/keep.txt"], base_dir=project)
