@@ -298,8 +298,9 @@ class _ListedDirectories:
     """The directories files are read from: the scan's own descriptor of one on the way to a
     requested path while ``way`` holds it, else each opened (one at a time: files come in
     path order) and checked to be the very directory the scan listed or looked through; a
-    directory the scan knows nothing of (the base, for a file asked for by name in it) gives
-    None: the file is opened by path, as it was found. A directory the scan walked below one
+    directory the scan knows nothing of (the base, for a file asked for by name in it,
+    unless ``way`` holds a descriptor of the base) gives None: the file is opened by path,
+    as it was found. A directory the scan walked below one
     ``way`` holds is opened from there: a directory above it swapped for a symlink since
     the scan is not looked through."""
 
