@@ -47,8 +47,8 @@ class UndoBackups:
         shared."""
         if plan.real_target is None or plan.target_id is None:
             raise UnsafePathError(
-                f"the restore target {plan.target} is not the directory the restore planned "
-                "on; nothing of it was read"
+                f"the restore target {plan.target} was no directory when the restore planned, "
+                "so there is nothing to keep of it"
             )
         request = Request(
             session,

@@ -162,7 +162,7 @@ class TargetGuard:
         source = self.writer.reads(plan)
         made: MadeTarget | None = None
         try:
-            if plan.new_target and not existed:
+            if plan.new_target:
                 made = self.writer.make_target(plan)
                 journal = journal._replace(target_inode=made.identity[1])
             self._write_journal(key, journal, made)
